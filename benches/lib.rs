@@ -1,0 +1,1 @@
+//! Criterion benchmarks for kubetrain; each file under `benches/` is one bench target.

@@ -1,0 +1,8 @@
+//! One module per subcommand.
+
+pub(crate) mod crd;
+pub(crate) mod validate;
+// modules: render (issue 3)
+// modules: queue (issue 4)
+// modules: collective (issue 5)
+// modules: init (issue 8)

@@ -1,0 +1,48 @@
+//! `kubetrain`: the command line of kubetrain, Kubeflow Trainer V2 in Rust.
+//!
+//! Each subcommand lives in its own module under `cmd/` and is a thin layer over a library crate.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Kubeflow Trainer V2 in Rust: validate, render and run TrainJobs.
+#[derive(Debug, Parser)]
+#[command(name = "kubetrain", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the CustomResourceDefinitions of trainer.kubeflow.org/v1alpha1 as YAML.
+    Crd(cmd::crd::CrdArgs),
+    /// Check TrainJobs and training runtimes offline (CEL rules and webhook rules).
+    Validate(cmd::validate::ValidateArgs),
+    // subcommands: render (issue 3)
+    // subcommands: queue (issue 4)
+    // subcommands: collective (issue 5)
+    // subcommands: init (issue 8)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Crd(args) => cmd::crd::run(args),
+        Command::Validate(args) => cmd::validate::run(args),
+        // dispatch: render (issue 3)
+        // dispatch: queue (issue 4)
+        // dispatch: collective (issue 5)
+        // dispatch: init (issue 8)
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
