@@ -1,0 +1,107 @@
+//! The built-in runtimes: upstream's shipped ClusterTrainingRuntimes, written by us and embedded in the
+//! binary so that `kubetrain render` and `kubetrain validate` work with no cluster and no runtime file.
+
+/// Name and YAML text of every built-in ClusterTrainingRuntime, in a stable order.
+pub const SOURCES: &[(&str, &str)] = &[
+    (
+        "torch-distributed",
+        include_str!("../runtimes/torch-distributed.yaml"),
+    ),
+    (
+        "torch-distributed-with-cache",
+        include_str!("../runtimes/torch-distributed-with-cache.yaml"),
+    ),
+    (
+        "deepspeed-distributed",
+        include_str!("../runtimes/deepspeed-distributed.yaml"),
+    ),
+    (
+        "mlx-distributed",
+        include_str!("../runtimes/mlx-distributed.yaml"),
+    ),
+    (
+        "jax-distributed",
+        include_str!("../runtimes/jax-distributed.yaml"),
+    ),
+    (
+        "xgboost-distributed",
+        include_str!("../runtimes/xgboost-distributed.yaml"),
+    ),
+    (
+        "torchtune-llama3.2-1b",
+        include_str!("../runtimes/torchtune-llama3.2-1b.yaml"),
+    ),
+    (
+        "torchtune-llama3.2-3b",
+        include_str!("../runtimes/torchtune-llama3.2-3b.yaml"),
+    ),
+    (
+        "torchtune-qwen2.5-1.5b",
+        include_str!("../runtimes/torchtune-qwen2.5-1.5b.yaml"),
+    ),
+];
+
+/// The YAML text of the built-in runtime `name`, if there is one.
+///
+/// ```
+/// let yaml = kubetrain_jobset::builtin::source("torch-distributed").unwrap();
+/// assert!(yaml.contains("kind: ClusterTrainingRuntime"));
+/// assert!(kubetrain_jobset::builtin::source("no-such-runtime").is_none());
+/// ```
+pub fn source(name: &str) -> Option<&'static str> {
+    SOURCES.iter().find(|(n, _)| *n == name).map(|(_, y)| *y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use std::path::PathBuf;
+
+    fn parse(yaml: &str) -> Value {
+        serde_saphyr::from_str(yaml).expect("runtime YAML parses")
+    }
+
+    #[test]
+    fn names_match_the_documents() {
+        for (name, yaml) in SOURCES {
+            let doc = parse(yaml);
+            assert_eq!(doc["metadata"]["name"], *name);
+            assert_eq!(doc["kind"], "ClusterTrainingRuntime");
+            assert_eq!(doc["apiVersion"], "trainer.kubeflow.org/v1alpha1");
+        }
+    }
+
+    /// Our hand-written runtimes must equal upstream's shipped ones as data.
+    #[test]
+    fn equal_to_upstream_runtimes_as_data() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/upstream/trainer/runtimes");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            eprintln!("skipping: upstream runtimes not found at {}", dir.display());
+            return;
+        };
+        let mut compared = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            let upstream = parse(&std::fs::read_to_string(&path).unwrap());
+            let name = upstream["metadata"]["name"].as_str().unwrap().to_owned();
+            let ours = source(&name).unwrap_or_else(|| panic!("no built-in runtime {name}"));
+            assert_eq!(
+                parse(ours),
+                upstream,
+                "{name} differs from {}",
+                path.display()
+            );
+            compared += 1;
+        }
+        assert_eq!(
+            compared,
+            SOURCES.len(),
+            "every built-in runtime has an upstream counterpart"
+        );
+    }
+}
