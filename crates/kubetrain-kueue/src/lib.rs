@@ -1,3 +1,60 @@
-//! A pure model of Kueue admission: quota tree, scheduling cycle, preemption, fair sharing, explanations and a simulator.
+//! A pure model of Kueue admission: quota tree, scheduling cycle, preemption, fair sharing,
+//! explanations and a simulator.
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
+//! It follows kubernetes-sigs/kueue v0.20 (`kueue.x-k8s.io/v1beta2`, v1beta1 read too) as
+//! described in the project's `kueue.md` notes: objects are read from real Kueue YAML, checked
+//! with Kueue's webhook rules, and scheduled cycle by cycle with Kueue's messages.
+//!
+//! ```
+//! use kubetrain_kueue::{load::Setup, model::Model, sched::Scheduler};
+//! let setup = Setup::from_yaml(r#"
+//! apiVersion: kueue.x-k8s.io/v1beta2
+//! kind: ResourceFlavor
+//! metadata: {name: a100}
+//! ---
+//! apiVersion: kueue.x-k8s.io/v1beta2
+//! kind: ClusterQueue
+//! metadata: {name: team}
+//! spec:
+//!   namespaceSelector: {}
+//!   resourceGroups:
+//!   - coveredResources: [nvidia.com/gpu]
+//!     flavors: [{name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: 8}]}]
+//! ---
+//! apiVersion: kueue.x-k8s.io/v1beta2
+//! kind: LocalQueue
+//! metadata: {name: q, namespace: ml}
+//! spec: {clusterQueue: team}
+//! ---
+//! apiVersion: kueue.x-k8s.io/v1beta2
+//! kind: Workload
+//! metadata: {name: big, namespace: ml}
+//! spec:
+//!   queueName: q
+//!   podSets:
+//!   - name: main
+//!     count: 12
+//!     template:
+//!       spec:
+//!         containers: [{name: c, resources: {requests: {nvidia.com/gpu: 1}}}]
+//! "#).unwrap();
+//! let mut s = Scheduler::new(Model::build(&setup).unwrap());
+//! s.arrive_all();
+//! s.cycle();
+//! let c = kubetrain_kueue::sched::conditions::find(&s.wls[0].conditions, "QuotaReserved").unwrap();
+//! assert_eq!(c.reason, "ExceedsMaxQuota");
+//! assert_eq!(c.message, "couldn't assign flavors to pod set main: insufficient quota for \
+//!     nvidia.com/gpu in flavor a100, previously considered podsets requests (0) + current \
+//!     podset request (12) > maximum capacity (8)");
+//! ```
+
+pub mod api;
+pub mod error;
+pub mod load;
+pub mod model;
+pub mod quantity;
+pub mod quota;
+pub mod sched;
+pub mod sim;
+pub mod validate;

@@ -1,0 +1,530 @@
+//! The Kueue objects the model reads (`kueue.x-k8s.io/v1beta2`, v1beta1 accepted), with the fields
+//! that matter for admission (kueue.md §1). Kueue's own specs reject unknown fields; Kubernetes
+//! pod templates and metadata are read leniently since they carry many fields Kueue ignores.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::quantity::Quantity;
+
+/// Object metadata: the parts the model uses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Object name.
+    #[serde(default)]
+    pub name: String,
+    /// Name prefix used when `name` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate_name: Option<String>,
+    /// Namespace of namespaced objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (the simulator reads `kubetrain.dev/*` ones).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// UID, when the object was exported from a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// A node taint, as on a ResourceFlavor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    /// Taint key.
+    pub key: String,
+    /// Taint value.
+    #[serde(default)]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+    /// Ignored; accepted because exported taints carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<String>,
+}
+
+/// A pod toleration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Toleration {
+    /// Key to match; empty with `Exists` matches every key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `Equal` (default) or `Exists`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+    /// Value for `Equal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Effect to match; empty matches all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
+    /// Ignored by admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+impl Toleration {
+    /// Whether this toleration tolerates `taint` (Kubernetes `ToleratesTaint`).
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if let Some(effect) = self.effect.as_deref().filter(|e| !e.is_empty())
+            && effect != taint.effect
+        {
+            return false;
+        }
+        let key = self.key.as_deref().unwrap_or("");
+        if !key.is_empty() && key != taint.key {
+            return false;
+        }
+        match self.operator.as_deref().unwrap_or("Equal") {
+            "Exists" => true,
+            "Equal" | "" => !key.is_empty() && self.value.as_deref().unwrap_or("") == taint.value,
+            _ => false,
+        }
+    }
+}
+
+/// `ResourceFlavor.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceFlavorSpec {
+    /// Labels of the nodes of this flavor.
+    #[serde(default)]
+    pub node_labels: BTreeMap<String, String>,
+    /// Taints of the nodes of this flavor.
+    #[serde(default)]
+    pub node_taints: Vec<Taint>,
+    /// Tolerations added to admitted pods.
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// Topology for topology-aware scheduling (not modelled beyond validation).
+    #[serde(default)]
+    pub topology_name: Option<String>,
+}
+
+/// One resource's quota in a flavor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceQuota {
+    /// Resource name.
+    pub name: String,
+    /// Quota owned by this queue or cohort.
+    pub nominal_quota: Quantity,
+    /// How much more it may borrow (`None` = unlimited).
+    #[serde(default)]
+    pub borrowing_limit: Option<Quantity>,
+    /// How much of the nominal quota it may lend (`None` = all).
+    #[serde(default)]
+    pub lending_limit: Option<Quantity>,
+}
+
+/// The quotas of one flavor in a resource group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FlavorQuotas {
+    /// ResourceFlavor name.
+    pub name: String,
+    /// Quota per covered resource.
+    pub resources: Vec<ResourceQuota>,
+}
+
+/// A resource group: resources that share one flavor choice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceGroup {
+    /// Resources this group covers.
+    pub covered_resources: Vec<String>,
+    /// Flavors in order of preference.
+    pub flavors: Vec<FlavorQuotas>,
+}
+
+/// `flavorFungibility`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FlavorFungibility {
+    /// `MayStopSearch` (default; `Borrow` is an alias) or `TryNextFlavor`.
+    #[serde(default)]
+    pub when_can_borrow: Option<String>,
+    /// `MayStopSearch` (`Preempt` is an alias) or `TryNextFlavor` (default).
+    #[serde(default)]
+    pub when_can_preempt: Option<String>,
+    /// `BorrowingOverPreemption` or `PreemptionOverBorrowing`.
+    #[serde(default)]
+    pub preference: Option<String>,
+}
+
+/// `preemption.borrowWithinCohort`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BorrowWithinCohort {
+    /// `Never` (default) or `LowerPriority`.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// Only workloads at or below this priority may be preempted while borrowing.
+    #[serde(default)]
+    pub max_priority_threshold: Option<i32>,
+}
+
+/// `preemption`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Preemption {
+    /// `Never` (default), `LowerPriority` or `Any`.
+    #[serde(default)]
+    pub reclaim_within_cohort: Option<String>,
+    /// `Never` (default), `LowerPriority` or `LowerOrNewerEqualPriority`.
+    #[serde(default)]
+    pub within_cluster_queue: Option<String>,
+    /// Preemption while borrowing.
+    #[serde(default)]
+    pub borrow_within_cohort: Option<BorrowWithinCohort>,
+}
+
+/// `fairSharing` of a queue or cohort.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FairSharing {
+    /// Share weight (default 1).
+    #[serde(default)]
+    pub weight: Option<Quantity>,
+}
+
+/// A label selector.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelector {
+    /// Exact label matches.
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    /// Set-based requirements.
+    #[serde(default)]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// One set-based selector requirement.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelectorRequirement {
+    /// Label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: String,
+    /// Values for `In` and `NotIn`.
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+impl LabelSelector {
+    /// Whether `labels` satisfy the selector (an empty selector matches everything).
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|r| {
+                let value = labels.get(&r.key);
+                match r.operator.as_str() {
+                    "In" => value.is_some_and(|v| r.values.contains(v)),
+                    "NotIn" => value.is_none_or(|v| !r.values.contains(v)),
+                    "Exists" => value.is_some(),
+                    "DoesNotExist" => value.is_none(),
+                    _ => false,
+                }
+            })
+    }
+}
+
+/// `ClusterQueue.spec` (v1beta2, plus the v1beta1 spellings).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterQueueSpec {
+    /// Quotas.
+    #[serde(default)]
+    pub resource_groups: Vec<ResourceGroup>,
+    /// Parent cohort (v1beta2).
+    #[serde(default)]
+    pub cohort_name: Option<String>,
+    /// Parent cohort (v1beta1 spelling).
+    #[serde(default)]
+    pub cohort: Option<String>,
+    /// `BestEffortFIFO` (default) or `StrictFIFO`.
+    #[serde(default)]
+    pub queueing_strategy: Option<String>,
+    /// Which namespaces may use it (`None` = none, `{}` = all).
+    #[serde(default)]
+    pub namespace_selector: Option<LabelSelector>,
+    /// Flavor search policy.
+    #[serde(default)]
+    pub flavor_fungibility: Option<FlavorFungibility>,
+    /// Preemption policy.
+    #[serde(default)]
+    pub preemption: Option<Preemption>,
+    /// Fair-sharing weight.
+    #[serde(default)]
+    pub fair_sharing: Option<FairSharing>,
+    /// `None` (default), `Hold` or `HoldAndDrain`.
+    #[serde(default)]
+    pub stop_policy: Option<String>,
+    /// Admission checks (read, not modelled).
+    #[serde(default)]
+    pub admission_checks_strategy: Option<serde_json::Value>,
+    /// v1beta1 admission checks (read, not modelled).
+    #[serde(default)]
+    pub admission_checks: Option<Vec<String>>,
+    /// Admission fair sharing scope (read, not modelled).
+    #[serde(default)]
+    pub admission_scope: Option<serde_json::Value>,
+}
+
+/// `Cohort.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CohortSpec {
+    /// Parent cohort (v1beta2).
+    #[serde(default)]
+    pub parent_name: Option<String>,
+    /// Parent cohort (v1beta1 spelling).
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// Extra shared quota for the subtree.
+    #[serde(default)]
+    pub resource_groups: Vec<ResourceGroup>,
+    /// Fair-sharing weight.
+    #[serde(default)]
+    pub fair_sharing: Option<FairSharing>,
+}
+
+/// `LocalQueue.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalQueueSpec {
+    /// The ClusterQueue it feeds.
+    #[serde(default)]
+    pub cluster_queue: String,
+    /// `None`, `Hold` or `HoldAndDrain`.
+    #[serde(default)]
+    pub stop_policy: Option<String>,
+    /// Admission fair sharing (read, not modelled).
+    #[serde(default)]
+    pub fair_sharing: Option<FairSharing>,
+}
+
+/// Container resources.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRequirements {
+    /// Requests.
+    #[serde(default)]
+    pub requests: BTreeMap<String, Quantity>,
+    /// Limits (a request defaults to its limit).
+    #[serde(default)]
+    pub limits: BTreeMap<String, Quantity>,
+}
+
+/// A container: only its resources matter here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    /// Container name.
+    #[serde(default)]
+    pub name: String,
+    /// Resources.
+    #[serde(default)]
+    pub resources: ResourceRequirements,
+    /// Restart policy (`Always` marks a sidecar init container).
+    #[serde(default)]
+    pub restart_policy: Option<String>,
+}
+
+/// The pod spec fields admission reads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    /// Containers.
+    #[serde(default)]
+    pub containers: Vec<Container>,
+    /// Init containers.
+    #[serde(default)]
+    pub init_containers: Vec<Container>,
+    /// Pod overhead.
+    #[serde(default)]
+    pub overhead: BTreeMap<String, Quantity>,
+    /// Node selector.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations.
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// Pod priority class name.
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
+}
+
+/// A pod template.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplateSpec {
+    /// Template metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Pod spec.
+    #[serde(default)]
+    pub spec: PodSpec,
+}
+
+/// One pod set of a Workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodSet {
+    /// Pod set name (default `main`).
+    #[serde(default = "default_pod_set_name")]
+    pub name: String,
+    /// Pod template.
+    #[serde(default)]
+    pub template: PodTemplateSpec,
+    /// Number of pods (default 1).
+    #[serde(default = "default_count")]
+    pub count: i32,
+    /// Minimum pods for partial admission.
+    #[serde(default)]
+    pub min_count: Option<i32>,
+    /// Topology request (read, not modelled).
+    #[serde(default)]
+    pub topology_request: Option<serde_json::Value>,
+}
+
+fn default_pod_set_name() -> String {
+    "main".to_string()
+}
+
+fn default_count() -> i32 {
+    1
+}
+
+/// `priorityClassRef` (v1beta2).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PriorityClassRef {
+    /// API group.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Kind (`WorkloadPriorityClass` or `PriorityClass`).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+/// `Workload.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// Pod sets.
+    #[serde(default)]
+    pub pod_sets: Vec<PodSet>,
+    /// LocalQueue name in the workload's namespace.
+    #[serde(default)]
+    pub queue_name: Option<String>,
+    /// Priority class (v1beta2).
+    #[serde(default)]
+    pub priority_class_ref: Option<PriorityClassRef>,
+    /// Priority class name (v1beta1).
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
+    /// Priority class source (v1beta1).
+    #[serde(default)]
+    pub priority_class_source: Option<String>,
+    /// Resolved priority.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// `false` deactivates the workload.
+    #[serde(default)]
+    pub active: Option<bool>,
+    /// Maximum run time (read, not modelled).
+    #[serde(default)]
+    pub maximum_execution_time_seconds: Option<i32>,
+    /// Preemption gates (read, not modelled).
+    #[serde(default)]
+    pub preemption_gates: Option<serde_json::Value>,
+}
+
+/// One pod set's part of an admission.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetAssignmentSpec {
+    /// Pod set name.
+    #[serde(default = "default_pod_set_name")]
+    pub name: String,
+    /// Flavor per resource.
+    #[serde(default)]
+    pub flavors: BTreeMap<String, String>,
+    /// Total usage per resource.
+    #[serde(default)]
+    pub resource_usage: BTreeMap<String, Quantity>,
+    /// Admitted pod count.
+    #[serde(default)]
+    pub count: Option<i32>,
+}
+
+/// `status.admission`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionSpec {
+    /// ClusterQueue holding the reservation.
+    pub cluster_queue: String,
+    /// Per pod set assignment.
+    #[serde(default)]
+    pub pod_set_assignments: Vec<PodSetAssignmentSpec>,
+}
+
+/// `Workload.status` (only the admission is read).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    /// Current admission.
+    #[serde(default)]
+    pub admission: Option<AdmissionSpec>,
+}
+
+/// `WorkloadPriorityClass` has its fields at the top level.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadPriorityClass {
+    /// Metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Priority value.
+    #[serde(default)]
+    pub value: i32,
+    /// Description.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// `config.kueue.x-k8s.io` `Configuration` fields that change admission.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Configuration {
+    /// Fair sharing; its presence enables it.
+    #[serde(default)]
+    pub fair_sharing: Option<FairSharingConfig>,
+    /// Feature gates by name.
+    #[serde(default)]
+    pub feature_gates: BTreeMap<String, bool>,
+}
+
+/// `Configuration.fairSharing`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FairSharingConfig {
+    /// `LessThanOrEqualToFinalShare` and/or `LessThanInitialShare`.
+    #[serde(default)]
+    pub preemption_strategies: Vec<String>,
+    /// Deprecated switch (v1beta1); `false` disables fair sharing.
+    #[serde(default)]
+    pub enable: Option<bool>,
+}

@@ -1,0 +1,370 @@
+//! Reading multi-document YAML into a [`Setup`]: Kueue objects (v1beta2 and v1beta1), Namespaces,
+//! Kueue's `Configuration`, batch Jobs and JobSets (turned into Workloads the way Kueue's job
+//! integrations do), our `QueueScenario` and scheduler-performance generator configs.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::{
+    ClusterQueueSpec, CohortSpec, Configuration, LocalQueueSpec, ObjectMeta, PodSet,
+    PodTemplateSpec, ResourceFlavorSpec, WorkloadPriorityClass, WorkloadSpec, WorkloadStatus,
+};
+use crate::error::{FieldError, LoadError};
+use crate::sim::generator::GeneratorConfig;
+use crate::sim::scenario::ScenarioSpec;
+
+/// A Kueue object with metadata and spec.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Object<S> {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: S,
+}
+
+/// A Workload with its (optional) status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadObject {
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: WorkloadSpec,
+    /// Status: an existing admission makes the workload start admitted.
+    #[serde(default)]
+    pub status: WorkloadStatus,
+}
+
+impl WorkloadObject {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or("default"),
+            self.metadata.name
+        )
+    }
+}
+
+/// Everything read from a set of YAML streams.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Setup {
+    /// ResourceFlavors.
+    pub flavors: Vec<Object<ResourceFlavorSpec>>,
+    /// Cohorts.
+    pub cohorts: Vec<Object<CohortSpec>>,
+    /// ClusterQueues.
+    pub cluster_queues: Vec<Object<ClusterQueueSpec>>,
+    /// LocalQueues.
+    pub local_queues: Vec<Object<LocalQueueSpec>>,
+    /// WorkloadPriorityClasses.
+    pub priority_classes: Vec<WorkloadPriorityClass>,
+    /// Workloads (including those derived from Jobs and JobSets).
+    pub workloads: Vec<WorkloadObject>,
+    /// Namespaces with their labels.
+    pub namespaces: Vec<ObjectMeta>,
+    /// Kueue's controller configuration, if given.
+    pub configuration: Option<Configuration>,
+    /// Simulation settings, if given.
+    pub scenario: Option<ScenarioSpec>,
+    /// Scheduler-performance generator configs.
+    pub generators: Vec<GeneratorConfig>,
+    /// Documents that were read but are not part of the model (kind and name).
+    pub skipped: Vec<String>,
+}
+
+/// Our scenario document: `apiVersion: kubetrain.dev/v1alpha1`, `kind: QueueScenario`.
+pub const SCENARIO_API_VERSION: &str = "kubetrain.dev/v1alpha1";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Doc<S> {
+    #[allow(dead_code)]
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: S,
+    #[serde(default)]
+    status: Option<Value>,
+}
+
+impl Setup {
+    /// Reads one YAML stream (several `---` documents) and adds its objects.
+    ///
+    /// ```
+    /// let mut setup = kubetrain_kueue::load::Setup::default();
+    /// setup.add_yaml("setup.yaml", "
+    /// apiVersion: kueue.x-k8s.io/v1beta2
+    /// kind: ResourceFlavor
+    /// metadata: {name: a100}
+    /// ").unwrap();
+    /// assert_eq!(setup.flavors[0].metadata.name, "a100");
+    /// ```
+    pub fn add_yaml(&mut self, source_name: &str, text: &str) -> Result<(), LoadError> {
+        let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| LoadError::Yaml {
+            source_name: source_name.to_string(),
+            message: e.to_string(),
+        })?;
+        let mut errors = Vec::new();
+        for (index, doc) in docs.into_iter().enumerate() {
+            if doc.is_null() {
+                continue;
+            }
+            if let Err(mut e) = self.add_document(source_name, index, doc) {
+                match &mut e {
+                    LoadError::Invalid(list) => errors.append(list),
+                    _ => return Err(e),
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(LoadError::Invalid(errors))
+        }
+    }
+
+    /// Parses a whole stream into a new setup.
+    pub fn from_yaml(text: &str) -> Result<Self, LoadError> {
+        let mut setup = Self::default();
+        setup.add_yaml("<input>", text)?;
+        Ok(setup)
+    }
+
+    fn add_document(&mut self, source: &str, index: usize, doc: Value) -> Result<(), LoadError> {
+        let Some(obj) = doc.as_object() else {
+            return Err(LoadError::Document {
+                source_name: source.to_string(),
+                index,
+                message: "expected a mapping with apiVersion and kind".to_string(),
+            });
+        };
+        let kind = obj.get("kind").and_then(Value::as_str).map(str::to_string);
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let group = api_version.split('/').next().unwrap_or("");
+        let name = obj
+            .get("metadata")
+            .and_then(|m| m.get("name").or_else(|| m.get("generateName")))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let Some(kind) = kind else {
+            if obj.contains_key("cohorts") {
+                let generator = typed::<GeneratorConfig>("GeneratorConfig", source, doc)?;
+                self.generators.push(generator);
+                return Ok(());
+            }
+            return Err(LoadError::Document {
+                source_name: source.to_string(),
+                index,
+                message: "missing `kind` (and not a generator config with `cohorts`)".to_string(),
+            });
+        };
+        match (group, kind.as_str()) {
+            ("kueue.x-k8s.io", "ResourceFlavor") => {
+                let d: Doc<ResourceFlavorSpec> = typed(&kind, &name, doc)?;
+                self.flavors.push(Object {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                });
+            }
+            ("kueue.x-k8s.io", "Cohort") => {
+                let d: Doc<CohortSpec> = typed(&kind, &name, doc)?;
+                self.cohorts.push(Object {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                });
+            }
+            ("kueue.x-k8s.io", "ClusterQueue") => {
+                let d: Doc<ClusterQueueSpec> = typed(&kind, &name, doc)?;
+                self.cluster_queues.push(Object {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                });
+            }
+            ("kueue.x-k8s.io", "LocalQueue") => {
+                let d: Doc<LocalQueueSpec> = typed(&kind, &name, doc)?;
+                self.local_queues.push(Object {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                });
+            }
+            ("kueue.x-k8s.io", "WorkloadPriorityClass") => {
+                let wpc: WorkloadPriorityClass = typed(&kind, &name, doc)?;
+                self.priority_classes.push(wpc);
+            }
+            ("kueue.x-k8s.io", "Workload") => {
+                let d: Doc<WorkloadSpec> = typed(&kind, &name, doc)?;
+                let status = match d.status {
+                    Some(s) => typed::<WorkloadStatus>(&kind, &name, s)?,
+                    None => WorkloadStatus::default(),
+                };
+                self.workloads.push(WorkloadObject {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                    status,
+                });
+            }
+            ("config.kueue.x-k8s.io", "Configuration") => {
+                self.configuration = Some(typed(&kind, &name, doc)?);
+            }
+            ("v1", "Namespace") => {
+                let meta: ObjectMeta = typed(
+                    &kind,
+                    &name,
+                    obj.get("metadata").cloned().unwrap_or(Value::Null),
+                )?;
+                self.namespaces.push(meta);
+            }
+            ("batch", "Job") => self.workloads.push(job_workload(&name, &doc)?),
+            ("jobset.x-k8s.io", "JobSet") => self.workloads.push(jobset_workload(&name, &doc)?),
+            ("kubetrain.dev", "QueueScenario") => {
+                let d: Doc<ScenarioSpec> = typed(&kind, &name, doc)?;
+                self.scenario = Some(d.spec);
+            }
+            _ => self.skipped.push(format!("{kind}/{name}")),
+        }
+        Ok(())
+    }
+}
+
+/// Deserializes `value` into `T`, turning errors into a field-path error.
+fn typed<T: DeserializeOwned>(kind: &str, name: &str, value: Value) -> Result<T, LoadError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        LoadError::Invalid(vec![FieldError {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            path: if path == "." {
+                "(root)".to_string()
+            } else {
+                path
+            },
+            message: e.into_inner().to_string(),
+        }])
+    })
+}
+
+fn meta_of(kind: &str, name: &str, doc: &Value) -> Result<ObjectMeta, LoadError> {
+    let mut meta: ObjectMeta = typed(
+        kind,
+        name,
+        doc.get("metadata").cloned().unwrap_or(Value::Null),
+    )?;
+    if meta.name.is_empty() {
+        meta.name = meta.generate_name.clone().unwrap_or_default();
+    }
+    Ok(meta)
+}
+
+fn int_at(v: &Value, path: &[&str]) -> Option<i64> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_i64()
+}
+
+/// The Workload Kueue builds for a batch Job: one pod set `main`, count = parallelism, minCount
+/// from the `kueue.x-k8s.io/job-min-parallelism` annotation.
+fn job_workload(name: &str, doc: &Value) -> Result<WorkloadObject, LoadError> {
+    let meta = meta_of("Job", name, doc)?;
+    let parallelism = int_at(doc, &["spec", "parallelism"]).unwrap_or(1);
+    let completions = int_at(doc, &["spec", "completions"]).unwrap_or(parallelism);
+    let template: PodTemplateSpec = typed(
+        "Job",
+        name,
+        doc.pointer("/spec/template")
+            .cloned()
+            .unwrap_or(Value::Null),
+    )?;
+    let min_count = meta
+        .annotations
+        .get("kueue.x-k8s.io/job-min-parallelism")
+        .and_then(|v| v.parse().ok());
+    let pod_set = PodSet {
+        name: "main".to_string(),
+        template,
+        count: parallelism.min(completions).clamp(0, i64::from(i32::MAX)) as i32,
+        min_count,
+        topology_request: None,
+    };
+    Ok(derived_workload("job", meta, vec![pod_set]))
+}
+
+/// The Workload Kueue builds for a JobSet: one pod set per replicatedJob,
+/// count = replicas × min(parallelism, completions).
+fn jobset_workload(name: &str, doc: &Value) -> Result<WorkloadObject, LoadError> {
+    let meta = meta_of("JobSet", name, doc)?;
+    let mut pod_sets = Vec::new();
+    let jobs = doc
+        .pointer("/spec/replicatedJobs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, rj) in jobs.iter().enumerate() {
+        let rj_name = rj.get("name").and_then(Value::as_str).unwrap_or("main");
+        let replicas = rj.get("replicas").and_then(Value::as_i64).unwrap_or(1);
+        let parallelism = int_at(rj, &["template", "spec", "parallelism"]).unwrap_or(1);
+        let completions = int_at(rj, &["template", "spec", "completions"]).unwrap_or(parallelism);
+        let template: PodTemplateSpec = serde_path_to_error::deserialize(
+            rj.pointer("/template/spec/template")
+                .cloned()
+                .unwrap_or(Value::Null),
+        )
+        .map_err(|e| {
+            LoadError::Invalid(vec![FieldError {
+                kind: "JobSet".to_string(),
+                name: name.to_string(),
+                path: format!(
+                    "spec.replicatedJobs[{i}].template.spec.template.{}",
+                    e.path()
+                ),
+                message: e.into_inner().to_string(),
+            }])
+        })?;
+        let count = (replicas * parallelism.min(completions)).clamp(0, i64::from(i32::MAX));
+        pod_sets.push(PodSet {
+            name: rj_name.to_lowercase(),
+            template,
+            count: count as i32,
+            min_count: None,
+            topology_request: None,
+        });
+    }
+    Ok(derived_workload("jobset", meta, pod_sets))
+}
+
+fn derived_workload(prefix: &str, meta: ObjectMeta, pod_sets: Vec<PodSet>) -> WorkloadObject {
+    let queue = meta.labels.get("kueue.x-k8s.io/queue-name").cloned();
+    let priority_class = meta
+        .labels
+        .get("kueue.x-k8s.io/priority-class")
+        .map(|name| crate::api::PriorityClassRef {
+            group: Some("kueue.x-k8s.io".to_string()),
+            kind: Some("WorkloadPriorityClass".to_string()),
+            name: name.clone(),
+        });
+    let mut annotations = BTreeMap::new();
+    for (k, v) in &meta.annotations {
+        if k.starts_with("kubetrain.dev/") {
+            annotations.insert(k.clone(), v.clone());
+        }
+    }
+    WorkloadObject {
+        metadata: ObjectMeta {
+            name: format!("{prefix}-{}", meta.name),
+            namespace: Some(meta.namespace.unwrap_or_else(|| "default".to_string())),
+            annotations,
+            ..ObjectMeta::default()
+        },
+        spec: WorkloadSpec {
+            pod_sets,
+            queue_name: queue,
+            priority_class_ref: priority_class,
+            ..WorkloadSpec::default()
+        },
+        status: WorkloadStatus::default(),
+    }
+}

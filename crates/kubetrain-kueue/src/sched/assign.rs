@@ -1,0 +1,589 @@
+//! Flavor assignment (kueue.md §2.4): per pod set and resource group, flavors in ClusterQueue
+//! order, taint and node-selector filters, quota fit, flavor fungibility, and partial admission
+//! (§2.7).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::Scheduler;
+use crate::model::{CqId, FlavorId, Preference, ResId, WlId};
+use crate::quantity::{Amount, add, format_amount, sub};
+use crate::quota::{FrId, Usage};
+
+/// The internal preemption mode of a flavor attempt, worst first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum PMode {
+    /// Does not fit.
+    NoFit,
+    /// Needs preemption but nothing can be preempted.
+    NoCandidates,
+    /// Needs preemption, with targets in its own queue.
+    Preempt,
+    /// Needs preemption, all targets elsewhere in the cohort.
+    Reclaim,
+    /// Fits now.
+    Fit,
+}
+
+/// The external flavor-assignment mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Mode {
+    /// Does not fit.
+    NoFit,
+    /// Fits after preempting (or waiting for) other workloads.
+    Preempt,
+    /// Fits now.
+    Fit,
+}
+
+impl PMode {
+    /// The external mode.
+    pub fn external(self) -> Mode {
+        match self {
+            PMode::NoFit => Mode::NoFit,
+            PMode::Fit => Mode::Fit,
+            _ => Mode::Preempt,
+        }
+    }
+}
+
+/// A preemption mode with its borrowing level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granular {
+    /// Preemption mode.
+    pub pmode: PMode,
+    /// Borrowing level (0 = within nominal quota).
+    pub borrow: u32,
+}
+
+/// Severity of a no-fit reason (kueue.md §2.4 `resolveNoFitReason`), least severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum NoFitReason {
+    /// Topology placement failed.
+    TopologyPlacementFailed,
+    /// Quota is in use.
+    WaitingForQuota,
+    /// The request exceeds what the queue could ever hold.
+    ExceedsMaxQuota,
+    /// No flavor matches the pod set.
+    NoMatchingFlavor,
+}
+
+impl NoFitReason {
+    /// The condition reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoFitReason::TopologyPlacementFailed => "TopologyPlacementFailed",
+            NoFitReason::WaitingForQuota => "WaitingForQuota",
+            NoFitReason::ExceedsMaxQuota => "ExceedsMaxQuota",
+            NoFitReason::NoMatchingFlavor => "NoMatchingFlavor",
+        }
+    }
+}
+
+/// The flavor chosen for one resource of a pod set.
+#[derive(Debug, Clone)]
+pub struct ResourceFlavor {
+    /// Resource.
+    pub res: ResId,
+    /// Flavor.
+    pub flavor: FlavorId,
+    /// FR id.
+    pub fr: FrId,
+    /// Mode of this resource in that flavor.
+    pub mode: PMode,
+    /// Borrowing level.
+    pub borrow: u32,
+    /// Total request of the pod set for this resource.
+    pub amount: Amount,
+}
+
+/// One attempted flavor, for explanations.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlavorAttempt {
+    /// Flavor name.
+    pub flavor: String,
+    /// Outcome mode.
+    pub mode: PMode,
+    /// Borrowing level.
+    pub borrow: u32,
+    /// Reasons it did not fit (empty when it fits).
+    pub reasons: Vec<String>,
+}
+
+/// The assignment of one pod set.
+#[derive(Debug, Clone)]
+pub struct PodSetAssignment {
+    /// Pod set name.
+    pub name: String,
+    /// Admitted count.
+    pub count: i32,
+    /// Chosen flavors; empty when no flavor could be assigned.
+    pub flavors: Vec<ResourceFlavor>,
+    /// Status reasons (kept unless every resource fits).
+    pub reasons: Vec<String>,
+    /// Whether a resource group found no flavor.
+    pub failed: bool,
+    /// No-fit severity for the condition reason.
+    pub no_fit: Option<NoFitReason>,
+    /// Every flavor attempt per resource group, for explanations.
+    pub attempts: Vec<FlavorAttempt>,
+}
+
+/// The flavor assignment of a workload.
+#[derive(Debug, Clone)]
+pub struct Assignment {
+    /// Per pod set, in order; pod sets after a failing one are absent.
+    pub pod_sets: Vec<PodSetAssignment>,
+    /// Highest borrowing level.
+    pub borrowing: u32,
+    /// Total usage per FR.
+    pub usage: Vec<(FrId, Amount)>,
+    /// Whether every pod set was evaluated.
+    pub complete: bool,
+}
+
+impl Assignment {
+    /// Worst mode over pod sets (`RepresentativeMode`).
+    pub fn mode(&self) -> Mode {
+        if !self.complete || self.pod_sets.iter().any(|p| p.failed) {
+            return Mode::NoFit;
+        }
+        self.pod_sets
+            .iter()
+            .flat_map(|p| &p.flavors)
+            .map(|f| f.mode.external())
+            .min()
+            .unwrap_or(Mode::Fit)
+    }
+
+    /// FRs whose mode is Preempt.
+    pub fn preempt_frs(&self) -> Vec<FrId> {
+        let mut out: Vec<FrId> = self
+            .pod_sets
+            .iter()
+            .flat_map(|p| &p.flavors)
+            .filter(|f| f.mode.external() == Mode::Preempt)
+            .map(|f| f.fr)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// `Message()`: `couldn't assign flavors to pod set <ps>: <reasons>` joined by `; `.
+    pub fn message(&self) -> String {
+        self.pod_sets
+            .iter()
+            .filter(|p| !p.reasons.is_empty())
+            .map(|p| {
+                let mut r = p.reasons.clone();
+                r.sort();
+                format!(
+                    "couldn't assign flavors to pod set {}: {}",
+                    p.name,
+                    r.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The condition reason for a NoFit assignment: the most severe over pod sets.
+    pub fn no_fit_reason(&self) -> NoFitReason {
+        self.pod_sets
+            .iter()
+            .filter_map(|p| p.no_fit)
+            .max()
+            .unwrap_or(NoFitReason::NoMatchingFlavor)
+    }
+}
+
+fn should_try_next(s: &Scheduler, cq: CqId, m: Granular) -> bool {
+    let c = &s.model.cqs[cq];
+    if !s.model.settings.flavor_fungibility {
+        return m.pmode != PMode::Fit;
+    }
+    matches!(m.pmode, PMode::NoFit | PMode::NoCandidates)
+        || (matches!(m.pmode, PMode::Preempt | PMode::Reclaim) && c.preempt_try_next)
+        || (m.borrow > 0 && c.borrow_try_next)
+}
+
+fn is_preferred(s: &Scheduler, cq: CqId, a: Granular, b: Option<Granular>) -> bool {
+    let Some(b) = b else {
+        return a.pmode != PMode::NoFit;
+    };
+    if a.pmode == PMode::NoFit {
+        return false;
+    }
+    if b.pmode == PMode::NoFit {
+        return true;
+    }
+    if !s.model.settings.flavor_fungibility {
+        return a.pmode > b.pmode;
+    }
+    if (a.pmode == PMode::NoCandidates) != (b.pmode == PMode::NoCandidates) {
+        return b.pmode == PMode::NoCandidates;
+    }
+    match s.model.cqs[cq].preference {
+        Some(Preference::PreemptionOverBorrowing) => {
+            if a.borrow != b.borrow {
+                a.borrow < b.borrow
+            } else {
+                a.pmode > b.pmode
+            }
+        }
+        _ => {
+            if a.pmode != b.pmode {
+                a.pmode > b.pmode
+            } else {
+                a.borrow < b.borrow
+            }
+        }
+    }
+}
+
+fn taint_text(t: &crate::api::Taint) -> String {
+    format!("{{{} {} {} <nil>}}", t.key, t.value, t.effect)
+}
+
+impl Scheduler {
+    /// `fitsResourceQuota` for one FR: mode, borrowing level and reason (with severity).
+    #[allow(clippy::too_many_arguments)]
+    fn fits_resource_quota(
+        &self,
+        u: &mut Usage,
+        wl: WlId,
+        cq: CqId,
+        fr: FrId,
+        already: Amount,
+        request: Amount,
+    ) -> (Granular, Option<(NoFitReason, String)>) {
+        let m = &self.model;
+        let node = m.cqs[cq].node;
+        let (flavor, res) = m.frs[fr];
+        let rname = &m.resources[res];
+        let fname = &m.flavors[flavor].name;
+        let val = add(already, request);
+        let available = m.tree.available(u, node, fr);
+        let max_cap = m.tree.potential_available(node, fr);
+        if val > max_cap {
+            return (
+                Granular {
+                    pmode: PMode::NoFit,
+                    borrow: 0,
+                },
+                Some((
+                    NoFitReason::ExceedsMaxQuota,
+                    format!(
+                        "insufficient quota for {rname} in flavor {fname}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
+                        format_amount(rname, already),
+                        format_amount(rname, request),
+                        format_amount(rname, max_cap)
+                    ),
+                )),
+            );
+        }
+        let (borrow, may_reclaim) = m.tree.height_of_lowest_subtree_that_fits(u, node, fr, val);
+        if val <= available {
+            return (
+                Granular {
+                    pmode: PMode::Fit,
+                    borrow,
+                },
+                None,
+            );
+        }
+        let msg = format!(
+            "insufficient unused quota for {rname} in flavor {fname}, {} more needed",
+            format_amount(rname, sub(val, available))
+        );
+        let c = &m.cqs[cq];
+        let can_preempt_while_borrowing = c.borrow_within.is_some()
+            || (m.settings.fair_sharing.is_some()
+                && c.reclaim != crate::model::ReclaimPolicy::Never);
+        let nominal = m.tree.nominal[m.tree.ix(node, fr)];
+        if nominal >= val || may_reclaim || can_preempt_while_borrowing {
+            let (pmode, borrow_after) = self.simulate_preemption(u, wl, cq, fr, val);
+            let borrow = if pmode == PMode::NoCandidates {
+                borrow
+            } else {
+                borrow_after
+            };
+            return (
+                Granular { pmode, borrow },
+                Some((NoFitReason::WaitingForQuota, msg)),
+            );
+        }
+        (
+            Granular {
+                pmode: PMode::NoFit,
+                borrow: 0,
+            },
+            Some((NoFitReason::WaitingForQuota, msg)),
+        )
+    }
+
+    /// Assigns flavors to every pod set of `wl` in `cq` with the given pod counts.
+    pub fn assign_flavors(&self, u: &mut Usage, wl: WlId, cq: CqId, counts: &[i32]) -> Assignment {
+        let m = &self.model;
+        let c = &m.cqs[cq];
+        let w = &m.workloads[wl];
+        let mut assigned: HashMap<FrId, Amount> = HashMap::new();
+        let mut out = Assignment {
+            pod_sets: Vec::new(),
+            borrowing: 0,
+            usage: Vec::new(),
+            complete: true,
+        };
+        for (pi, ps) in w.pod_sets.iter().enumerate() {
+            let count = counts[pi];
+            let mut psa = PodSetAssignment {
+                name: ps.name.clone(),
+                count,
+                flavors: Vec::new(),
+                reasons: Vec::new(),
+                failed: false,
+                no_fit: None,
+                attempts: Vec::new(),
+            };
+            let requests: Vec<(ResId, Amount)> = ps
+                .per_pod
+                .iter()
+                .map(|&(r, v)| (r, v.saturating_mul(i64::from(count))))
+                .collect();
+            let mut done_groups: Vec<usize> = Vec::new();
+            let mut group_no_fit: Vec<NoFitReason> = Vec::new();
+            for &(r, v) in &requests {
+                let Some(&g) = c.group_of.get(&r) else {
+                    if v == 0 {
+                        continue;
+                    }
+                    psa.reasons = vec![format!(
+                        "resource {} unavailable in ClusterQueue",
+                        m.resources[r]
+                    )];
+                    psa.failed = true;
+                    psa.flavors.clear();
+                    psa.no_fit = Some(NoFitReason::NoMatchingFlavor);
+                    break;
+                };
+                if done_groups.contains(&g) {
+                    continue;
+                }
+                done_groups.push(g);
+                let group = &c.groups[g];
+                let in_group: Vec<(ResId, Amount)> = requests
+                    .iter()
+                    .copied()
+                    .filter(|(res, _)| group.resources.contains(res))
+                    .collect();
+                let mut best: Option<(FlavorId, Granular, Vec<ResourceFlavor>)> = None;
+                let mut reasons: Vec<String> = Vec::new();
+                let mut severities: Vec<NoFitReason> = Vec::new();
+                for &f in &group.flavors {
+                    let flavor = &m.flavors[f];
+                    if !flavor.exists {
+                        let msg = format!("flavor {} not found", flavor.name);
+                        reasons.push(msg.clone());
+                        severities.push(NoFitReason::NoMatchingFlavor);
+                        psa.attempts.push(FlavorAttempt {
+                            flavor: flavor.name.clone(),
+                            mode: PMode::NoFit,
+                            borrow: 0,
+                            reasons: vec![msg],
+                        });
+                        continue;
+                    }
+                    let untolerated = flavor.taints.iter().find(|t| {
+                        matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
+                            && !ps
+                                .tolerations
+                                .iter()
+                                .chain(&flavor.tolerations)
+                                .any(|tol| tol.tolerates(t))
+                    });
+                    let mismatch = untolerated
+                        .map(|t| {
+                            format!(
+                                "untolerated taint {} in flavor {}",
+                                taint_text(t),
+                                flavor.name
+                            )
+                        })
+                        .or_else(|| {
+                            ps.node_selector
+                                .iter()
+                                .any(|(k, v)| flavor.node_labels.get(k).is_some_and(|fv| fv != v))
+                                .then(|| {
+                                    format!("flavor {} doesn't match node affinity", flavor.name)
+                                })
+                        });
+                    if let Some(msg) = mismatch {
+                        reasons.push(msg.clone());
+                        severities.push(NoFitReason::NoMatchingFlavor);
+                        psa.attempts.push(FlavorAttempt {
+                            flavor: flavor.name.clone(),
+                            mode: PMode::NoFit,
+                            borrow: 0,
+                            reasons: vec![msg],
+                        });
+                        continue;
+                    }
+                    let mut mode = Granular {
+                        pmode: PMode::Fit,
+                        borrow: 0,
+                    };
+                    let mut chosen = Vec::new();
+                    let mut attempt_reasons = Vec::new();
+                    let mut worst_sev: Option<NoFitReason> = None;
+                    for &(res, amount) in &in_group {
+                        let Some(fr) = m.fr(f, res) else { continue };
+                        let already = assigned.get(&fr).copied().unwrap_or(0);
+                        let (g, reason) = self.fits_resource_quota(u, wl, cq, fr, already, amount);
+                        if g.pmode < mode.pmode {
+                            mode.pmode = g.pmode;
+                        }
+                        mode.borrow = mode.borrow.max(g.borrow);
+                        if let Some((sev, msg)) = reason {
+                            if g.pmode == PMode::NoFit {
+                                worst_sev = Some(worst_sev.map_or(sev, |w| w.max(sev)));
+                            }
+                            attempt_reasons.push(msg);
+                        }
+                        chosen.push(ResourceFlavor {
+                            res,
+                            flavor: f,
+                            fr,
+                            mode: g.pmode,
+                            borrow: g.borrow,
+                            amount,
+                        });
+                    }
+                    if let Some(sev) = worst_sev {
+                        severities.push(sev);
+                    }
+                    reasons.extend(attempt_reasons.iter().cloned());
+                    psa.attempts.push(FlavorAttempt {
+                        flavor: flavor.name.clone(),
+                        mode: mode.pmode,
+                        borrow: mode.borrow,
+                        reasons: attempt_reasons,
+                    });
+                    if !should_try_next(self, cq, mode) {
+                        best = Some((f, mode, chosen));
+                        break;
+                    }
+                    if is_preferred(self, cq, mode, best.as_ref().map(|b| b.1)) {
+                        best = Some((f, mode, chosen));
+                    }
+                }
+                match best {
+                    None => {
+                        // The pod set gets no flavors; its status is this group's status only.
+                        psa.flavors.clear();
+                        psa.reasons = reasons;
+                        psa.failed = true;
+                        group_no_fit.push(
+                            severities
+                                .iter()
+                                .copied()
+                                .min()
+                                .unwrap_or(NoFitReason::NoMatchingFlavor),
+                        );
+                        psa.no_fit = group_no_fit.iter().copied().max();
+                        break;
+                    }
+                    Some((_, mode, chosen)) => {
+                        if mode.pmode != PMode::Fit {
+                            psa.reasons.extend(reasons);
+                        }
+                        for rf in chosen {
+                            out.borrowing = out.borrowing.max(rf.borrow);
+                            psa.flavors.push(rf);
+                        }
+                    }
+                }
+            }
+            let failed = psa.failed;
+            if !failed {
+                for rf in &psa.flavors {
+                    let e = assigned.entry(rf.fr).or_insert(0);
+                    *e = add(*e, rf.amount);
+                }
+            }
+            out.pod_sets.push(psa);
+            if failed {
+                out.complete = pi + 1 == w.pod_sets.len();
+                break;
+            }
+        }
+        let mut usage: Vec<(FrId, Amount)> = assigned.into_iter().collect();
+        usage.sort_unstable();
+        out.usage = usage;
+        out
+    }
+
+    /// The full assignment, then partial admission if needed (kueue.md §2.7). Returns the
+    /// assignment and its preemption targets.
+    pub fn initial_assignment(
+        &self,
+        u: &mut Usage,
+        wl: WlId,
+        cq: CqId,
+    ) -> (Assignment, Vec<super::Target>) {
+        let w = &self.model.workloads[wl];
+        let full_counts: Vec<i32> = w.pod_sets.iter().map(|p| p.count).collect();
+        let full = self.assign_flavors(u, wl, cq, &full_counts);
+        let mut full_targets = Vec::new();
+        match full.mode() {
+            Mode::Fit => return (full, Vec::new()),
+            Mode::Preempt => {
+                full_targets = self.targets(u, wl, cq, &full);
+                if !full_targets.is_empty() {
+                    return (full, full_targets);
+                }
+            }
+            Mode::NoFit => {}
+        }
+        let deltas: Vec<i64> = w
+            .pod_sets
+            .iter()
+            .map(|p| p.min_count.map_or(0, |m| i64::from(p.count - m).max(0)))
+            .collect();
+        let total: i64 = deltas.iter().sum();
+        if !self.model.settings.partial_admission || total == 0 {
+            return (full, full_targets);
+        }
+        let counts_at = |i: i64| -> Vec<i32> {
+            w.pod_sets
+                .iter()
+                .zip(&deltas)
+                .map(|(p, &d)| p.count - (d * i / total) as i32)
+                .collect()
+        };
+        let mut found: Option<(Assignment, Vec<super::Target>)> = None;
+        let (mut lo, mut hi) = (0i64, total + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let a = self.assign_flavors(u, wl, cq, &counts_at(mid));
+            let ok = match a.mode() {
+                Mode::Fit => Some((a, Vec::new())),
+                Mode::Preempt => {
+                    let t = self.targets(u, wl, cq, &a);
+                    (!t.is_empty()).then_some((a, t))
+                }
+                Mode::NoFit => None,
+            };
+            match ok {
+                Some(r) => {
+                    found = Some(r);
+                    hi = mid;
+                }
+                None => lo = mid + 1,
+            }
+        }
+        found.unwrap_or((full, full_targets))
+    }
+}

@@ -1,0 +1,739 @@
+//! The scheduler: per-ClusterQueue queues, one scheduling cycle (kueue.md §2.3), admission,
+//! preemption issuing and requeueing (§2.2).
+
+pub mod assign;
+pub mod conditions;
+pub mod fair;
+pub mod preempt;
+pub mod queue;
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use crate::model::{CqId, Model, QueueTarget, WlId};
+use crate::quantity::{Amount, add};
+use crate::quota::{FrId, Usage};
+use assign::{Assignment, Mode};
+use conditions::Condition;
+use queue::{CqQueue, RequeueReason};
+
+/// Why a workload was preempted (the `Preempted` condition reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PreemptReason {
+    /// Prioritization in the ClusterQueue.
+    InClusterQueue,
+    /// Reclamation within the cohort.
+    InCohortReclamation,
+    /// Fair sharing within the cohort.
+    InCohortFairSharing,
+    /// Reclamation within the cohort while borrowing.
+    InCohortReclaimWhileBorrowing,
+}
+
+impl PreemptReason {
+    /// Condition reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PreemptReason::InClusterQueue => "InClusterQueue",
+            PreemptReason::InCohortReclamation => "InCohortReclamation",
+            PreemptReason::InCohortFairSharing => "InCohortFairSharing",
+            PreemptReason::InCohortReclaimWhileBorrowing => "InCohortReclaimWhileBorrowing",
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            PreemptReason::InClusterQueue => "prioritization in the ClusterQueue",
+            PreemptReason::InCohortReclamation => "reclamation within the cohort",
+            PreemptReason::InCohortFairSharing => "Fair Sharing within the cohort",
+            PreemptReason::InCohortReclaimWhileBorrowing => {
+                "reclamation within the cohort while borrowing"
+            }
+        }
+    }
+}
+
+/// A workload to preempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// The victim.
+    pub wl: WlId,
+    /// Why.
+    pub reason: PreemptReason,
+}
+
+/// Lifecycle phase of a workload in the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Phase {
+    /// Not yet arrived (simulator).
+    NotArrived,
+    /// Waiting for quota.
+    Pending,
+    /// Holding a quota reservation (admitted).
+    Admitted,
+    /// Finished and released its quota.
+    Finished,
+}
+
+/// One pod set's admitted flavors and usage.
+#[derive(Debug, Clone, Serialize)]
+pub struct PodSetAdmission {
+    /// Pod set name.
+    pub name: String,
+    /// Admitted count.
+    pub count: i32,
+    /// (resource, flavor, total usage).
+    pub resources: Vec<(usize, usize, Amount)>,
+}
+
+/// A quota reservation.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    /// ClusterQueue.
+    pub cq: CqId,
+    /// Per pod set.
+    pub pod_sets: Vec<PodSetAdmission>,
+    /// Usage per FR.
+    pub usage: Vec<(FrId, Amount)>,
+    /// When the reservation was made (virtual ms).
+    pub reserved_ms: i64,
+}
+
+/// The outcome of the last scheduling attempt of a pending workload, for explanations.
+#[derive(Debug, Clone)]
+pub struct LastAttempt {
+    /// Cycle number.
+    pub cycle: u64,
+    /// The flavor assignment (if it got that far).
+    pub assignment: Option<Assignment>,
+    /// Preemption targets found.
+    pub targets: Vec<Target>,
+}
+
+/// Dynamic state of a workload.
+#[derive(Debug, Clone)]
+pub struct WlState {
+    /// Phase.
+    pub phase: Phase,
+    /// Current reservation.
+    pub admission: Option<Admission>,
+    /// Conditions as Kueue would write them.
+    pub conditions: Vec<Condition>,
+    /// First admission time.
+    pub first_admitted_ms: Option<i64>,
+    /// Latest admission time.
+    pub admitted_ms: Option<i64>,
+    /// Finish time.
+    pub finished_ms: Option<i64>,
+    /// How often it was preempted.
+    pub preemptions: u32,
+    /// Shape hash for equivalence hashing.
+    pub hash: u64,
+    /// Last scheduling attempt.
+    pub last: Option<LastAttempt>,
+}
+
+/// What one cycle did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CycleResult {
+    /// Heads popped.
+    pub heads: usize,
+    /// Workloads admitted.
+    pub admitted: Vec<WlId>,
+    /// Workloads preempted (evicted at the end of the cycle).
+    pub preempted: Vec<WlId>,
+    /// Heads parked as inadmissible.
+    pub parked: usize,
+}
+
+impl CycleResult {
+    /// Whether anything changed.
+    pub fn progressed(&self) -> bool {
+        !self.admitted.is_empty() || !self.preempted.is_empty() || self.parked > 0
+    }
+}
+
+/// The scheduler state: the model plus usage, queues and workload states.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    /// The model.
+    pub model: Model,
+    /// Usage of admitted workloads (the cache).
+    pub usage: Usage,
+    /// Workload states, by workload id.
+    pub wls: Vec<WlState>,
+    /// Per-ClusterQueue queues.
+    pub queues: Vec<CqQueue>,
+    /// Admitted workloads per ClusterQueue.
+    pub admitted: Vec<Vec<WlId>>,
+    /// Cycles run.
+    pub cycle: u64,
+    /// Virtual time (ms).
+    pub now_ms: i64,
+    /// Heads popped per ClusterQueue per cycle (Kueue: 1; more is a what-if).
+    pub heads_per_cycle: usize,
+}
+
+/// One nominated head.
+struct Entry {
+    wl: WlId,
+    cq: CqId,
+    assignment: Option<Assignment>,
+    targets: Vec<Target>,
+    /// Set when nomination already failed: (reason, message, requeue reason).
+    blocked: Option<(String, String, RequeueReason)>,
+}
+
+impl Scheduler {
+    /// A scheduler over `model`: workloads with `status.admission` start admitted; the others
+    /// are not yet queued (call [`Scheduler::arrive`] or [`Scheduler::arrive_all`]).
+    pub fn new(model: Model) -> Self {
+        let n = model.tree.names.len() * model.tree.nfr;
+        let mut s = Scheduler {
+            queues: vec![CqQueue::default(); model.cqs.len()],
+            admitted: vec![Vec::new(); model.cqs.len()],
+            usage: vec![0; n],
+            wls: model
+                .workloads
+                .iter()
+                .map(|w| WlState {
+                    phase: Phase::NotArrived,
+                    admission: None,
+                    conditions: Vec::new(),
+                    first_admitted_ms: None,
+                    admitted_ms: None,
+                    finished_ms: None,
+                    preemptions: 0,
+                    hash: queue::shape_hash(w),
+                    last: None,
+                })
+                .collect(),
+            model,
+            cycle: 0,
+            now_ms: 0,
+            heads_per_cycle: 1,
+        };
+        for wl in 0..s.wls.len() {
+            s.restore_admission(wl);
+        }
+        s
+    }
+
+    /// Books an admission given in the input (`status.admission`).
+    fn restore_admission(&mut self, wl: WlId) {
+        let Some(spec) = self.model.workloads[wl].initial_admission.clone() else {
+            return;
+        };
+        let Some(cq) = self.model.cq_id(&spec.cluster_queue) else {
+            return;
+        };
+        let w = &self.model.workloads[wl];
+        let mut usage: Vec<(FrId, Amount)> = Vec::new();
+        let mut pod_sets = Vec::new();
+        for psa in &spec.pod_set_assignments {
+            let mut resources = Vec::new();
+            let count = psa
+                .count
+                .or_else(|| {
+                    w.pod_sets
+                        .iter()
+                        .find(|p| p.name == psa.name)
+                        .map(|p| p.count)
+                })
+                .unwrap_or(1);
+            for (res, flavor) in &psa.flavors {
+                let (Some(r), Some(f)) = (self.model.res_id(res), self.model.flavor_id(flavor))
+                else {
+                    continue;
+                };
+                let amount = psa
+                    .resource_usage
+                    .get(res)
+                    .map(|q| q.amount_for(res))
+                    .or_else(|| {
+                        w.pod_sets
+                            .iter()
+                            .find(|p| p.name == psa.name)
+                            .and_then(|p| p.per_pod.iter().find(|(pr, _)| *pr == r))
+                            .map(|(_, v)| v.saturating_mul(i64::from(count)))
+                    })
+                    .unwrap_or(0);
+                resources.push((r, f, amount));
+                if let Some(fr) = self.model.fr(f, r) {
+                    match usage.iter_mut().find(|(x, _)| *x == fr) {
+                        Some(e) => e.1 = add(e.1, amount),
+                        None => usage.push((fr, amount)),
+                    }
+                }
+            }
+            pod_sets.push(PodSetAdmission {
+                name: psa.name.clone(),
+                count,
+                resources,
+            });
+        }
+        let node = self.model.cqs[cq].node;
+        for &(fr, v) in &usage {
+            self.model.tree.add_usage(&mut self.usage, node, fr, v);
+        }
+        let st = &mut self.wls[wl];
+        st.admission = Some(Admission {
+            cq,
+            pod_sets,
+            usage,
+            reserved_ms: 0,
+        });
+        st.phase = Phase::Admitted;
+        st.first_admitted_ms = Some(self.now_ms);
+        st.admitted_ms = Some(self.now_ms);
+        conditions::set_admitted(&mut st.conditions, &spec.cluster_queue);
+        self.admitted[cq].push(wl);
+    }
+
+    /// Queues every workload that has not arrived yet.
+    pub fn arrive_all(&mut self) {
+        for wl in 0..self.wls.len() {
+            if self.wls[wl].phase == Phase::NotArrived {
+                self.arrive(wl);
+            }
+        }
+    }
+
+    /// A workload is created: it enters its ClusterQueue's queue, or gets a blocked condition.
+    pub fn arrive(&mut self, wl: WlId) {
+        self.wls[wl].phase = Phase::Pending;
+        let obs = self.model.settings.observability;
+        match self.model.workloads[wl].target.clone() {
+            QueueTarget::Blocked(reason, message) => {
+                conditions::set_pending(&mut self.wls[wl].conditions, obs, &reason, &message);
+            }
+            QueueTarget::Queue(cq) => {
+                if !self.model.workloads[wl].active {
+                    return;
+                }
+                if let Some((_, _)) = &self.model.cqs[cq].inactive {
+                    let msg = format!("ClusterQueue {} is inactive", self.model.cqs[cq].name);
+                    conditions::set_pending(&mut self.wls[wl].conditions, obs, "Suspended", &msg);
+                }
+                self.enqueue(cq, wl);
+            }
+        }
+    }
+
+    fn enqueue(&mut self, cq: CqId, wl: WlId) {
+        let w = &self.model.workloads[wl];
+        let hash = self.wls[wl].hash;
+        let hashing = self.model.settings.equivalence_hashing && !self.model.cqs[cq].strict_fifo;
+        self.queues[cq].push(wl, w.priority, w.arrival_ms, hash, hashing);
+    }
+
+    /// Moves every parked workload of `cq`'s cohort tree (or just `cq` without a cohort) back
+    /// to the active queues (`NotifyRetryInadmissible`).
+    pub fn flush_tree(&mut self, cq: CqId) {
+        let root = self.model.tree.root(self.model.cqs[cq].node);
+        let members: Vec<CqId> = if root == self.model.cqs[cq].node {
+            vec![cq]
+        } else {
+            (0..self.model.cqs.len())
+                .filter(|&c| self.model.tree.root(self.model.cqs[c].node) == root)
+                .collect()
+        };
+        for c in members {
+            let parked = self.queues[c].take_inadmissible();
+            for wl in parked {
+                self.enqueue(c, wl);
+            }
+        }
+    }
+
+    /// A workload finished: release its quota and retry parked workloads of its tree.
+    pub fn finish(&mut self, wl: WlId) {
+        let Some(adm) = self.wls[wl].admission.take() else {
+            return;
+        };
+        self.release(wl, &adm);
+        let st = &mut self.wls[wl];
+        st.phase = Phase::Finished;
+        st.finished_ms = Some(self.now_ms);
+        conditions::set(
+            &mut st.conditions,
+            "Finished",
+            true,
+            "Succeeded",
+            "Job finished successfully",
+        );
+        self.flush_tree(adm.cq);
+    }
+
+    fn release(&mut self, wl: WlId, adm: &Admission) {
+        let node = self.model.cqs[adm.cq].node;
+        for &(fr, v) in &adm.usage {
+            self.model.tree.remove_usage(&mut self.usage, node, fr, v);
+        }
+        if let Some(pos) = self.admitted[adm.cq].iter().position(|&x| x == wl) {
+            self.admitted[adm.cq].swap_remove(pos);
+        }
+    }
+
+    /// Runs one scheduling cycle.
+    pub fn cycle(&mut self) -> CycleResult {
+        self.cycle += 1;
+        let mut result = CycleResult::default();
+        // Heads: up to `heads_per_cycle` per active queue.
+        let mut heads: Vec<(WlId, CqId)> = Vec::new();
+        for cq in 0..self.model.cqs.len() {
+            if self.model.cqs[cq].inactive.is_some() {
+                continue;
+            }
+            for _ in 0..self.heads_per_cycle {
+                match self.queues[cq].pop() {
+                    Some(wl) => heads.push((wl, cq)),
+                    None => break,
+                }
+            }
+        }
+        result.heads = heads.len();
+        if heads.is_empty() {
+            return result;
+        }
+        let mut snap = self.usage.clone();
+        let mut entries: Vec<Entry> = heads
+            .into_iter()
+            .map(|(wl, cq)| self.nominate(&mut snap, wl, cq))
+            .collect();
+        let order = self.iteration_order(&snap, &entries);
+        let mut preempted: HashSet<WlId> = HashSet::new();
+        let mut outcomes: Vec<Option<(String, String, RequeueReason)>> = vec![None; entries.len()];
+        let mut processed = vec![false; entries.len()];
+        let Order::Fixed(mut order_iter) = order;
+        loop {
+            let next = order_iter.next();
+            let Some(i) = next.or_else(|| {
+                // Fair sharing recomputes the next entry against the updated snapshot.
+                self.next_fair(&snap, &entries, &processed)
+            }) else {
+                break;
+            };
+            processed[i] = true;
+            let e = &entries[i];
+            if let Some(b) = &e.blocked {
+                outcomes[i] = Some(b.clone());
+                continue;
+            }
+            outcomes[i] = self.process_entry(&mut snap, e, &mut preempted, &mut result);
+        }
+        // Requeue everything not admitted.
+        for (i, e) in entries.iter_mut().enumerate() {
+            let wl = e.wl;
+            self.wls[wl].last = Some(LastAttempt {
+                cycle: self.cycle,
+                assignment: e.assignment.take(),
+                targets: std::mem::take(&mut e.targets),
+            });
+            if self.wls[wl].phase == Phase::Admitted {
+                continue;
+            }
+            let (reason, message, rq) = outcomes[i].clone().unwrap_or_else(|| {
+                (
+                    "WaitingForQuota".to_string(),
+                    String::new(),
+                    RequeueReason::FailedAfterNomination,
+                )
+            });
+            conditions::set_pending(
+                &mut self.wls[wl].conditions,
+                self.model.settings.observability,
+                &reason,
+                &message,
+            );
+            let strict = self.model.cqs[e.cq].strict_fifo;
+            let hashing = self.model.settings.equivalence_hashing && !strict;
+            let w = &self.model.workloads[wl];
+            let parked = self.queues[e.cq].requeue(
+                wl,
+                w.priority,
+                w.arrival_ms,
+                self.wls[wl].hash,
+                rq,
+                strict,
+                hashing,
+            );
+            if parked {
+                result.parked += 1;
+                if hashing {
+                    let wls = &self.wls;
+                    self.queues[e.cq].park_matching(|x| wls[x].hash);
+                }
+            }
+        }
+        // Preemptions complete at the end of the cycle: victims release quota and requeue.
+        let victims = result.preempted.clone();
+        let mut touched = Vec::new();
+        for v in victims {
+            if let Some(adm) = self.wls[v].admission.take() {
+                self.release(v, &adm);
+                self.wls[v].phase = Phase::Pending;
+                self.wls[v].preemptions += 1;
+                touched.push(adm.cq);
+                self.enqueue(adm.cq, v);
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for cq in touched {
+            self.flush_tree(cq);
+        }
+        result
+    }
+
+    fn nominate(&self, snap: &mut Usage, wl: WlId, cq: CqId) -> Entry {
+        let mut e = Entry {
+            wl,
+            cq,
+            assignment: None,
+            targets: Vec::new(),
+            blocked: None,
+        };
+        let c = &self.model.cqs[cq];
+        let w = &self.model.workloads[wl];
+        let ns_labels = self.model.namespaces.get(&w.namespace);
+        let ns_ok = match (&c.namespace_selector, ns_labels) {
+            (Some(sel), Some(labels)) => sel.matches(labels),
+            _ => false,
+        };
+        if !ns_ok {
+            e.blocked = Some((
+                "Misconfigured".to_string(),
+                "workload namespace doesn't match ClusterQueue selector".to_string(),
+                RequeueReason::NamespaceMismatch,
+            ));
+            return e;
+        }
+        let (assignment, targets) = self.initial_assignment(snap, wl, cq);
+        e.assignment = Some(assignment);
+        e.targets = targets;
+        e
+    }
+
+    fn fits(&self, u: &Usage, cq: CqId, usage: &[(FrId, Amount)]) -> bool {
+        let node = self.model.cqs[cq].node;
+        usage
+            .iter()
+            .all(|&(fr, v)| v <= self.model.tree.available(u, node, fr))
+    }
+
+    fn process_entry(
+        &mut self,
+        snap: &mut Usage,
+        e: &Entry,
+        preempted: &mut HashSet<WlId>,
+        result: &mut CycleResult,
+    ) -> Option<(String, String, RequeueReason)> {
+        let a = e.assignment.as_ref()?;
+        let cq = e.cq;
+        let node = self.model.cqs[cq].node;
+        let mode = a.mode();
+        let message = a.message();
+        match mode {
+            Mode::NoFit => {
+                return Some((
+                    if self.model.settings.observability {
+                        a.no_fit_reason().as_str().to_string()
+                    } else {
+                        "Pending".to_string()
+                    },
+                    message,
+                    RequeueReason::NoFit,
+                ));
+            }
+            Mode::Preempt if e.targets.is_empty() => {
+                let c = &self.model.cqs[cq];
+                if c.reclaim != crate::model::ReclaimPolicy::Any {
+                    for (fr, v) in self.reserve(snap, cq, &a.usage) {
+                        self.model.tree.add_usage(snap, node, fr, v);
+                    }
+                }
+                return Some((
+                    "WaitingForQuota".to_string(),
+                    message,
+                    RequeueReason::NoCandidates,
+                ));
+            }
+            _ => {}
+        }
+        if e.targets.iter().any(|t| preempted.contains(&t.wl)) {
+            return Some((
+                "WaitingForQuota".to_string(),
+                "Workload has overlapping preemption targets with another workload".to_string(),
+                RequeueReason::FailedAfterNomination,
+            ));
+        }
+        // Fits after simulating the removal of every victim claimed so far and our own.
+        let mut removed = Vec::new();
+        for &v in preempted.iter().chain(e.targets.iter().map(|t| &t.wl)) {
+            if self.wls[v].admission.is_some() && !removed.contains(&v) {
+                self.remove_wl_usage(snap, v);
+                removed.push(v);
+            }
+        }
+        let fits = self.fits(snap, cq, &a.usage);
+        for &v in &removed {
+            self.add_wl_usage(snap, v);
+        }
+        if !fits {
+            return Some((
+                "WaitingForQuota".to_string(),
+                "Workload no longer fits after processing another workload".to_string(),
+                RequeueReason::FailedAfterNomination,
+            ));
+        }
+        for t in &e.targets {
+            preempted.insert(t.wl);
+        }
+        for &(fr, v) in &a.usage {
+            self.model.tree.add_usage(snap, node, fr, v);
+        }
+        if mode == Mode::Preempt {
+            self.issue_preemptions(e, result);
+            self.queues[cq].sticky = Some(e.wl);
+            return Some((
+                "WaitingForPreemptedWorkloads".to_string(),
+                format!(
+                    "{message}. Pending the preemption of {} workload(s)",
+                    e.targets.len()
+                ),
+                RequeueReason::PendingPreemption,
+            ));
+        }
+        self.admit(e.wl, cq, a);
+        result.admitted.push(e.wl);
+        None
+    }
+
+    /// `quotaResourcesToReserve`: what a Preempt entry without candidates holds back.
+    fn reserve(&self, snap: &Usage, cq: CqId, usage: &[(FrId, Amount)]) -> Vec<(FrId, Amount)> {
+        let t = &self.model.tree;
+        let node = self.model.cqs[cq].node;
+        usage
+            .iter()
+            .map(|&(fr, req)| {
+                let i = t.ix(node, fr);
+                let (nominal, used) = (t.nominal[i], snap[i]);
+                let v = if t.borrowing_with(snap, node, fr, req) {
+                    match t.borrowing_limit[i] {
+                        Some(bl) => req.min(crate::quantity::sub(add(nominal, bl), used)),
+                        None => req,
+                    }
+                } else {
+                    req.min(nominal - used)
+                };
+                (fr, v.max(0))
+            })
+            .collect()
+    }
+
+    fn issue_preemptions(&mut self, e: &Entry, result: &mut CycleResult) {
+        let preemptor_path = self.model.node_path(self.model.cqs[e.cq].node);
+        let uid = self.model.workloads[e.wl].uid.clone();
+        for t in &e.targets {
+            let Some(adm) = &self.wls[t.wl].admission else {
+                continue;
+            };
+            let victim_path = self.model.node_path(self.model.cqs[adm.cq].node);
+            let msg = format!(
+                "Preempted to accommodate a workload (UID: {uid}, JobUID: UNKNOWN) due to {}; preemptor path: {preemptor_path}; preemptee path: {victim_path}",
+                t.reason.words()
+            );
+            let obs = self.model.settings.observability;
+            let st = &mut self.wls[t.wl];
+            conditions::set(&mut st.conditions, "Evicted", true, "Preempted", &msg);
+            conditions::set(
+                &mut st.conditions,
+                "Preempted",
+                true,
+                t.reason.as_str(),
+                &msg,
+            );
+            conditions::set_pending(&mut st.conditions, obs, "Preempted", &msg);
+            result.preempted.push(t.wl);
+        }
+    }
+
+    fn admit(&mut self, wl: WlId, cq: CqId, a: &Assignment) {
+        let node = self.model.cqs[cq].node;
+        for &(fr, v) in &a.usage {
+            self.model.tree.add_usage(&mut self.usage, node, fr, v);
+        }
+        let pod_sets = a
+            .pod_sets
+            .iter()
+            .map(|p| PodSetAdmission {
+                name: p.name.clone(),
+                count: p.count,
+                resources: p
+                    .flavors
+                    .iter()
+                    .map(|f| (f.res, f.flavor, f.amount))
+                    .collect(),
+            })
+            .collect();
+        let now = self.now_ms;
+        let name = self.model.cqs[cq].name.clone();
+        let st = &mut self.wls[wl];
+        st.admission = Some(Admission {
+            cq,
+            pod_sets,
+            usage: a.usage.clone(),
+            reserved_ms: now,
+        });
+        st.phase = Phase::Admitted;
+        st.first_admitted_ms.get_or_insert(now);
+        st.admitted_ms = Some(now);
+        conditions::set_admitted(&mut st.conditions, &name);
+        self.admitted[cq].push(wl);
+        if self.queues[cq].sticky == Some(wl) {
+            self.queues[cq].sticky = None;
+        }
+    }
+
+    /// Runs cycles until nothing changes (or `max` cycles); returns the number run.
+    pub fn run_until_stable(&mut self, max: Option<u64>) -> u64 {
+        let mut n = 0;
+        while max.is_none_or(|m| n < m) {
+            let r = self.cycle();
+            n += 1;
+            if !r.progressed() {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Usage of a ClusterQueue for one FR in the cache.
+    pub fn cq_usage(&self, cq: CqId, fr: FrId) -> Amount {
+        self.usage[self.model.tree.ix(self.model.cqs[cq].node, fr)]
+    }
+}
+
+/// Iteration order of entries in a cycle.
+enum Order {
+    Fixed(std::vec::IntoIter<usize>),
+}
+
+impl Scheduler {
+    fn iteration_order(&self, _snap: &Usage, entries: &[Entry]) -> Order {
+        if self.model.settings.fair_sharing.is_some() {
+            return Order::Fixed(Vec::new().into_iter());
+        }
+        // Classical iterator: borrowing level ascending, priority descending, timestamp, UID.
+        let mut idx: Vec<usize> = (0..entries.len()).collect();
+        idx.sort_by_key(|&i| {
+            let e = &entries[i];
+            let w = &self.model.workloads[e.wl];
+            let borrow = e.assignment.as_ref().map_or(0, |a| a.borrowing);
+            (borrow, std::cmp::Reverse(w.priority), w.arrival_ms, e.wl)
+        });
+        Order::Fixed(idx.into_iter())
+    }
+}

@@ -1,0 +1,183 @@
+//! One ClusterQueue's pending workloads: the active heap (sticky preemptor, priority,
+//! queue-order timestamp, UID), the inadmissible set and equivalence hashing (kueue.md §2.2).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashSet};
+use std::hash::{Hash, Hasher};
+
+use crate::model::{WlId, Workload};
+
+/// Why a head goes back to its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequeueReason {
+    /// No flavor fits.
+    NoFit,
+    /// Preemption needed but nothing to preempt.
+    NoCandidates,
+    /// Namespace does not match the selector.
+    NamespaceMismatch,
+    /// Skipped after nomination (contention in the cycle).
+    FailedAfterNomination,
+    /// Waiting for its preemptions to complete.
+    PendingPreemption,
+}
+
+type Key = (Reverse<i32>, i64, WlId);
+
+/// The queue of one ClusterQueue.
+#[derive(Debug, Clone, Default)]
+pub struct CqQueue {
+    active: BTreeSet<Key>,
+    inadmissible: Vec<WlId>,
+    parked_ns: Vec<WlId>,
+    blocked_hashes: HashSet<u64>,
+    /// The workload that last issued preemptions (BestEffortFIFO), popped first.
+    pub sticky: Option<WlId>,
+    sticky_key: Option<Key>,
+}
+
+/// The equivalence hash of a workload's scheduling shape.
+pub fn shape_hash(w: &Workload) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    w.priority.hash(&mut h);
+    for ps in &w.pod_sets {
+        ps.count.hash(&mut h);
+        ps.min_count.hash(&mut h);
+        ps.per_pod.hash(&mut h);
+        ps.node_selector.hash(&mut h);
+        for t in &ps.tolerations {
+            (&t.key, &t.operator, &t.value, &t.effect).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+impl CqQueue {
+    /// Adds a workload (arrival, requeue after eviction or flush).
+    pub fn push(&mut self, wl: WlId, priority: i32, ts: i64, hash: u64, hashing: bool) {
+        if hashing && self.blocked_hashes.contains(&hash) {
+            self.inadmissible.push(wl);
+            return;
+        }
+        let key = (Reverse(priority), ts, wl);
+        if self.sticky == Some(wl) {
+            self.sticky_key = Some(key);
+        }
+        self.active.insert(key);
+    }
+
+    /// Pops the head: the sticky preemptor if queued, else the highest priority, oldest.
+    pub fn pop(&mut self) -> Option<WlId> {
+        if let Some(k) = self.sticky_key.take()
+            && self.active.remove(&k)
+        {
+            return Some(k.2);
+        }
+        self.active.pop_first().map(|k| k.2)
+    }
+
+    /// Puts back a head after an unsuccessful attempt; returns whether it was parked.
+    #[allow(clippy::too_many_arguments)]
+    pub fn requeue(
+        &mut self,
+        wl: WlId,
+        priority: i32,
+        ts: i64,
+        hash: u64,
+        reason: RequeueReason,
+        strict: bool,
+        hashing: bool,
+    ) -> bool {
+        let immediate = if strict {
+            reason != RequeueReason::NamespaceMismatch
+        } else {
+            matches!(
+                reason,
+                RequeueReason::FailedAfterNomination | RequeueReason::PendingPreemption
+            )
+        };
+        if immediate {
+            let key = (Reverse(priority), ts, wl);
+            if self.sticky == Some(wl) {
+                self.sticky_key = Some(key);
+            }
+            self.active.insert(key);
+            return false;
+        }
+        if self.sticky == Some(wl) {
+            self.sticky = None;
+        }
+        if reason == RequeueReason::NamespaceMismatch {
+            self.parked_ns.push(wl);
+            return true;
+        }
+        self.inadmissible.push(wl);
+        if hashing && matches!(reason, RequeueReason::NoFit | RequeueReason::NoCandidates) {
+            // Bulk-move every queued workload of the same shape.
+            self.blocked_hashes.insert(hash);
+        }
+        true
+    }
+
+    /// Moves workloads with a blocked hash out of the active heap (called by the owner, which
+    /// knows the hashes).
+    pub fn park_matching(&mut self, hash_of: impl Fn(WlId) -> u64) {
+        if self.blocked_hashes.is_empty() {
+            return;
+        }
+        let blocked = &self.blocked_hashes;
+        let mut moved = Vec::new();
+        self.active.retain(|k| {
+            if blocked.contains(&hash_of(k.2)) {
+                moved.push(k.2);
+                false
+            } else {
+                true
+            }
+        });
+        self.inadmissible.extend(moved);
+    }
+
+    /// Empties the inadmissible set (namespace mismatches stay parked) and forgets blocked hashes.
+    pub fn take_inadmissible(&mut self) -> Vec<WlId> {
+        self.blocked_hashes.clear();
+        std::mem::take(&mut self.inadmissible)
+    }
+
+    /// Workloads in the active heap, in pop order (sticky first).
+    pub fn active_in_order(&self) -> Vec<WlId> {
+        let mut out: Vec<WlId> = Vec::new();
+        if let Some(k) = self.sticky_key
+            && self.active.contains(&k)
+        {
+            out.push(k.2);
+        }
+        out.extend(
+            self.active
+                .iter()
+                .map(|k| k.2)
+                .filter(|w| Some(*w) != self.sticky_key.map(|k| k.2)),
+        );
+        out
+    }
+
+    /// Parked workloads.
+    pub fn inadmissible(&self) -> impl Iterator<Item = WlId> + '_ {
+        self.inadmissible.iter().chain(&self.parked_ns).copied()
+    }
+
+    /// Number of pending workloads.
+    pub fn len(&self) -> usize {
+        self.active.len() + self.inadmissible.len() + self.parked_ns.len()
+    }
+
+    /// Whether nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the active heap is empty.
+    pub fn active_is_empty(&self) -> bool {
+        self.active.is_empty()
+    }
+}

@@ -1,0 +1,432 @@
+//! Kueue's webhook and CEL rules (kueue.md §1) as field-path errors.
+
+use std::collections::BTreeSet;
+
+use crate::api::{FairSharing, FlavorFungibility, Preemption, ResourceGroup};
+use crate::error::FieldError;
+use crate::load::Setup;
+use crate::quantity::Quantity;
+
+struct Ctx<'a> {
+    kind: &'a str,
+    name: String,
+    errors: &'a mut Vec<FieldError>,
+}
+
+impl Ctx<'_> {
+    fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(FieldError {
+            kind: self.kind.to_string(),
+            name: self.name.clone(),
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+fn one_of(ctx: &mut Ctx<'_>, path: &str, value: Option<&str>, allowed: &[&str]) {
+    if let Some(v) = value
+        && !allowed.contains(&v)
+    {
+        ctx.err(
+            path,
+            format!(
+                "Unsupported value: {v:?}: supported values: {}",
+                allowed.join(", ")
+            ),
+        );
+    }
+}
+
+/// Checks every object of `setup`; returns all problems found.
+pub fn validate(setup: &Setup) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for f in &setup.flavors {
+        let mut ctx = Ctx {
+            kind: "ResourceFlavor",
+            name: f.metadata.name.clone(),
+            errors: &mut errors,
+        };
+        if f.spec.node_labels.len() > 8 {
+            ctx.err("spec.nodeLabels", "Too many: must have at most 8 items");
+        }
+        if f.spec.node_taints.len() > 8 {
+            ctx.err("spec.nodeTaints", "Too many: must have at most 8 items");
+        }
+        if f.spec.tolerations.len() > 8 {
+            ctx.err("spec.tolerations", "Too many: must have at most 8 items");
+        }
+        for (i, t) in f.spec.node_taints.iter().enumerate() {
+            one_of(
+                &mut ctx,
+                &format!("spec.nodeTaints[{i}].effect"),
+                Some(&t.effect),
+                &["NoSchedule", "PreferNoSchedule", "NoExecute"],
+            );
+        }
+        if f.spec.topology_name.is_some() && f.spec.node_labels.is_empty() {
+            ctx.err(
+                "spec",
+                "at least one nodeLabel is required when topology is set",
+            );
+        }
+    }
+    for c in &setup.cohorts {
+        let mut ctx = Ctx {
+            kind: "Cohort",
+            name: c.metadata.name.clone(),
+            errors: &mut errors,
+        };
+        let parent = c.spec.parent_name.as_deref().or(c.spec.parent.as_deref());
+        if parent == Some(c.metadata.name.as_str()) {
+            ctx.err("spec.parentName", "cannot be the cohort itself");
+        }
+        check_resource_groups(
+            &mut ctx,
+            &c.spec.resource_groups,
+            parent.is_some(),
+            "parent",
+        );
+        check_fair_sharing(&mut ctx, c.spec.fair_sharing.as_ref());
+    }
+    for cq in &setup.cluster_queues {
+        let mut ctx = Ctx {
+            kind: "ClusterQueue",
+            name: cq.metadata.name.clone(),
+            errors: &mut errors,
+        };
+        let s = &cq.spec;
+        let cohort = s.cohort_name.as_deref().or(s.cohort.as_deref());
+        check_resource_groups(&mut ctx, &s.resource_groups, cohort.is_some(), "cohort");
+        one_of(
+            &mut ctx,
+            "spec.queueingStrategy",
+            s.queueing_strategy.as_deref(),
+            &["BestEffortFIFO", "StrictFIFO"],
+        );
+        one_of(
+            &mut ctx,
+            "spec.stopPolicy",
+            s.stop_policy.as_deref(),
+            &["None", "Hold", "HoldAndDrain"],
+        );
+        if let Some(f) = &s.flavor_fungibility {
+            check_fungibility(&mut ctx, f);
+        }
+        if let Some(p) = &s.preemption {
+            check_preemption(&mut ctx, p);
+        }
+        check_fair_sharing(&mut ctx, s.fair_sharing.as_ref());
+    }
+    for lq in &setup.local_queues {
+        let mut ctx = Ctx {
+            kind: "LocalQueue",
+            name: format!(
+                "{}/{}",
+                lq.metadata.namespace.as_deref().unwrap_or("default"),
+                lq.metadata.name
+            ),
+            errors: &mut errors,
+        };
+        if lq.spec.cluster_queue.is_empty() {
+            ctx.err("spec.clusterQueue", "Required value");
+        }
+        one_of(
+            &mut ctx,
+            "spec.stopPolicy",
+            lq.spec.stop_policy.as_deref(),
+            &["None", "Hold", "HoldAndDrain"],
+        );
+    }
+    for wl in &setup.workloads {
+        let mut ctx = Ctx {
+            kind: "Workload",
+            name: wl.key(),
+            errors: &mut errors,
+        };
+        let sets = &wl.spec.pod_sets;
+        if sets.is_empty() || sets.len() > 18 {
+            ctx.err("spec.podSets", "must have between 1 and 18 pod sets");
+        }
+        let mut names = BTreeSet::new();
+        let mut with_min = 0;
+        for (i, ps) in sets.iter().enumerate() {
+            if !names.insert(ps.name.as_str()) {
+                ctx.err(
+                    format!("spec.podSets[{i}].name"),
+                    format!("Duplicate value: {:?}", ps.name),
+                );
+            }
+            if ps.count < 0 {
+                ctx.err(
+                    format!("spec.podSets[{i}].count"),
+                    "must be greater than or equal to 0",
+                );
+            }
+            if let Some(m) = ps.min_count {
+                with_min += 1;
+                if m < 1 {
+                    ctx.err(
+                        format!("spec.podSets[{i}].minCount"),
+                        "must be greater than or equal to 1",
+                    );
+                }
+                if m > ps.count {
+                    ctx.err(
+                        format!("spec.podSets[{i}].minCount"),
+                        "should be less than or equal to count",
+                    );
+                }
+            }
+            for (c, container) in ps
+                .template
+                .spec
+                .containers
+                .iter()
+                .chain(&ps.template.spec.init_containers)
+                .enumerate()
+            {
+                for (r, q) in &container.resources.requests {
+                    if q.is_negative() {
+                        ctx.err(
+                            format!("spec.podSets[{i}].template.spec.containers[{c}].resources.requests[{r}]"),
+                            "must be greater than or equal to 0",
+                        );
+                    }
+                }
+            }
+        }
+        if with_min > 1 {
+            ctx.err("spec.podSets", "at most one podSet can use minCount");
+        }
+    }
+    if let Some(cfg) = &setup.configuration
+        && let Some(fs) = &cfg.fair_sharing
+    {
+        let mut ctx = Ctx {
+            kind: "Configuration",
+            name: "config".to_string(),
+            errors: &mut errors,
+        };
+        let s: Vec<&str> = fs
+            .preemption_strategies
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let allowed: [&[&str]; 4] = [
+            &[],
+            &["LessThanOrEqualToFinalShare"],
+            &["LessThanInitialShare"],
+            &["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+        ];
+        if !allowed.contains(&s.as_slice()) {
+            ctx.err(
+                "fairSharing.preemptionStrategies",
+                "Unsupported value: must be one of [LessThanOrEqualToFinalShare], [LessThanInitialShare], [LessThanOrEqualToFinalShare, LessThanInitialShare]",
+            );
+        }
+    }
+    errors
+}
+
+fn check_quota(ctx: &mut Ctx<'_>, path: &str, q: &Quantity) {
+    if q.is_negative() {
+        ctx.err(path, "must be greater than or equal to 0");
+    }
+}
+
+fn check_resource_groups(
+    ctx: &mut Ctx<'_>,
+    groups: &[ResourceGroup],
+    has_parent: bool,
+    parent_word: &str,
+) {
+    if groups.len() > 16 {
+        ctx.err(
+            "spec.resourceGroups",
+            "Too many: must have at most 16 items",
+        );
+    }
+    let mut seen_resources = BTreeSet::new();
+    let mut seen_flavors = BTreeSet::new();
+    let mut total_flavors = 0;
+    let mut total_resources = 0;
+    for (g, rg) in groups.iter().enumerate() {
+        let gp = format!("spec.resourceGroups[{g}]");
+        total_flavors += rg.flavors.len();
+        total_resources += rg.covered_resources.len();
+        if rg.covered_resources.is_empty() || rg.covered_resources.len() > 64 {
+            ctx.err(
+                format!("{gp}.coveredResources"),
+                "must have between 1 and 64 items",
+            );
+        }
+        if rg.flavors.is_empty() || rg.flavors.len() > 64 {
+            ctx.err(format!("{gp}.flavors"), "must have between 1 and 64 items");
+        }
+        if rg.flavors.len() * rg.covered_resources.len() > 512 {
+            ctx.err(
+                gp.clone(),
+                "must have at most 512 flavor and resource combinations",
+            );
+        }
+        for (i, r) in rg.covered_resources.iter().enumerate() {
+            if !seen_resources.insert(r.clone()) {
+                ctx.err(
+                    format!("{gp}.coveredResources[{i}]"),
+                    format!(
+                        "Duplicate value: {r:?}: a resource may appear in only one resource group"
+                    ),
+                );
+            }
+        }
+        for (fi, f) in rg.flavors.iter().enumerate() {
+            let fp = format!("{gp}.flavors[{fi}]");
+            if !seen_flavors.insert(f.name.clone()) {
+                ctx.err(
+                    format!("{fp}.name"),
+                    format!(
+                        "Duplicate value: {:?}: a flavor may appear in only one resource group",
+                        f.name
+                    ),
+                );
+            }
+            if f.resources.len() != rg.covered_resources.len() {
+                ctx.err(
+                    format!("{fp}.resources"),
+                    "must have the same number of resources as the coveredResources",
+                );
+            }
+            for (ri, rq) in f.resources.iter().enumerate() {
+                let rp = format!("{fp}.resources[{ri}]");
+                if rg.covered_resources.get(ri) != Some(&rq.name) {
+                    ctx.err(
+                        format!("{rp}.name"),
+                        format!(
+                            "must match the name in coveredResources[{ri}] ({:?})",
+                            rg.covered_resources
+                                .get(ri)
+                                .map(String::as_str)
+                                .unwrap_or("")
+                        ),
+                    );
+                }
+                check_quota(ctx, &format!("{rp}.nominalQuota"), &rq.nominal_quota);
+                if let Some(bl) = &rq.borrowing_limit {
+                    check_quota(ctx, &format!("{rp}.borrowingLimit"), bl);
+                    if !has_parent {
+                        ctx.err(
+                            format!("{rp}.borrowingLimit"),
+                            format!("borrowingLimit must be nil when {parent_word} is empty"),
+                        );
+                    }
+                }
+                if let Some(ll) = &rq.lending_limit {
+                    check_quota(ctx, &format!("{rp}.lendingLimit"), ll);
+                    if !has_parent {
+                        ctx.err(
+                            format!("{rp}.lendingLimit"),
+                            format!("lendingLimit must be nil when {parent_word} is empty"),
+                        );
+                    }
+                    if let (Some(l), Some(n)) = (ll.milli(), rq.nominal_quota.milli())
+                        && l > n
+                    {
+                        ctx.err(
+                            format!("{rp}.lendingLimit"),
+                            format!(
+                                "Invalid value: {:?}: must be less than or equal to the nominalQuota",
+                                ll.text()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if total_flavors > 256 {
+        ctx.err(
+            "spec.resourceGroups",
+            "must have at most 256 flavors in total",
+        );
+    }
+    if total_resources > 256 {
+        ctx.err(
+            "spec.resourceGroups",
+            "must have at most 256 covered resources in total",
+        );
+    }
+}
+
+fn check_fungibility(ctx: &mut Ctx<'_>, f: &FlavorFungibility) {
+    let policies = ["MayStopSearch", "TryNextFlavor", "Borrow", "Preempt"];
+    one_of(
+        ctx,
+        "spec.flavorFungibility.whenCanBorrow",
+        f.when_can_borrow.as_deref(),
+        &policies,
+    );
+    one_of(
+        ctx,
+        "spec.flavorFungibility.whenCanPreempt",
+        f.when_can_preempt.as_deref(),
+        &policies,
+    );
+    one_of(
+        ctx,
+        "spec.flavorFungibility.preference",
+        f.preference.as_deref(),
+        &["BorrowingOverPreemption", "PreemptionOverBorrowing"],
+    );
+    if f.preference.is_some()
+        && (f.when_can_borrow.as_deref() != Some("TryNextFlavor")
+            || f.when_can_preempt.as_deref() != Some("TryNextFlavor"))
+    {
+        ctx.err(
+            "spec.flavorFungibility.preference",
+            "preference can only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor",
+        );
+    }
+}
+
+fn check_preemption(ctx: &mut Ctx<'_>, p: &Preemption) {
+    one_of(
+        ctx,
+        "spec.preemption.reclaimWithinCohort",
+        p.reclaim_within_cohort.as_deref(),
+        &["Never", "LowerPriority", "Any"],
+    );
+    one_of(
+        ctx,
+        "spec.preemption.withinClusterQueue",
+        p.within_cluster_queue.as_deref(),
+        &["Never", "LowerPriority", "LowerOrNewerEqualPriority"],
+    );
+    if let Some(b) = &p.borrow_within_cohort {
+        one_of(
+            ctx,
+            "spec.preemption.borrowWithinCohort.policy",
+            b.policy.as_deref(),
+            &["Never", "LowerPriority"],
+        );
+        let reclaim_never = p.reclaim_within_cohort.as_deref().unwrap_or("Never") == "Never";
+        if reclaim_never && b.policy.as_deref().unwrap_or("Never") != "Never" {
+            ctx.err(
+                "spec.preemption",
+                "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never",
+            );
+        }
+    }
+}
+
+fn check_fair_sharing(ctx: &mut Ctx<'_>, fs: Option<&FairSharing>) {
+    if let Some(w) = fs.and_then(|f| f.weight.as_ref()) {
+        match w.milli() {
+            Some(m) if m < 0 => ctx.err(
+                "spec.fairSharing.weight",
+                "must be greater than or equal to 0",
+            ),
+            _ => {}
+        }
+    }
+}
