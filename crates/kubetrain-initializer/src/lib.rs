@@ -1,3 +1,84 @@
-//! Dataset and model initializers for TrainJobs: s3:// and hf:// into the shared workspace.
+//! Dataset and model initializers for TrainJobs: `s3://` and `hf://` into the shared workspace.
 //!
-//! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
+//! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust. Upstream
+//! runs a `dataset-initializer` and a `model-initializer` container once per TrainJob; both read
+//! `STORAGE_URI` and a few more variables and download into `/workspace/dataset` or
+//! `/workspace/model` on a volume every training node mounts. This crate does the same, with the
+//! same environment contract:
+//!
+//! | variable | used for |
+//! |---|---|
+//! | `STORAGE_URI` | `s3://bucket/prefix` or `hf://org/name` |
+//! | `IGNORE_PATTERNS` | comma-separated `fnmatch` globs of files to skip (models: `*.msgpack,*.h5,*.bin,*.pt,*.pth` by default) |
+//! | `ENDPOINT`, `ACCESS_KEY_ID`, `SECRET_ACCESS_KEY`, `REGION`, `ROLE_ARN` | S3 |
+//! | `ACCESS_TOKEN`, `HF_ENDPOINT` | Hugging Face hub (token, mirror) |
+//!
+//! Files are written to a hidden temporary name and renamed when complete, so a crash never
+//! leaves a half file under the final name. A rerun skips files whose size and checksum already
+//! match (S3 ETag MD5, hub SHA-256 / git blob id). Downloads run in parallel with a bound, retry
+//! transient errors with backoff (resuming from the bytes already written) and report progress.
+//!
+//! ```no_run
+//! use kubetrain_initializer::{InitConfig, Kind, initialize_blocking};
+//!
+//! // Inside an initializer container: everything comes from the environment.
+//! let config = InitConfig::from_env(Kind::Dataset)?;
+//! let summary = initialize_blocking(&config)?;
+//! println!("{} files in {}", summary.files_downloaded, summary.destination.display());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Configuring in code instead:
+//!
+//! ```
+//! use kubetrain_initializer::{InitConfig, Kind, StorageUri};
+//! let uri = StorageUri::parse("s3://datasets/alpaca", Kind::Dataset)?;
+//! let mut config = InitConfig::new(Kind::Dataset, uri);
+//! config.destination = "/tmp/alpaca".into();
+//! config.s3.endpoint = Some("http://127.0.0.1:9000".into());
+//! config.tuning.concurrency = 4;
+//! # Ok::<(), kubetrain_initializer::UriError>(())
+//! ```
+
+mod config;
+mod download;
+mod error;
+mod pattern;
+mod progress;
+mod remote;
+mod retry;
+mod source;
+mod uri;
+mod verify;
+mod writer;
+
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
+
+pub use config::{
+    ConfigError, DATASET_PATH, DEFAULT_HF_ENDPOINT, ENV_IGNORE_PATTERNS, ENV_STORAGE_URI,
+    HF_MODEL_ALLOW_PATTERNS, HubOptions, InitConfig, Kind, MODEL_IGNORE_PATTERNS, MODEL_PATH,
+    ProgressMode, S3Options, Tuning,
+};
+pub use download::Summary;
+pub use error::InitError;
+pub use pattern::{Pattern, PatternSet};
+pub use remote::{Checksum, RemoteFile};
+pub use uri::{StorageUri, UriError};
+
+/// Downloads everything `config` names into `config.destination`.
+///
+/// Must run inside a Tokio runtime with the time and I/O drivers enabled.
+pub async fn initialize(config: &InitConfig) -> Result<Summary, InitError> {
+    download::run(config).await
+}
+
+/// [`initialize`] on a runtime of its own, for synchronous callers such as the CLI.
+pub fn initialize_blocking(config: &InitConfig) -> Result<Summary, InitError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| InitError::io("start", "the async runtime", e))?;
+    runtime.block_on(initialize(config))
+}
