@@ -1,3 +1,40 @@
-//! Collective communication for TrainJob ranks: NCCL and CPU backends, rendezvous from the trainer env, benchmarks.
+//! Collective communication for TrainJob ranks: NCCL and CPU backends, rendezvous from the trainer env,
+//! benchmarks.
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
+//!
+//! The ranks that a TrainJob starts find each other through the environment the renderer injects
+//! ([`rendezvous::RankEnv`]: `PET_*`, `JAX_*` or `WORLD_SIZE`/`RANK`/`MASTER_*`); rank 0 hosts a small TCP
+//! store that hands out the membership ([`rendezvous::exchange`]). Both backends implement
+//! [`Communicator`]:
+//!
+//! * [`cpu::CpuCommunicator`]: ring reduce-scatter + all-gather with chunked pipelining; shared memory
+//!   between ranks on one host, TCP across hosts; deterministic; a dead or stalled peer becomes an error
+//!   within the configured timeout.
+//!
+//! ```
+//! use kubetrain_collective::{DataType, ReduceOp};
+//! use kubetrain_collective::rendezvous::RankEnv;
+//!
+//! // What a rank of a one-node, one-process torch TrainJob sees:
+//! let env = RankEnv::from_lookup(|k| match k {
+//!     "PET_NNODES" | "PET_NPROC_PER_NODE" => Some("1".into()),
+//!     "PET_NODE_RANK" => Some("0".into()),
+//!     "PET_MASTER_ADDR" => Some("job-node-0-0.job".into()),
+//!     "PET_MASTER_PORT" => Some("29500".into()),
+//!     _ => None,
+//! })?;
+//! assert_eq!((env.rank, env.world_size), (0, 1));
+//! assert_eq!((DataType::F32.name(), ReduceOp::Avg.name()), ("float", "avg"));
+//! # Ok::<(), kubetrain_collective::rendezvous::RendezvousError>(())
+//! ```
+
+pub mod communicator;
+pub mod cpu;
+pub mod dtype;
+pub mod error;
+pub mod rendezvous;
+
+pub use communicator::Communicator;
+pub use dtype::{DataType, Element, ReduceOp};
+pub use error::{CollectiveError, Result};

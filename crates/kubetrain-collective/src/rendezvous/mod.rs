@@ -1,0 +1,90 @@
+//! How the ranks of a TrainJob meet: the environment the renderer injects says who this rank is and where
+//! rank 0 is ([`RankEnv`]); rank 0 hosts a small TCP store that collects every rank's address and hands out
+//! the membership and rank 0's payload (the NCCL unique id) ([`exchange`]).
+
+mod env;
+mod store;
+
+pub use env::{EnvFlavour, RankEnv};
+pub use store::{Membership, PeerInfo, exchange, host_key};
+
+use std::time::Duration;
+
+/// Why the ranks could not meet.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RendezvousError {
+    /// None of the known environment flavours is present.
+    #[error(
+        "no rendezvous environment: set PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and \
+         PET_MASTER_PORT (torch runtimes), JAX_NUM_PROCESSES, JAX_PROCESS_ID and JAX_COORDINATOR_ADDRESS (jax), \
+         or WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT"
+    )]
+    NoEnv,
+    /// A variable of the chosen flavour is missing.
+    #[error("{var} is not set ({flavour} rendezvous needs {needs})")]
+    Missing {
+        /// The missing variable.
+        var: &'static str,
+        /// The flavour that was detected.
+        flavour: EnvFlavour,
+        /// Every variable that flavour needs.
+        needs: &'static str,
+    },
+    /// A variable has a value that cannot be used.
+    #[error("{var}={value:?}: {reason}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// Two sources disagree (e.g. WORLD_SIZE against PET_NNODES × PET_NPROC_PER_NODE).
+    #[error("inconsistent rendezvous environment: {0}")]
+    Inconsistent(String),
+    /// Several processes per node but no `LOCAL_RANK`: something must start one process per local rank.
+    #[error(
+        "PET_NPROC_PER_NODE={nproc_per_node} but LOCAL_RANK is not set: start the ranks with torchrun or \
+         `kubetrain collective`, which spawns one process per local rank"
+    )]
+    NeedsLocalLauncher {
+        /// Processes to start on this node.
+        nproc_per_node: usize,
+    },
+    /// Rank 0's store could not be reached in time.
+    #[error(
+        "could not reach the rendezvous store at {addr} within {waited:?}: {last_error} (is rank 0 running and MASTER_ADDR/MASTER_PORT right?)"
+    )]
+    Unreachable {
+        /// `host:port` tried.
+        addr: String,
+        /// How long it retried.
+        waited: Duration,
+        /// The last connection error.
+        last_error: String,
+    },
+    /// Not every rank arrived at rank 0's store in time.
+    #[error(
+        "rendezvous timed out after {waited:?}: ranks {missing:?} never arrived at rank 0's store"
+    )]
+    Incomplete {
+        /// How long rank 0 waited.
+        waited: Duration,
+        /// Ranks that never registered.
+        missing: Vec<usize>,
+    },
+    /// A rank disagrees with the others (world size, duplicate rank) or spoke garbage.
+    #[error("rendezvous failed: {0}")]
+    Rejected(String),
+    /// Socket error while meeting.
+    #[error("rendezvous I/O: {context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,119 @@
+//! A peer that stalls or leaves turns into an error on every other rank within the timeout.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{run_ranks, test_options};
+use kubetrain_collective::cpu::Transport;
+use kubetrain_collective::{CollectiveError, Communicator, ReduceOp};
+
+const TIMEOUT: Duration = Duration::from_millis(800);
+
+fn stalled_rank_fails_the_others(transport: Transport) {
+    let opts = kubetrain_collective::cpu::CpuOptions {
+        timeout: TIMEOUT,
+        ..test_options(transport)
+    };
+    let results = run_ranks(4, opts, |c| {
+        if c.rank() == 2 {
+            // Stalls past everybody's timeout, then tries to join in: it must find the communicator dead.
+            std::thread::sleep(TIMEOUT * 3);
+            let mut v = vec![1.0f32; 4096];
+            return (
+                c.all_reduce_in_place(&mut v, ReduceOp::Sum).err(),
+                Duration::ZERO,
+            );
+        }
+        let start = Instant::now();
+        let mut v = vec![1.0f32; 4096];
+        let err = c.all_reduce_in_place(&mut v, ReduceOp::Sum).err();
+        let elapsed = start.elapsed();
+        // Once failed, the communicator refuses further work at once.
+        let again = c.barrier().unwrap_err();
+        assert!(matches!(again, CollectiveError::Poisoned(_)), "{again}");
+        (err, elapsed)
+    });
+    for (rank, (err, elapsed)) in results.into_iter().enumerate() {
+        let err = err.unwrap_or_else(|| panic!("rank {rank} did not fail"));
+        if rank == 2 {
+            continue;
+        }
+        assert!(
+            matches!(
+                err,
+                CollectiveError::Timeout { .. }
+                    | CollectiveError::Aborted { .. }
+                    | CollectiveError::PeerLost { .. }
+            ),
+            "rank {rank}: {err}"
+        );
+        assert!(
+            elapsed < TIMEOUT * 2,
+            "rank {rank} took {elapsed:?} to fail: {err}"
+        );
+    }
+}
+
+#[test]
+fn stalled_rank_over_shm() {
+    stalled_rank_fails_the_others(Transport::Auto);
+}
+
+#[test]
+fn stalled_rank_over_tcp() {
+    stalled_rank_fails_the_others(Transport::Tcp);
+}
+
+#[test]
+fn a_rank_that_leaves_early_is_lost_not_waited_for_over_tcp() {
+    let opts = kubetrain_collective::cpu::CpuOptions {
+        timeout: Duration::from_secs(30),
+        ..test_options(Transport::Tcp)
+    };
+    let results = run_ranks(3, opts, |c| {
+        if c.rank() == 1 {
+            return None; // drops its communicator: connections close
+        }
+        let start = Instant::now();
+        let mut v = vec![1i64; 1000];
+        let err = c.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap_err();
+        Some((err, start.elapsed()))
+    });
+    for (err, elapsed) in results.into_iter().flatten() {
+        assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}: {err}");
+        assert!(
+            matches!(
+                err,
+                CollectiveError::PeerLost { .. } | CollectiveError::Aborted { .. }
+            ),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn mismatched_collectives_are_a_protocol_error() {
+    let opts = kubetrain_collective::cpu::CpuOptions {
+        timeout: Duration::from_secs(5),
+        ..test_options(Transport::Auto)
+    };
+    let results = run_ranks(2, opts, |c| {
+        let mut v = vec![1i32; 10];
+        if c.rank() == 0 {
+            c.all_reduce_in_place(&mut v, ReduceOp::Sum).err()
+        } else {
+            c.broadcast(&mut v, 1).err()
+        }
+    });
+    let msgs: Vec<String> = results
+        .into_iter()
+        .flatten()
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("protocol mismatch") && m.contains("broadcast")),
+        "{msgs:?}"
+    );
+}

@@ -1,0 +1,311 @@
+//! Ranks as separate processes: every collective on 1..=8 processes, rendezvous through each environment
+//! flavour, and a killed rank failing the others.
+//!
+//! `harness = false`: the same binary is the driver and, with `KUBETRAIN_TEST_WORKER` set, one rank.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
+use kubetrain_collective::rendezvous::RankEnv;
+use kubetrain_collective::{CollectiveError, Communicator, ReduceOp};
+
+const WORKER: &str = "KUBETRAIN_TEST_WORKER";
+const RENDEZVOUS_VARS: [&str; 17] = [
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "JAX_NUM_PROCESSES",
+    "JAX_PROCESS_ID",
+    "JAX_COORDINATOR_ADDRESS",
+    "WORLD_SIZE",
+    "RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "TORCHELASTIC_RUN_ID",
+];
+
+fn main() -> ExitCode {
+    if let Ok(scenario) = std::env::var(WORKER) {
+        return worker(&scenario);
+    }
+    let tests: [(&str, fn()); 4] = [
+        (
+            "every_op_and_type_on_1_to_8_processes",
+            every_op_and_type_on_1_to_8_processes,
+        ),
+        (
+            "rendezvous_through_each_env_flavour",
+            rendezvous_through_each_env_flavour,
+        ),
+        (
+            "killed_rank_fails_the_others_within_the_timeout",
+            killed_rank_fails_the_others,
+        ),
+        ("inconsistent_env_is_refused", inconsistent_env_is_refused),
+    ];
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let mut failed = 0;
+    for (name, test) in tests {
+        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let start = Instant::now();
+        match std::panic::catch_unwind(test) {
+            Ok(()) => println!("test {name} ... ok ({:.1?})", start.elapsed()),
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn worker_options() -> CpuOptions {
+    let timeout_ms = std::env::var("TEST_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    CpuOptions {
+        timeout: Duration::from_millis(timeout_ms),
+        ..common::test_options(Transport::Auto)
+    }
+}
+
+/// One rank: forms the communicator from the environment and runs the scenario.
+fn worker(scenario: &str) -> ExitCode {
+    let env = match RankEnv::from_env() {
+        Ok(env) => env,
+        Err(e) => {
+            println!("env-error: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let mut comm = match CpuCommunicator::init(&env, None, worker_options()) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("init-error: {e}");
+            return ExitCode::from(4);
+        }
+    };
+    match scenario {
+        "all" => {
+            common::check_all_types(&mut comm);
+            println!("ok rank={} world={}", comm.rank(), comm.world_size());
+        }
+        "sum" => {
+            let mut v = [comm.rank() as i64 + 1];
+            comm.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+            println!(
+                "ok rank={} world={} sum={} local={}",
+                env.rank, env.world_size, v[0], env.local_rank
+            );
+        }
+        "stall" => {
+            let mut v = [1u8];
+            comm.barrier().unwrap();
+            if comm.rank() == 1 {
+                // Waits to be killed by the driver.
+                std::thread::sleep(Duration::from_secs(60));
+            }
+            let start = Instant::now();
+            let err = comm.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap_err();
+            let kind = match err {
+                CollectiveError::PeerLost { .. } => "lost",
+                CollectiveError::Aborted { .. } => "aborted",
+                CollectiveError::Timeout { .. } => "timeout",
+                _ => "other",
+            };
+            println!(
+                "failed kind={kind} ms={} err={err}",
+                start.elapsed().as_millis()
+            );
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+    ExitCode::SUCCESS
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn(scenario: &str, vars: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    for v in RENDEZVOUS_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env(WORKER, scenario)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+fn finish(child: Child) -> (bool, String) {
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn generic_vars(rank: usize, n: usize, port: u16) -> Vec<(&'static str, String)> {
+    vec![
+        ("WORLD_SIZE", n.to_string()),
+        ("RANK", rank.to_string()),
+        ("MASTER_ADDR", "127.0.0.1".into()),
+        ("MASTER_PORT", port.to_string()),
+    ]
+}
+
+fn every_op_and_type_on_1_to_8_processes() {
+    for n in 1..=8 {
+        let port = free_port();
+        let children: Vec<Child> = (0..n)
+            .map(|r| spawn("all", &generic_vars(r, n, port)))
+            .collect();
+        for (r, child) in children.into_iter().enumerate() {
+            let (ok, text) = finish(child);
+            assert!(
+                ok && text.contains(&format!("ok rank={r} world={n}")),
+                "n={n} rank {r}:\n{text}"
+            );
+        }
+    }
+}
+
+fn rendezvous_through_each_env_flavour() {
+    // torch: 2 nodes × 2 processes, ranks node_rank × 2 + LOCAL_RANK.
+    let port = free_port();
+    let mut children = Vec::new();
+    for node in 0..2 {
+        for local in 0..2 {
+            let vars = vec![
+                ("PET_NNODES", "2".to_string()),
+                ("PET_NPROC_PER_NODE", "2".into()),
+                ("PET_NODE_RANK", node.to_string()),
+                ("PET_MASTER_ADDR", "localhost".into()),
+                ("PET_MASTER_PORT", port.to_string()),
+                ("LOCAL_RANK", local.to_string()),
+            ];
+            children.push((node * 2 + local, local, spawn("sum", &vars)));
+        }
+    }
+    for (rank, local, child) in children {
+        let (ok, text) = finish(child);
+        assert!(
+            ok && text.contains(&format!("ok rank={rank} world=4 sum=10 local={local}")),
+            "torch rank {rank}:\n{text}"
+        );
+    }
+    // jax: 3 processes.
+    let port = free_port();
+    let children: Vec<Child> = (0..3)
+        .map(|r| {
+            spawn(
+                "sum",
+                &[
+                    ("JAX_NUM_PROCESSES", "3".to_string()),
+                    ("JAX_PROCESS_ID", r.to_string()),
+                    ("JAX_COORDINATOR_ADDRESS", format!("127.0.0.1:{port}")),
+                ],
+            )
+        })
+        .collect();
+    for (r, child) in children.into_iter().enumerate() {
+        let (ok, text) = finish(child);
+        assert!(
+            ok && text.contains(&format!("ok rank={r} world=3 sum=6")),
+            "jax rank {r}:\n{text}"
+        );
+    }
+    // generic: 2 processes.
+    let port = free_port();
+    let children: Vec<Child> = (0..2)
+        .map(|r| spawn("sum", &generic_vars(r, 2, port)))
+        .collect();
+    for (r, child) in children.into_iter().enumerate() {
+        let (ok, text) = finish(child);
+        assert!(
+            ok && text.contains(&format!("ok rank={r} world=2 sum=3")),
+            "generic rank {r}:\n{text}"
+        );
+    }
+}
+
+fn killed_rank_fails_the_others() {
+    let n = 3;
+    let port = free_port();
+    let timeout_ms = 1500u64;
+    let mut children: Vec<Child> = (0..n)
+        .map(|r| {
+            let mut vars = generic_vars(r, n, port);
+            vars.push(("TEST_TIMEOUT_MS", timeout_ms.to_string()));
+            spawn("stall", &vars)
+        })
+        .collect();
+    // Let them pass the barrier and block in the all-reduce, then kill rank 1.
+    std::thread::sleep(Duration::from_millis(400));
+    children[1].kill().unwrap();
+    let _ = children[1].wait();
+    for (r, child) in children.into_iter().enumerate() {
+        if r == 1 {
+            continue;
+        }
+        let (ok, text) = finish(child);
+        assert!(ok && text.contains("failed kind="), "rank {r}:\n{text}");
+        let ms: u64 = text
+            .split("ms=")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        // The killed peer is noticed through its pid (shm) well before the timeout; allow the timeout + slack.
+        assert!(ms < timeout_ms + 1000, "rank {r} took {ms} ms:\n{text}");
+        println!("  rank {r}: {}", text.trim());
+    }
+}
+
+fn inconsistent_env_is_refused() {
+    let mut vars = generic_vars(0, 2, free_port());
+    vars.push(("JAX_NUM_PROCESSES", "2".into()));
+    vars.push(("JAX_PROCESS_ID", "1".into()));
+    vars.push(("JAX_COORDINATOR_ADDRESS", "127.0.0.1:1".into()));
+    let (ok, text) = finish(spawn("sum", &vars));
+    assert!(
+        !ok && text.contains("env-error: inconsistent rendezvous environment: RANK=0"),
+        "{text}"
+    );
+    let (ok, text) = finish(spawn("sum", &[("PET_NNODES", "2".into())]));
+    assert!(
+        !ok && text.contains("PET_NPROC_PER_NODE is not set"),
+        "{text}"
+    );
+}
