@@ -1,3 +1,58 @@
-//! Typed API of Kubeflow Trainer V2 (trainer.kubeflow.org/v1alpha1), JobSet and PodGroup types, CRDs and validation.
+//! # kubetrain-api
 //!
-//! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
+//! The typed API of Kubeflow Trainer V2, `trainer.kubeflow.org/v1alpha1` as of upstream v2.3, for Rust tools and
+//! operators: [`TrainJob`], [`TrainingRuntime`] and [`ClusterTrainingRuntime`], the JobSet
+//! (`jobset.x-k8s.io/v1alpha2`) and PodGroup types they render into, CRD generation, and offline validation (the
+//! CRD's CEL rules and upstream's webhook rules) with field-path errors.
+//!
+//! No client and no async runtime: the types work with `kube::Api` through the `k8s-openapi` resource traits, and
+//! everything else is pure.
+//!
+//! ```
+//! use kubetrain_api::{parse_documents, Document};
+//!
+//! let yaml = r#"
+//! apiVersion: trainer.kubeflow.org/v1alpha1
+//! kind: TrainJob
+//! metadata:
+//!   name: mnist
+//! spec:
+//!   runtimeRef:
+//!     name: torch-distributed
+//!   trainer:
+//!     numNodes: 2
+//! "#;
+//! let docs = parse_documents(yaml).expect("valid YAML");
+//! let Document::TrainJob(job) = &docs[0].document else { panic!("a TrainJob") };
+//! assert_eq!(job.spec.trainer.as_ref().and_then(|t| t.num_nodes), Some(2));
+//! assert_eq!(job.spec.runtime_ref.kind_or_default(), "ClusterTrainingRuntime");
+//! ```
+//!
+//! Kubernetes version: like kube-rs, this crate does not pick a `k8s-openapi` version feature; a binary that uses
+//! it enables one (e.g. `k8s-openapi = { version = "0.29", features = ["latest"] }`).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod catalog;
+pub mod constants;
+pub mod crd;
+mod document;
+mod error;
+pub mod jobset;
+mod patch;
+pub mod podgroup;
+pub mod quantity;
+mod resource;
+mod runtime;
+pub mod torchtune;
+mod trainjob;
+pub mod validation;
+
+pub use catalog::{RuntimeCatalog, RuntimeEntry};
+pub use document::{Document, LocatedDocument, ParseError, parse_documents, parse_value, to_yaml};
+pub use error::{FieldError, Severity};
+pub use patch::*;
+pub use runtime::*;
+pub use trainjob::*;
+
+/// Re-export of the `k8s-openapi` version this crate builds on.
+pub use k8s_openapi;

@@ -1,0 +1,176 @@
+//! CustomResourceDefinitions of the trainer kinds, derived from the Rust types.
+//!
+//! The schemas come from `schemars` with kube-rs's structural-schema settings (the same ones `kube::CustomResource`
+//! uses), so the CEL rules (`x-kubernetes-validations`), defaults and list-map keys declared on the types land in
+//! the CRDs. Nothing here is hand-written YAML.
+
+use std::sync::OnceLock;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresourceStatus,
+    CustomResourceSubresources, CustomResourceValidation, JSONSchemaProps,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde_json::{Value, json};
+
+use crate::constants::{
+    CLUSTER_TRAINING_RUNTIME_KIND, GROUP, TRAINING_RUNTIME_KIND, TRAINJOB_KIND, VERSION,
+};
+use crate::{TrainJobSpec, TrainJobStatus, TrainingRuntimeSpec};
+
+/// The OpenAPI v3 schema of `T` in the structural form Kubernetes requires, as JSON.
+pub fn structural_schema<T: JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .with_transform(schemars::transform::AddNullable::default())
+        .with_transform(kube::core::schema::StructuralSchemaRewriter)
+        .with_transform(kube::core::schema::OptionalEnum)
+        .with_transform(kube::core::schema::OptionalIntOrString)
+        .into_generator();
+    let mut schema =
+        serde_json::to_value(generator.into_root_schema_for::<T>()).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut schema {
+        // The root of a property schema carries no title; keep the CRD free of schemars' naming.
+        map.remove("title");
+    }
+    schema
+}
+
+/// The `openAPIV3Schema` of a TrainJob, including the object-level name rules.
+pub fn trainjob_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let mut schema = object_schema(
+            "TrainJob represents configuration of a training job.",
+            structural_schema::<TrainJobSpec>(),
+            Some(structural_schema::<TrainJobStatus>()),
+        );
+        schema["x-kubernetes-validations"] = json!([
+            {
+                "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+                "message": "metadata.name must match RFC 1035 DNS label format"
+            },
+            {
+                "rule": "size(self.metadata.name) <= 63",
+                "message": "metadata.name must be no more than 63 characters"
+            }
+        ]);
+        schema
+    })
+}
+
+/// The `openAPIV3Schema` of a TrainingRuntime or ClusterTrainingRuntime (they share a spec).
+pub fn runtime_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        object_schema(
+            "A training runtime which can be referenced as part of `runtimeRef` API in TrainJob.",
+            structural_schema::<TrainingRuntimeSpec>(),
+            None,
+        )
+    })
+}
+
+fn object_schema(description: &str, spec: Value, status: Option<Value>) -> Value {
+    let mut properties = json!({
+        "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
+        "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
+        "metadata": {"type": "object"},
+        "spec": spec,
+    });
+    if let Some(status) = status {
+        properties["status"] = status;
+    }
+    json!({"type": "object", "description": description, "properties": properties, "required": ["spec"]})
+}
+
+/// The TrainJob CRD (namespaced, status subresource, `State` and `Age` columns).
+pub fn trainjob_crd() -> CustomResourceDefinition {
+    let mut crd = crd(TRAINJOB_KIND, "trainjobs", "Namespaced", trainjob_schema());
+    let version = &mut crd.spec.versions[0];
+    version.subresources = Some(CustomResourceSubresources {
+        status: Some(CustomResourceSubresourceStatus(json!({}))),
+        scale: None,
+    });
+    version.additional_printer_columns = Some(vec![
+        CustomResourceColumnDefinition {
+            name: "State".into(),
+            type_: "string".into(),
+            json_path: ".status.conditions[-1:].type".into(),
+            ..Default::default()
+        },
+        CustomResourceColumnDefinition {
+            name: "Age".into(),
+            type_: "date".into(),
+            json_path: ".metadata.creationTimestamp".into(),
+            ..Default::default()
+        },
+    ]);
+    crd
+}
+
+/// The TrainingRuntime CRD (namespaced).
+pub fn training_runtime_crd() -> CustomResourceDefinition {
+    crd(
+        TRAINING_RUNTIME_KIND,
+        "trainingruntimes",
+        "Namespaced",
+        runtime_schema(),
+    )
+}
+
+/// The ClusterTrainingRuntime CRD (cluster-scoped).
+pub fn cluster_training_runtime_crd() -> CustomResourceDefinition {
+    crd(
+        CLUSTER_TRAINING_RUNTIME_KIND,
+        "clustertrainingruntimes",
+        "Cluster",
+        runtime_schema(),
+    )
+}
+
+/// The three CRDs, in the order `kubetrain crd` prints them.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        cluster_training_runtime_crd(),
+        training_runtime_crd(),
+        trainjob_crd(),
+    ]
+}
+
+fn crd(kind: &str, plural: &str, scope: &str, schema: &Value) -> CustomResourceDefinition {
+    let schema: JSONSchemaProps = serde_json::from_value(schema.clone()).unwrap_or_default();
+    CustomResourceDefinition {
+        metadata: ObjectMeta {
+            name: Some(format!("{plural}.{GROUP}")),
+            ..Default::default()
+        },
+        spec: CustomResourceDefinitionSpec {
+            group: GROUP.into(),
+            names: CustomResourceDefinitionNames {
+                kind: kind.into(),
+                list_kind: Some(format!("{kind}List")),
+                plural: plural.into(),
+                singular: Some(kind.to_lowercase()),
+                ..Default::default()
+            },
+            scope: scope.into(),
+            versions: vec![CustomResourceDefinitionVersion {
+                name: VERSION.into(),
+                served: true,
+                storage: true,
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(schema),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        status: None,
+    }
+}

@@ -1,0 +1,356 @@
+//! Reading trainer objects from YAML or JSON, with field-path errors.
+//!
+//! A document is read into a `serde_json::Value` first, then into its typed form with the path of any type error,
+//! then written back and compared with the input: whatever the input had that the typed form did not keep is an
+//! unknown field (a typo, or a field removed upstream), reported with its path and the closest known name.
+
+use serde::Serialize;
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::constants::{
+    API_VERSION, CLUSTER_TRAINING_RUNTIME_KIND, TRAINING_RUNTIME_KIND, TRAINJOB_KIND,
+};
+use crate::error::FieldError;
+use crate::{ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+
+/// One parsed trainer object.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Document {
+    /// A TrainJob.
+    TrainJob(Box<TrainJob>),
+    /// A namespaced runtime.
+    TrainingRuntime(Box<TrainingRuntime>),
+    /// A cluster-scoped runtime.
+    ClusterTrainingRuntime(Box<ClusterTrainingRuntime>),
+    /// An object of another API group (a Namespace, a Kueue queue, …), kept as data and not interpreted.
+    Other {
+        /// Its `apiVersion`.
+        api_version: String,
+        /// Its `kind`.
+        kind: String,
+        /// Its `metadata.name`, if any.
+        name: Option<String>,
+    },
+}
+
+impl Document {
+    /// Kind of the object.
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::TrainJob(_) => TRAINJOB_KIND,
+            Self::TrainingRuntime(_) => TRAINING_RUNTIME_KIND,
+            Self::ClusterTrainingRuntime(_) => CLUSTER_TRAINING_RUNTIME_KIND,
+            Self::Other { kind, .. } => kind,
+        }
+    }
+
+    /// Name of the object (`""` when it has none).
+    pub fn name(&self) -> &str {
+        match self {
+            Self::TrainJob(o) => o.name(),
+            Self::TrainingRuntime(o) => o.name(),
+            Self::ClusterTrainingRuntime(o) => o.name(),
+            Self::Other { name, .. } => name.as_deref().unwrap_or_default(),
+        }
+    }
+
+    /// The object as JSON data.
+    pub fn to_value(&self) -> Value {
+        let value = match self {
+            Self::TrainJob(o) => serde_json::to_value(o),
+            Self::TrainingRuntime(o) => serde_json::to_value(o),
+            Self::ClusterTrainingRuntime(o) => serde_json::to_value(o),
+            Self::Other {
+                api_version,
+                kind,
+                name,
+            } => Ok(serde_json::json!({
+                "apiVersion": api_version, "kind": kind, "metadata": {"name": name}
+            })),
+        };
+        value.unwrap_or(Value::Null)
+    }
+}
+
+/// A document with its position in the stream it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocatedDocument {
+    /// Zero-based position among the non-empty documents of the stream.
+    pub index: usize,
+    /// The object.
+    pub document: Document,
+}
+
+/// Why a stream of documents could not be read.
+#[derive(Debug, Error)]
+pub enum ParseError {
+    /// The text is not YAML (or JSON); nothing was read.
+    #[error("invalid YAML: {0}")]
+    Syntax(String),
+    /// Some documents are invalid; every finding is listed.
+    #[error("{} invalid field(s), first: {}", .0.len(), .0.first().map(ToString::to_string).unwrap_or_default())]
+    Fields(Vec<FieldError>),
+}
+
+/// Reads every document of a YAML (or JSON) stream. Empty and comment-only documents are skipped.
+///
+/// All documents are checked; when any is invalid the error lists every finding of every document.
+pub fn parse_documents(text: &str) -> Result<Vec<LocatedDocument>, ParseError> {
+    let values: Vec<Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
+    let mut documents = Vec::with_capacity(values.len());
+    let mut errors = Vec::new();
+    for (index, value) in values.into_iter().enumerate() {
+        if value.is_null() {
+            continue;
+        }
+        match parse_value(value, index) {
+            Ok(document) => documents.push(LocatedDocument { index, document }),
+            Err(mut found) => errors.append(&mut found),
+        }
+    }
+    if errors.is_empty() {
+        Ok(documents)
+    } else {
+        Err(ParseError::Fields(errors))
+    }
+}
+
+/// Reads one document from JSON data; `index` names it in errors when it has no `metadata.name`.
+pub fn parse_value(value: Value, index: usize) -> Result<Document, Vec<FieldError>> {
+    let Value::Object(map) = &value else {
+        let name = format!("#{index}");
+        return Err(vec![
+            FieldError::error("", "a document must be a mapping with apiVersion and kind")
+                .on("document", &name),
+        ]);
+    };
+    let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+    let api_version = text("apiVersion").unwrap_or_default();
+    let kind = text("kind").unwrap_or_default();
+    let name = map
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let shown_name = name.clone().unwrap_or_else(|| format!("#{index}"));
+    let shown_kind = if kind.is_empty() {
+        "document"
+    } else {
+        kind.as_str()
+    };
+    let fail = |path: &str, message: String| {
+        vec![FieldError::error(path, message).on(shown_kind, &shown_name)]
+    };
+
+    if kind.is_empty() {
+        return Err(fail(
+            "kind",
+            "kind is required (TrainJob, TrainingRuntime or ClusterTrainingRuntime)".into(),
+        ));
+    }
+    let ours = [
+        TRAINJOB_KIND,
+        TRAINING_RUNTIME_KIND,
+        CLUSTER_TRAINING_RUNTIME_KIND,
+    ]
+    .contains(&kind.as_str());
+    let kubeflow_group = api_version
+        .split('/')
+        .next()
+        .is_some_and(|g| g.ends_with("kubeflow.org"));
+    if api_version != API_VERSION {
+        if ours || kubeflow_group {
+            return Err(fail("apiVersion", wrong_api_version(&api_version, &kind)));
+        }
+        if api_version.is_empty() {
+            return Err(fail("apiVersion", "apiVersion is required".into()));
+        }
+        return Ok(Document::Other {
+            api_version,
+            kind,
+            name,
+        });
+    }
+    if !ours {
+        return Err(fail(
+            "kind",
+            format!(
+                "kind {kind:?} is not served by {API_VERSION}; use TrainJob, TrainingRuntime or ClusterTrainingRuntime"
+            ),
+        ));
+    }
+    let result = match kind.as_str() {
+        TRAINJOB_KIND => typed::<TrainJob>(&value).map(|o| Document::TrainJob(Box::new(o))),
+        TRAINING_RUNTIME_KIND => {
+            typed::<TrainingRuntime>(&value).map(|o| Document::TrainingRuntime(Box::new(o)))
+        }
+        _ => typed::<ClusterTrainingRuntime>(&value)
+            .map(|o| Document::ClusterTrainingRuntime(Box::new(o))),
+    };
+    result.map_err(|errors| {
+        errors
+            .into_iter()
+            .map(|e| e.on(&kind, &shown_name))
+            .collect()
+    })
+}
+
+fn wrong_api_version(api_version: &str, kind: &str) -> String {
+    let shown = if api_version.is_empty() {
+        "missing".to_owned()
+    } else {
+        format!("{api_version:?}")
+    };
+    let mut message =
+        format!("apiVersion {shown} is not served for {kind}; use apiVersion: {API_VERSION}");
+    if api_version.starts_with("kubeflow.org/") {
+        message.push_str(
+            " (the kubeflow.org/v2alpha1 spelling of early Trainer V2 posts was renamed to trainer.kubeflow.org/v1alpha1)",
+        );
+    }
+    message
+}
+
+/// Typed deserialization with the path of the first type error, then the unknown-field check.
+fn typed<T>(value: &Value) -> Result<T, Vec<FieldError>>
+where
+    T: serde::de::DeserializeOwned + Serialize,
+{
+    let object: T = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = clean_path(&e.path().to_string());
+        vec![FieldError::error(
+            path,
+            clean_serde_message(&e.into_inner().to_string()),
+        )]
+    })?;
+    let kept =
+        serde_json::to_value(&object).map_err(|e| vec![FieldError::error("", e.to_string())])?;
+    let mut unknown = Vec::new();
+    unknown_fields(value, &kept, &mut String::new(), &mut unknown);
+    if unknown.is_empty() {
+        Ok(object)
+    } else {
+        Err(unknown)
+    }
+}
+
+/// serde_path_to_error writes `.` for the root; we write nothing.
+fn clean_path(path: &str) -> String {
+    if path == "." {
+        String::new()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// serde's messages carry a location suffix from some formats; the path already says where.
+fn clean_serde_message(message: &str) -> String {
+    message.to_owned()
+}
+
+/// Walks the input next to what the typed form kept and reports every input key the typed form dropped.
+fn unknown_fields(input: &Value, kept: &Value, path: &mut String, out: &mut Vec<FieldError>) {
+    match (input, kept) {
+        (Value::Object(input), Value::Object(kept)) => {
+            for (key, value) in input {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match kept.get(key) {
+                    Some(kept_value) => unknown_fields(value, kept_value, path, out),
+                    None if is_empty_value(value) => {}
+                    None => out.push(FieldError::error(path.clone(), unknown_message(key, kept))),
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(input), Value::Array(kept)) => {
+            for (i, (value, kept_value)) in input.iter().zip(kept).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                unknown_fields(value, kept_value, path, out);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Null and empty lists carry no information, so dropping them loses nothing.
+fn is_empty_value(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        _ => false,
+    }
+}
+
+fn unknown_message(key: &str, kept: &serde_json::Map<String, Value>) -> String {
+    let mut message = format!("unknown field {key:?}");
+    let best = kept
+        .keys()
+        .map(|candidate| (edit_distance(key, candidate), candidate))
+        .filter(|(distance, candidate)| *distance <= 2.max(candidate.len() / 3))
+        .min();
+    if let Some((_, candidate)) = best {
+        message.push_str(&format!("; did you mean {candidate:?}?"));
+    } else if let Some(hint) = removed_field_hint(key) {
+        message.push_str(hint);
+    }
+    message
+}
+
+/// Fields that older Trainer versions had, with where they went.
+fn removed_field_hint(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "podSpecOverrides" | "podTemplateOverrides" => {
+            " (removed in Trainer v2.2; use spec.runtimePatches with a manager name)"
+        }
+        "labels" | "annotations" => {
+            " (TrainJob spec.labels/annotations were removed in v2.2; use spec.runtimePatches[].trainingRuntimeSpec.template.metadata)"
+        }
+        "numProcPerNode" => {
+            " (mlPolicy.torch.numProcPerNode was removed in v2.2; set spec.trainer.numProcPerNode on the TrainJob)"
+        }
+        "elasticPolicy" => " (mlPolicy.torch.elasticPolicy was removed in v2.2)",
+        _ => return None,
+    })
+}
+
+/// Levenshtein distance, for "did you mean" hints.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// Serializes any object as YAML (the same YAML stack as kube-rs).
+pub fn to_yaml<T: Serialize>(object: &T) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("numNodes", "numNodes"), 0);
+        assert_eq!(edit_distance("numNode", "numNodes"), 1);
+        assert_eq!(edit_distance("nmuNodes", "numNodes"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+}

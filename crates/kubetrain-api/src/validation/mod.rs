@@ -1,0 +1,167 @@
+//! Offline validation of trainer objects, as the API server and upstream's admission webhooks would do it.
+//!
+//! Three layers, all reported at once with field paths:
+//! 1. the CRD schema's value constraints (lengths, ranges, item counts, enums, list-map keys);
+//! 2. the CRD's CEL rules (`x-kubernetes-validations`), evaluated with kube-cel;
+//! 3. upstream's webhook rules: the runtime must exist, reserved env names per ML policy, initializer jobs,
+//!    runtime-patch targets, MPI and torchtune rules, replicas of ancestor jobs.
+//!
+//! What needs a live cluster is left to the operator: that a Volcano `priorityClassName` exists, and whether a
+//! running JobSet blocks a runtime-patch update (pass the JobSet to [`validate_trainjob_update`] when known).
+//!
+//! ```
+//! use kubetrain_api::{parse_documents, Document, RuntimeCatalog};
+//! use kubetrain_api::validation::validate_document;
+//!
+//! let docs = parse_documents(r#"
+//! apiVersion: trainer.kubeflow.org/v1alpha1
+//! kind: TrainJob
+//! metadata: {name: Bad_Name}
+//! spec:
+//!   runtimeRef: {name: missing}
+//!   trainer: {numNodes: -1}
+//! "#).unwrap();
+//! let errors = validate_document(&docs[0].document, &RuntimeCatalog::new());
+//! let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
+//! assert!(shown.contains(&"TrainJob/Bad_Name: spec.trainer.numNodes: Invalid value: -1: should be greater than or equal to 0".to_owned()));
+//! assert!(shown.iter().any(|e| e.contains("metadata.name must match RFC 1035 DNS label format")));
+//! assert!(shown.iter().any(|e| e.starts_with("TrainJob/Bad_Name: spec.RuntimeRef: clustertrainingruntimes.trainer.kubeflow.org \"missing\" not found")));
+//! ```
+
+mod cel;
+mod schema;
+mod webhook;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use webhook::gpus_per_node;
+
+use crate::catalog::RuntimeCatalog;
+use crate::constants::{
+    CLUSTER_TRAINING_RUNTIME_KIND, SUPPORT_DEPRECATED, SUPPORT_LABEL, WEBHOOK_VALIDATION_LABEL,
+};
+use crate::crd::{runtime_schema, trainjob_schema};
+use crate::document::Document;
+use crate::error::FieldError;
+use crate::jobset::JobSet;
+use crate::{ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+use cel::SchemaKind;
+
+/// Validates any parsed document; TrainJobs are resolved against `catalog`.
+pub fn validate_document(document: &Document, catalog: &RuntimeCatalog) -> Vec<FieldError> {
+    match document {
+        Document::TrainJob(job) => validate_trainjob(job, catalog),
+        Document::TrainingRuntime(runtime) => validate_training_runtime(runtime),
+        Document::ClusterTrainingRuntime(runtime) => validate_cluster_training_runtime(runtime),
+        Document::Other { .. } => Vec::new(),
+    }
+}
+
+/// Validates a new TrainJob: schema, CEL and webhook rules.
+pub fn validate_trainjob(job: &TrainJob, catalog: &RuntimeCatalog) -> Vec<FieldError> {
+    let mut errors = schema_and_cel(SchemaKind::TrainJob, job, None);
+    webhook::trainjob(job, catalog, &mut errors);
+    attribute(errors, "TrainJob", job.name())
+}
+
+/// Validates an update of a TrainJob: CEL transition rules (immutable fields) and the runtime-patch rules
+/// (patches change only while suspended, and not while the JobSet still has active jobs).
+pub fn validate_trainjob_update(
+    old: &TrainJob,
+    new: &TrainJob,
+    catalog: &RuntimeCatalog,
+    jobset: Option<&JobSet>,
+) -> Vec<FieldError> {
+    let mut errors = schema_and_cel(SchemaKind::TrainJob, new, Some(old));
+    webhook::trainjob(new, catalog, &mut errors);
+    if old.spec.runtime_patches != new.spec.runtime_patches {
+        if !old.spec.is_suspended() && !new.spec.is_suspended() {
+            errors.push(FieldError::error(
+                "spec.runtimePatches",
+                "Forbidden: RuntimePatches can only be modified when the TrainJob is suspended before or after the update",
+            ));
+        } else if let Some(status) = jobset.and_then(|j| j.status.as_ref())
+            && let Some(active) = status.replicated_jobs_status.iter().find(|s| s.active > 0)
+        {
+            errors.push(FieldError::error(
+                    "spec.runtimePatches",
+                    format!(
+                        "Forbidden: RuntimePatches cannot be modified when the JobSet's ReplicatedJob {} is still active",
+                        active.name
+                    ),
+                ));
+        }
+    }
+    attribute(errors, "TrainJob", new.name())
+}
+
+/// Validates a TrainingRuntime.
+pub fn validate_training_runtime(runtime: &TrainingRuntime) -> Vec<FieldError> {
+    let mut errors = schema_and_cel(SchemaKind::Runtime, runtime, None);
+    if !webhook_disabled(&runtime.metadata) {
+        webhook::runtime(&runtime.spec, &mut errors);
+    }
+    attribute(errors, "TrainingRuntime", runtime.name())
+}
+
+/// Validates a ClusterTrainingRuntime (a deprecated one also gets a warning).
+pub fn validate_cluster_training_runtime(runtime: &ClusterTrainingRuntime) -> Vec<FieldError> {
+    let mut errors = schema_and_cel(SchemaKind::Runtime, runtime, None);
+    if !webhook_disabled(&runtime.metadata) {
+        webhook::runtime(&runtime.spec, &mut errors);
+        let labels = runtime.metadata.labels.as_ref();
+        if labels
+            .and_then(|l| l.get(SUPPORT_LABEL))
+            .map(String::as_str)
+            == Some(SUPPORT_DEPRECATED)
+        {
+            errors.push(FieldError::warning(
+                "metadata.labels",
+                format!(
+                    "ClusterTrainingRuntime {:?} is deprecated and will be removed in a future release of Kubeflow Trainer. See runtime deprecation policy: {}",
+                    runtime.name(),
+                    crate::constants::DEPRECATION_POLICY_URL
+                ),
+            ));
+        }
+    }
+    attribute(errors, CLUSTER_TRAINING_RUNTIME_KIND, runtime.name())
+}
+
+/// Runtimes labelled `trainer.kubeflow.org/webhook-validation: disabled` skip the webhook (its objectSelector).
+fn webhook_disabled(metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(WEBHOOK_VALIDATION_LABEL))
+        .is_some_and(|v| v == "disabled")
+}
+
+fn schema_and_cel<T: Serialize>(kind: SchemaKind, object: &T, old: Option<&T>) -> Vec<FieldError> {
+    let Ok(value) = serde_json::to_value(object) else {
+        return Vec::new();
+    };
+    let old = old.and_then(|o| serde_json::to_value(o).ok());
+    let schema = match kind {
+        SchemaKind::TrainJob => trainjob_schema(),
+        SchemaKind::Runtime => runtime_schema(),
+    };
+    let mut errors = Vec::new();
+    schema::check(schema, &value, &mut String::new(), &mut errors);
+    errors.extend(cel::check(kind, &value, old.as_ref()));
+    errors
+}
+
+fn attribute(errors: Vec<FieldError>, kind: &str, name: &str) -> Vec<FieldError> {
+    errors.into_iter().map(|e| e.on(kind, name)).collect()
+}
+
+/// Checks a raw JSON value against the TrainJob CRD schema and CEL rules without typed parsing (for webhooks
+/// that receive JSON).
+pub fn validate_trainjob_value(value: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    schema::check(trainjob_schema(), value, &mut String::new(), &mut errors);
+    errors.extend(cel::check(SchemaKind::TrainJob, value, old));
+    errors
+}

@@ -1,0 +1,565 @@
+//! Upstream's admission-webhook rules (trainer `pkg/webhooks` and each plugin's `Validate`), with upstream's field
+//! paths and messages.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
+
+use crate::catalog::{LookupError, RuntimeCatalog, RuntimeEntry};
+use crate::constants::*;
+use crate::error::FieldError;
+use crate::jobset::{JobSetSpec, ReplicatedJob};
+use crate::quantity::Nanos;
+use crate::torchtune::{self, ProcPerNode};
+use crate::{MLPolicySource, PodGroupPolicySource, TrainJob, TrainingRuntimeSpec};
+
+/// The TrainJob rules that need its runtime: lookup, then every plugin's checks.
+pub(crate) fn trainjob(job: &TrainJob, catalog: &RuntimeCatalog, out: &mut Vec<FieldError>) {
+    let namespace = job
+        .metadata
+        .namespace
+        .as_deref()
+        .unwrap_or(crate::catalog::DEFAULT_NAMESPACE);
+    let runtime = match catalog.lookup(&job.spec.runtime_ref, namespace) {
+        Ok(runtime) => runtime,
+        Err(LookupError::Unsupported(key)) => {
+            out.push(FieldError::error(
+                "spec.runtimeRef",
+                format!("unsupported runtime: {key}"),
+            ));
+            return;
+        }
+        Err(error @ LookupError::NotFound { .. }) => {
+            out.push(not_found(job, catalog, namespace, &error));
+            return;
+        }
+    };
+    if runtime.kind() == CLUSTER_TRAINING_RUNTIME_KIND
+        && runtime.label(SUPPORT_LABEL) == Some(SUPPORT_DEPRECATED)
+    {
+        out.push(FieldError::warning(
+            "spec.runtimeRef",
+            format!(
+                "Referenced ClusterTrainingRuntime {:?} is deprecated and will be removed in a future release of Kubeflow Trainer. See runtime deprecation policy: {DEPRECATION_POLICY_URL}",
+                runtime.name()
+            ),
+        ));
+    }
+    jobset_plugin(job, runtime.spec(), out);
+    policy_plugins(job, runtime, out);
+}
+
+fn not_found(
+    job: &TrainJob,
+    catalog: &RuntimeCatalog,
+    namespace: &str,
+    error: &LookupError,
+) -> FieldError {
+    let cluster = job.spec.runtime_ref.kind_or_default() == CLUSTER_TRAINING_RUNTIME_KIND;
+    // Upstream's path for the cluster case really is capitalised.
+    let (path, what) = if cluster {
+        ("spec.RuntimeRef", "clusterTrainingRuntime")
+    } else {
+        ("spec.runtimeRef", "trainingRuntime")
+    };
+    let mut message =
+        format!("{error}: specified {what} must be created before the TrainJob is created");
+    let known: Vec<&str> = if cluster {
+        catalog.cluster_names().collect()
+    } else {
+        catalog.namespaced_names(namespace).collect()
+    };
+    if !known.is_empty() {
+        message.push_str(&format!(" (known: {})", known.join(", ")));
+    }
+    FieldError::error(path, message)
+}
+
+fn containers_of(job: &ReplicatedJob) -> impl Iterator<Item = &Container> {
+    let spec = job
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref());
+    spec.into_iter().flat_map(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(s.containers.iter())
+    })
+}
+
+fn regular_containers(job: &ReplicatedJob) -> &[Container] {
+    job.template
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[])
+}
+
+fn ancestor(job: &ReplicatedJob) -> Option<&str> {
+    job.template
+        .metadata
+        .as_ref()?
+        .labels
+        .as_ref()?
+        .get(ANCESTOR_LABEL)
+        .map(String::as_str)
+}
+
+/// JobSet plugin: initializer jobs and runtime patch targets.
+fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
+    let jobs = &runtime.template.spec.replicated_jobs;
+    let names: BTreeMap<&str, BTreeSet<&str>> = jobs
+        .iter()
+        .map(|j| {
+            (
+                j.name.as_str(),
+                containers_of(j).map(|c| c.name.as_str()).collect(),
+            )
+        })
+        .collect();
+
+    if let Some(initializer) = &job.spec.initializer {
+        if initializer.dataset.is_some() {
+            check_initializer(jobs, &names, DATASET_INITIALIZER, "datasetConfig", out);
+        }
+        if initializer.model.is_some() {
+            check_initializer(jobs, &names, MODEL_INITIALIZER, "modelConfig", out);
+        }
+    }
+
+    for patch in &job.spec.runtime_patches {
+        out.extend(domain_prefixed_path(
+            "spec.runtimePatches.manager",
+            &patch.manager,
+        ));
+        let Some(rjobs) = patch
+            .training_runtime_spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .and_then(|t| t.spec.as_ref())
+            .and_then(|s| s.replicated_jobs.as_ref())
+        else {
+            continue;
+        };
+        for rjob in rjobs {
+            let Some(containers) = names.get(rjob.name.as_str()) else {
+                out.push(FieldError::error(
+                    "spec.runtimePatches",
+                    "must not have replicated job that doesn't exist in the runtime job template",
+                ));
+                continue;
+            };
+            let Some(pod) = rjob
+                .template
+                .as_ref()
+                .and_then(|t| t.spec.as_ref())
+                .and_then(|s| s.template.as_ref())
+                .and_then(|t| t.spec.as_ref())
+            else {
+                continue;
+            };
+            for c in pod.init_containers.iter().flatten() {
+                if !containers.contains(c.name.as_str()) {
+                    out.push(FieldError::error(
+                        "spec.runtimePatches",
+                        format!(
+                            "must not have initContainer that doesn't exist in the runtime job {}",
+                            rjob.name
+                        ),
+                    ));
+                }
+            }
+            for c in pod.containers.iter().flatten() {
+                if !containers.contains(c.name.as_str()) {
+                    out.push(FieldError::error(
+                        "spec.runtimePatches",
+                        format!(
+                            "must not have container that doesn't exist in the runtime job {}",
+                            rjob.name
+                        ),
+                    ));
+                } else if c.env.as_ref().is_some_and(|e| !e.is_empty())
+                    && [DATASET_INITIALIZER, MODEL_INITIALIZER, NODE].contains(&c.name.as_str())
+                {
+                    out.push(FieldError::error(
+                        "spec.runtimePatches",
+                        "must not have envs for the dataset-initializer, model-initializer, node containers",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn check_initializer(
+    jobs: &[ReplicatedJob],
+    names: &BTreeMap<&str, BTreeSet<&str>>,
+    role: &str,
+    config: &str,
+    out: &mut Vec<FieldError>,
+) {
+    let Some(containers) = names.get(role) else {
+        out.push(FieldError::error(
+            "spec.runtimeRef",
+            format!("must have {role} job when trainJob is configured with input {config}"),
+        ));
+        return;
+    };
+    if !containers.contains(role) {
+        out.push(FieldError::error(
+            "spec.runtimeRef",
+            format!("must have container with name - {role} in the {role} job"),
+        ));
+        return;
+    }
+    let mounted = jobs
+        .iter()
+        .filter(|j| j.name == role)
+        .flat_map(regular_containers)
+        .any(|c| {
+            c.name == role
+                && c.volume_mounts
+                    .iter()
+                    .flatten()
+                    .any(|m| m.name == INITIALIZER_VOLUME)
+        });
+    if !mounted {
+        out.push(FieldError::error(
+            "spec.runtimeRef",
+            format!("must have volumeMount with name - {INITIALIZER_VOLUME} in container {role} of the {role} job"),
+        ));
+    }
+}
+
+/// Plugins gated on the runtime's ML and pod-group policies.
+fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<FieldError>) {
+    let spec = runtime.spec();
+    let trainer = job.spec.trainer.as_ref();
+    let env_names = || {
+        trainer
+            .into_iter()
+            .flat_map(|t| t.env.iter())
+            .map(|e| e.name.as_str())
+    };
+    let reserved = |list: &[&str]| -> BTreeSet<String> {
+        env_names()
+            .filter(|n| list.contains(n))
+            .map(str::to_owned)
+            .collect()
+    };
+    match spec.ml_policy.as_ref().and_then(|p| p.source.as_ref()) {
+        Some(MLPolicySource::Torch(torch)) => {
+            for target in torch.env_injection.iter().flat_map(|e| &e.targets) {
+                for container in &target.container_names {
+                    if !has_container(&spec.template.spec, &target.job_name, container) {
+                        out.push(FieldError::error(
+                            "spec.runtimeRef",
+                            format!(
+                                "envInjection target podSet {:?} container {container:?} not found in runtime template",
+                                target.job_name
+                            ),
+                        ));
+                    }
+                }
+            }
+            if let Some(trainer) = trainer {
+                let found = reserved(&TORCH_RESERVED_ENV);
+                if !found.is_empty() {
+                    out.push(reserved_envs(&found));
+                }
+                if torchtune::is_torchtune_command(trainer.command.as_deref()) {
+                    torchtune_rules(job, spec, out);
+                }
+            }
+        }
+        Some(MLPolicySource::Mpi(mpi)) => {
+            if let Some(trainer) = trainer {
+                let has_job = |name: &str| {
+                    spec.template
+                        .spec
+                        .replicated_jobs
+                        .iter()
+                        .any(|j| j.name == name)
+                };
+                if trainer.num_nodes.unwrap_or(1) >= 2
+                    && mpi.run_launcher_as_node_or_default()
+                    && (!has_job(LAUNCHER) || !has_job(NODE))
+                {
+                    out.push(FieldError::error(
+                        "spec.trainer.numNodes",
+                        "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node",
+                    ));
+                }
+                let found = reserved(&MPI_RESERVED_ENV);
+                if !found.is_empty() {
+                    out.push(reserved_envs(&found));
+                }
+            }
+        }
+        Some(MLPolicySource::Xgboost(_)) => {
+            for (i, name) in env_names().enumerate() {
+                if XGBOOST_RESERVED_ENV.contains(&name) {
+                    out.push(FieldError::error(
+                        format!("spec.trainer.env[{i}]"),
+                        format!("Forbidden: {name} is reserved for the XGBoost runtime"),
+                    ));
+                }
+            }
+        }
+        Some(MLPolicySource::Flux(_)) => {
+            let node = spec
+                .template
+                .spec
+                .replicated_jobs
+                .iter()
+                .filter(|j| j.name == NODE);
+            let init = node
+                .flat_map(|j| {
+                    j.template
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.template.spec.as_ref())
+                })
+                .flat_map(|s| s.init_containers.iter().flatten());
+            if init.into_iter().any(|c| c.name == FLUX_INSTALLER) {
+                out.push(FieldError::error(
+                    "spec.trainer.initContainers",
+                    "InitContainer 'flux-installer' is reserved",
+                ));
+            }
+        }
+        Some(MLPolicySource::Jax(_)) | None => {}
+    }
+    if let Some(PodGroupPolicySource::Volcano(_)) = spec
+        .pod_group_policy
+        .as_ref()
+        .and_then(|p| p.source.as_ref())
+    {
+        let queue = volcano_queue(job, spec);
+        if queue.as_deref() == Some("") {
+            out.push(FieldError::error(
+                format!("spec.annotations[{VOLCANO_QUEUE_ANNOTATION}]"),
+                "Volcano queue name must not be empty",
+            ));
+        }
+    }
+}
+
+/// The queue annotation after runtime patches: the runtime template's, overridden by patch metadata in order.
+fn volcano_queue(job: &TrainJob, spec: &TrainingRuntimeSpec) -> Option<String> {
+    let template = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref());
+    let mut queue = template
+        .and_then(|a| a.get(VOLCANO_QUEUE_ANNOTATION))
+        .cloned();
+    for patch in &job.spec.runtime_patches {
+        let annotations = patch
+            .training_runtime_spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref());
+        if let Some(value) = annotations.and_then(|a| a.get(VOLCANO_QUEUE_ANNOTATION)) {
+            queue = Some(value.clone());
+        }
+    }
+    queue
+}
+
+fn reserved_envs(found: &BTreeSet<String>) -> FieldError {
+    let names: Vec<&str> = found.iter().map(String::as_str).collect();
+    FieldError::error(
+        "spec.trainer.env",
+        format!(
+            "must not have reserved envs, invalid envs configured: [{}]",
+            names.join(" ")
+        ),
+    )
+}
+
+fn has_container(spec: &JobSetSpec, job: &str, container: &str) -> bool {
+    spec.replicated_jobs
+        .iter()
+        .filter(|j| j.name == job)
+        .flat_map(containers_of)
+        .any(|c| c.name == container)
+}
+
+/// The runtime's trainer resources: container `node` in the job named `node` or labelled as the trainer.
+pub(crate) fn runtime_resources_per_node(spec: &JobSetSpec) -> Option<&ResourceRequirements> {
+    spec.replicated_jobs
+        .iter()
+        .filter(|j| j.name == NODE || ancestor(j) == Some(ANCESTOR_TRAINER))
+        .flat_map(regular_containers)
+        .find(|c| c.name == NODE && c.resources.is_some())
+        .and_then(|c| c.resources.as_ref())
+}
+
+/// GPU count of a resource requirement as upstream counts it: the first resource whose name contains "gpu" in
+/// requests, else in limits, rounded up.
+pub fn gpus_per_node(resources: Option<&ResourceRequirements>) -> i64 {
+    let count = |list: Option<
+        &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >| {
+        list.into_iter()
+            .flatten()
+            .find(|(name, _)| name.to_lowercase().contains("gpu"))
+            .and_then(|(_, q)| Nanos::from_quantity(q).ok())
+            .map_or(0, Nanos::ceil_units)
+    };
+    let Some(resources) = resources else { return 0 };
+    let requested = count(resources.requests.as_ref());
+    if requested == 0 {
+        count(resources.limits.as_ref())
+    } else {
+        requested
+    }
+}
+
+fn torchtune_rules(job: &TrainJob, spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
+    let Some(trainer) = job.spec.trainer.as_ref() else {
+        return;
+    };
+    let name = job.spec.runtime_ref.name.as_str();
+    let model = torchtune::model_from_runtime_name(name);
+    if !torchtune::SUPPORTED_MODELS.contains(&model.as_str()) {
+        out.push(FieldError::error(
+            "spec.runtimeRef.name",
+            format!("must have a supported pretrained model, invalid model configured: {model}"),
+        ));
+    }
+    let nodes = trainer.num_nodes.unwrap_or(1);
+    if nodes > 1 && model != torchtune::LLAMA3_3_70B {
+        out.push(FieldError::error(
+            "spec.trainer.numNodes",
+            format!("must be 1 for {model} model"),
+        ));
+    }
+    let procs = trainer
+        .num_proc_per_node
+        .map_or(ProcPerNode::Auto, ProcPerNode::Count);
+    let resources = trainer
+        .resources_per_node
+        .as_ref()
+        .or_else(|| runtime_resources_per_node(&spec.template.spec));
+    let args = trainer.args.as_deref().unwrap_or_default();
+    let (_, config) =
+        torchtune::recipe_and_config(nodes, procs, gpus_per_node(resources), name, args);
+    if config.contains(torchtune::QLORA_DISTRIBUTED_SUFFIX) {
+        if model == torchtune::QWEN2_5_1_5B {
+            out.push(FieldError::error(
+                "spec.runtimeRef.name",
+                format!("QLoRA is not supported for {model} model"),
+            ));
+        }
+        if !config.contains(torchtune::QLORA_SINGLE_DEVICE_SUFFIX)
+            && (model == torchtune::LLAMA3_2_1B || model == torchtune::LLAMA3_2_3B)
+        {
+            out.push(FieldError::error(
+                "spec.trainer.numProcPerNode",
+                format!("must be auto or 1 for {model} model when using QLoRA"),
+            ));
+            out.push(FieldError::error(
+                "spec.trainer.resourcesPerNode",
+                format!("must have gpu resource with value 1 for {model} model when using QLoRA"),
+            ));
+        }
+    }
+    if nodes > 1 && (torchtune::is_lora(args) || torchtune::is_qlora(args)) {
+        out.push(FieldError::error(
+            "spec.trainer.numNodes",
+            "LoRA fine-tuning is not supported for multi-node training in TorchTune",
+        ));
+    }
+    for (i, arg) in args.iter().enumerate() {
+        let key = arg.split('=').next().unwrap_or_default();
+        if torchtune::IMMUTABLE_CONFIGS.contains(&key) {
+            out.push(FieldError::error(
+                format!("spec.trainer.args[{i}]"),
+                format!("must not set immutable config {key:?} in trainer args; it is managed by the runtime"),
+            ));
+        }
+    }
+}
+
+/// Kubernetes' `IsDomainPrefixedPath`.
+pub(crate) fn domain_prefixed_path(path: &str, value: &str) -> Vec<FieldError> {
+    if value.is_empty() {
+        return vec![FieldError::error(path, "Required value")];
+    }
+    let Some((host, rest)) = value
+        .split_once('/')
+        .filter(|(h, r)| !h.is_empty() && !r.is_empty())
+    else {
+        return vec![FieldError::error(
+            path,
+            format!(
+                "Invalid value: {value:?}: must be a domain-prefixed path (such as \"acme.io/foo\")"
+            ),
+        )];
+    };
+    let mut errors = Vec::new();
+    if !is_dns1123_subdomain(host) {
+        errors.push(FieldError::error(
+            path,
+            format!(
+                "Invalid value: {host:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ),
+        ));
+    }
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c);
+    if !rest.chars().all(path_char) {
+        errors.push(FieldError::error(
+            path,
+            format!(
+                "Invalid value: {rest:?}: Invalid path (regex used for validation is '[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+')"
+            ),
+        ));
+    }
+    errors
+}
+
+/// RFC 1123 subdomain: dot-separated labels of `[a-z0-9-]`, alphanumeric at both ends, at most 253 characters.
+pub(crate) fn is_dns1123_subdomain(value: &str) -> bool {
+    value.len() <= 253
+        && value.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// The runtime webhook: ancestor jobs have one replica and their required container.
+pub(crate) fn runtime(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
+    for (i, job) in spec.template.spec.replicated_jobs.iter().enumerate() {
+        let Some(role) = ancestor(job) else { continue };
+        let required = match role {
+            ANCESTOR_TRAINER => NODE,
+            DATASET_INITIALIZER => DATASET_INITIALIZER,
+            MODEL_INITIALIZER => MODEL_INITIALIZER,
+            _ => continue,
+        };
+        let path = format!("spec.template.spec.replicatedJobs[{i}]");
+        if job.replicas_or_default() != 1 {
+            out.push(FieldError::error(
+                format!("{path}.replicas"),
+                "always must be 1",
+            ));
+        }
+        if !regular_containers(job).iter().any(|c| c.name == required) {
+            out.push(FieldError::error(
+                format!("{path}.template.spec.template.spec.containers"),
+                format!("must contain the required container for the ancestor: {role}"),
+            ));
+        }
+    }
+}
