@@ -41,6 +41,27 @@ pub const SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The built-in runtimes, parsed, in [`SOURCES`] order. `kubetrain validate` and `kubetrain render` resolve
+/// `runtimeRef` against them when no runtime file is given.
+///
+/// ```
+/// let names: Vec<String> = kubetrain_jobset::builtin::runtimes().iter().map(|r| r.name().to_owned()).collect();
+/// assert!(names.contains(&"deepspeed-distributed".to_owned()));
+/// ```
+pub fn runtimes() -> Vec<kubetrain_api::ClusterTrainingRuntime> {
+    SOURCES
+        .iter()
+        .filter_map(|(_, yaml)| {
+            // The sources are ours and parse (tested below); a failure would drop that runtime, not panic.
+            let docs = kubetrain_api::parse_documents(yaml).ok()?;
+            docs.into_iter().find_map(|d| match d.document {
+                kubetrain_api::Document::ClusterTrainingRuntime(rt) => Some(*rt),
+                _ => None,
+            })
+        })
+        .collect()
+}
+
 /// The YAML text of the built-in runtime `name`, if there is one.
 ///
 /// ```
@@ -60,6 +81,11 @@ mod tests {
 
     fn parse(yaml: &str) -> Value {
         serde_saphyr::from_str(yaml).expect("runtime YAML parses")
+    }
+
+    #[test]
+    fn every_source_parses_as_a_typed_runtime() {
+        assert_eq!(runtimes().len(), SOURCES.len());
     }
 
     #[test]

@@ -1,6 +1,43 @@
 //! Renders a merged TrainJob into a JobSet and its companion objects; maps JobSet status back to the TrainJob.
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
+//!
+//! ```
+//! use kubetrain_api::{parse_documents, Document};
+//! use kubetrain_jobset::{render, Observed, Runtimes, ssh::seeded_rng};
+//!
+//! let docs = parse_documents(r#"
+//! apiVersion: trainer.kubeflow.org/v1alpha1
+//! kind: TrainJob
+//! metadata: {name: mnist, namespace: default}
+//! spec:
+//!   runtimeRef: {name: torch-distributed}
+//!   trainer: {numNodes: 2, resourcesPerNode: {limits: {cpu: "4"}}}
+//! "#).unwrap();
+//! let Document::TrainJob(job) = &docs[0].document else { unreachable!() };
+//! let runtimes = Runtimes::builtin();
+//! let out = render(job, runtimes.resolve(job).unwrap(), &Observed::default(), &mut seeded_rng(0)).unwrap();
+//! let jobset = out.objects[0].as_jobset().unwrap();
+//! let node = &jobset.spec.replicated_jobs[0];
+//! assert_eq!(node.template.spec.as_ref().unwrap().parallelism, Some(2));
+//! let env = node.template.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].env.as_ref().unwrap();
+//! assert!(env.iter().any(|e| e.name == "PET_NPROC_PER_NODE" && e.value.as_deref() == Some("4")));
+//! ```
+//!
+//! - [`render()`]: TrainJob + runtime + observed facts + randomness → objects; pure and deterministic.
+//! - [`Runtimes`]: `runtimeRef` resolution, with the [`builtin`] runtimes.
+//! - [`status::sync_status`]: JobSet status → TrainJob status.
+//! - [`ssh`]: MPI key material in upstream's format.
 
+pub mod builder;
 pub mod builtin;
+pub mod companions;
+pub mod object;
+mod render;
+mod runtimes;
 pub mod ssh;
+pub mod status;
+
+pub use object::Object;
+pub use render::{Observed, ObservedJobSet, RenderError, Rendered, render};
+pub use runtimes::{DEFAULT_NAMESPACE, Runtimes};

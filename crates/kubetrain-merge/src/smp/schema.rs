@@ -23,6 +23,8 @@ pub enum Schema {
     PodSpec,
     /// `core/v1` `Container` (also used for init and ephemeral containers).
     Container,
+    /// `core/v1` `ResourceRequirements` (claims merge by name).
+    ResourceRequirements,
     /// Any other type: objects merge recursively, lists are replaced.
     Opaque,
 }
@@ -100,6 +102,8 @@ impl Schema {
             (S::Container, "ports") => Field::merged(S::Opaque, "containerPort"),
             (S::Container, "volumeMounts") => Field::merged(S::Opaque, "mountPath"),
             (S::Container, "volumeDevices") => Field::merged(S::Opaque, "devicePath"),
+            (S::Container, "resources") => Field::object(S::ResourceRequirements),
+            (S::ResourceRequirements, "claims") => Field::merged(S::Opaque, "name"),
             _ => Field::OPAQUE,
         }
     }

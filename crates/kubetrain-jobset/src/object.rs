@@ -1,0 +1,110 @@
+//! The objects a render produces, in one enum so that they can be sorted and printed together.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::{Metadata, Resource};
+use kubetrain_api::TrainJob;
+use kubetrain_api::jobset::JobSet;
+use kubetrain_api::podgroup::{coscheduling, volcano};
+use serde::Serialize;
+
+/// One object the controller would apply for a TrainJob.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Object {
+    /// The JobSet (`jobset.x-k8s.io/v1alpha2`).
+    JobSet(Box<JobSet>),
+    /// The MPI SSH-auth Secret.
+    Secret(Box<Secret>),
+    /// The MPI hostfile ConfigMap.
+    ConfigMap(Box<ConfigMap>),
+    /// A scheduler-plugins PodGroup (`scheduling.x-k8s.io/v1alpha1`).
+    CoschedulingPodGroup(Box<coscheduling::PodGroup>),
+    /// A Volcano PodGroup (`scheduling.volcano.sh/v1beta1`).
+    VolcanoPodGroup(Box<volcano::PodGroup>),
+}
+
+impl Object {
+    /// `apiVersion` of the object.
+    pub fn api_version(&self) -> &'static str {
+        match self {
+            Object::JobSet(_) => kubetrain_api::jobset::JOBSET_API_VERSION,
+            Object::Secret(_) => Secret::API_VERSION,
+            Object::ConfigMap(_) => ConfigMap::API_VERSION,
+            Object::CoschedulingPodGroup(_) => "scheduling.x-k8s.io/v1alpha1",
+            Object::VolcanoPodGroup(_) => "scheduling.volcano.sh/v1beta1",
+        }
+    }
+
+    /// `kind` of the object.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Object::JobSet(_) => "JobSet",
+            Object::Secret(_) => Secret::KIND,
+            Object::ConfigMap(_) => ConfigMap::KIND,
+            Object::CoschedulingPodGroup(_) => "PodGroup",
+            Object::VolcanoPodGroup(_) => "PodGroup",
+        }
+    }
+
+    /// The object's metadata.
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Object::JobSet(o) => &o.metadata,
+            Object::Secret(o) => o.metadata(),
+            Object::ConfigMap(o) => o.metadata(),
+            Object::CoschedulingPodGroup(o) => &o.metadata,
+            Object::VolcanoPodGroup(o) => &o.metadata,
+        }
+    }
+
+    /// `metadata.name` of the object.
+    pub fn name(&self) -> &str {
+        self.metadata().name.as_deref().unwrap_or_default()
+    }
+
+    /// The JobSet, if this is one.
+    pub fn as_jobset(&self) -> Option<&JobSet> {
+        match self {
+            Object::JobSet(j) => Some(j),
+            _ => None,
+        }
+    }
+}
+
+/// Sorts objects as `kubetrain render` prints them: the JobSet first, then by apiVersion, kind and name.
+pub fn sort(objects: &mut [Object]) {
+    objects.sort_by(|a, b| {
+        let key = |o: &Object| {
+            (
+                !matches!(o, Object::JobSet(_)),
+                o.api_version(),
+                o.kind(),
+                o.name().to_owned(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+}
+
+/// The controller owner reference every child carries.
+pub fn owner_reference(job: &TrainJob) -> OwnerReference {
+    OwnerReference {
+        api_version: kubetrain_api::constants::API_VERSION.to_owned(),
+        kind: kubetrain_api::constants::TRAINJOB_KIND.to_owned(),
+        name: job.name().to_owned(),
+        uid: job.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Metadata of a child named `name` in the TrainJob's namespace, owned by the TrainJob.
+pub fn child_meta(job: &TrainJob, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: job.metadata.namespace.clone(),
+        owner_references: Some(vec![owner_reference(job)]),
+        ..Default::default()
+    }
+}

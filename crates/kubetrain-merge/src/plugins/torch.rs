@@ -1,0 +1,116 @@
+//! Torch: `PET_*` env for torchrun, port 29500, `envInjection` targets and the torchtune command rewrite.
+
+use k8s_openapi::api::core::v1::{ContainerPort, EnvVar};
+use kubetrain_api::constants::TRAINER_PORT;
+use kubetrain_api::{MLPolicySource, TrainJob};
+
+use super::{
+    COMPLETION_INDEX_FIELD_PATH, EnforceMlPolicy, Plugin, apply_num_nodes, master_host, torchtune,
+};
+use crate::error::MergeError;
+use crate::info::Info;
+use crate::{resources, upsert};
+
+/// The Torch plugin.
+#[derive(Debug, Clone, Copy)]
+pub struct Torch;
+
+/// `PET_NPROC_PER_NODE`: an integer, or `auto` (left to torchrun, which counts GPUs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcsPerNode {
+    /// A fixed number of processes.
+    Count(i64),
+    /// `auto`: only kept when the node has GPUs.
+    Auto,
+}
+
+impl std::fmt::Display for ProcsPerNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProcsPerNode::Count(n) => write!(f, "{n}"),
+            ProcsPerNode::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// numProcPerNode as upstream resolves it: the TrainJob's integer, else `auto`, which becomes
+/// `max(1, CPUs)` when the node has no GPU. Returns the value and the GPU count.
+pub fn procs_per_node(info: &Info, job: &TrainJob) -> (ProcsPerNode, i64) {
+    let res = info.resources_per_node(job);
+    let gpus = resources::gpus(&res);
+    let procs = match job.spec.trainer.as_ref().and_then(|t| t.num_proc_per_node) {
+        Some(n) => ProcsPerNode::Count(i64::from(n)),
+        None if gpus == 0 => ProcsPerNode::Count(resources::cpus(&res).max(1)),
+        None => ProcsPerNode::Auto,
+    };
+    (procs, gpus)
+}
+
+impl Plugin for Torch {
+    fn name(&self) -> &'static str {
+        "Torch"
+    }
+}
+
+impl EnforceMlPolicy for Torch {
+    fn enforce_ml_policy(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError> {
+        let Some(MLPolicySource::Torch(policy)) = info.ml_source().cloned() else {
+            return Ok(());
+        };
+        let trainer_ps = apply_num_nodes(info, job);
+        let (procs, gpus) = procs_per_node(info, job);
+        let count = trainer_ps.map_or(1, |i| info.pod_sets[i].count);
+
+        let pet = [
+            upsert::env_value("PET_NNODES", count.to_string()),
+            upsert::env_value("PET_NPROC_PER_NODE", procs.to_string()),
+            upsert::env_field("PET_NODE_RANK", COMPLETION_INDEX_FIELD_PATH),
+        ];
+        let master = [
+            upsert::env_value("PET_MASTER_ADDR", master_host(job)),
+            upsert::env_value("PET_MASTER_PORT", TRAINER_PORT.to_string()),
+        ];
+
+        if let Some(trainer) = &job.spec.trainer {
+            let torchtune = trainer
+                .command
+                .as_deref()
+                .is_some_and(torchtune::is_torchtune_command);
+            let new_command = torchtune.then(|| torchtune::command(info, job, count, procs, gpus));
+            if let Some(c) = info.trainer_container_mut() {
+                upsert::env(&mut c.env, &trainer.env);
+                upsert::env(&mut c.env, &pet);
+                if !torchtune {
+                    upsert::env(&mut c.env, &master);
+                }
+                upsert::ports(
+                    &mut c.ports,
+                    &[ContainerPort {
+                        container_port: TRAINER_PORT,
+                        ..Default::default()
+                    }],
+                );
+                if let Some(cmd) = new_command {
+                    info.trainer_command = Some(cmd);
+                }
+            }
+        }
+
+        let targets = policy.env_injection.map(|e| e.targets).unwrap_or_default();
+        for target in targets {
+            for container in &target.container_names {
+                let not_found = || MergeError::EnvInjectionTarget {
+                    job: target.job_name.clone(),
+                    container: container.clone(),
+                };
+                let index = info
+                    .pod_set_by_name(&target.job_name)
+                    .ok_or_else(not_found)?;
+                let c = info.container_mut(index, container).ok_or_else(not_found)?;
+                let all: Vec<EnvVar> = pet.iter().chain(&master).cloned().collect();
+                upsert::env(&mut c.env, &all);
+            }
+        }
+        Ok(())
+    }
+}
