@@ -38,6 +38,7 @@ pub fn structural_schema<T: JsonSchema>() -> Value {
         // The root of a property schema carries no title; keep the CRD free of schemars' naming.
         map.remove("title");
     }
+    crate::crd_facts::apply(&mut schema);
     schema
 }
 

@@ -6,8 +6,9 @@
 //! carries them for the API server, and [`ReplicatedJob::replicas_or_default`] and friends apply them in code.
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -278,10 +279,38 @@ pub struct VolumeClaimPolicy {
     /// Claims to create; each is mounted where a pod volume of the same name is declared.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 50), extend("x-kubernetes-list-type" = "atomic"))]
-    pub templates: Vec<PersistentVolumeClaim>,
+    pub templates: Vec<VolumeClaimTemplate>,
     /// What happens to the claims when the JobSet is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_policy: Option<VolumeRetentionPolicy>,
+}
+
+/// A PersistentVolumeClaim template. `apiVersion` and `kind` are kept only when written, so a runtime reads back
+/// exactly as it was written (`k8s-openapi`'s claim type would always add them).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeClaimTemplate {
+    /// `v1`, when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `PersistentVolumeClaim`, when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Name (the pod volume it backs) and labels. Free-form in the schema, as upstream's CRD has it, so the
+    /// CEL rule on `metadata.namespace` reads the key as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub metadata: Option<ObjectMeta>,
+    /// The claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<PersistentVolumeClaimSpec>,
+    /// Status, never set in templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<PersistentVolumeClaimStatus>,
+}
+
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object"})
 }
 
 /// Retention of volume claims.

@@ -35,6 +35,7 @@
 pub mod catalog;
 pub mod constants;
 pub mod crd;
+mod crd_facts;
 mod document;
 mod error;
 pub mod jobset;

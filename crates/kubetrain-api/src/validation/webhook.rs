@@ -540,6 +540,7 @@ pub(crate) fn is_dns1123_subdomain(value: &str) -> bool {
 
 /// The runtime webhook: ancestor jobs have one replica and their required container.
 pub(crate) fn runtime(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
+    claim_namespaces(&spec.template.spec, out);
     for (i, job) in spec.template.spec.replicated_jobs.iter().enumerate() {
         let Some(role) = ancestor(job) else { continue };
         let required = match role {
@@ -559,6 +560,25 @@ pub(crate) fn runtime(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
             out.push(FieldError::error(
                 format!("{path}.template.spec.template.spec.containers"),
                 format!("must contain the required container for the ancestor: {role}"),
+            ));
+        }
+    }
+}
+
+/// Upstream's CRD rule "namespace cannot be set for VolumeClaimPolicies templates" never fires on a cluster (the
+/// free-form template metadata is pruned before CEL runs), so its intent is enforced here.
+fn claim_namespaces(spec: &JobSetSpec, out: &mut Vec<FieldError>) {
+    for (i, policy) in spec.volume_claim_policies.iter().enumerate() {
+        let namespaced = policy.templates.iter().any(|t| {
+            t.metadata
+                .as_ref()
+                .and_then(|m| m.namespace.as_deref())
+                .is_some_and(|ns| !ns.is_empty())
+        });
+        if namespaced {
+            out.push(FieldError::error(
+                format!("spec.template.spec.volumeClaimPolicies[{i}]"),
+                "namespace cannot be set for VolumeClaimPolicies templates",
             ));
         }
     }

@@ -1,0 +1,678 @@
+//! One table row per CEL rule and per webhook rule: accepted and rejected cases with upstream's paths, messages
+//! and boundary values.
+
+use kubetrain_api::validation::{validate_document, validate_trainjob_update};
+use kubetrain_api::{Document, ParseError, RuntimeCatalog, TrainJob, parse_documents};
+
+const TORCH_RUNTIME: &str = r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: torch-distributed}
+spec:
+  mlPolicy: {numNodes: 1, torch: {}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+            spec:
+              template:
+                spec:
+                  containers: [{name: node, image: pytorch}]
+"#;
+
+const INIT_RUNTIME: &str = r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: torchtune-llama3.2-1b}
+spec:
+  mlPolicy: {numNodes: 1, torch: {}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: dataset-initializer
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
+            spec:
+              template:
+                spec:
+                  containers: [{name: dataset-initializer, image: init, volumeMounts: [{name: initializer, mountPath: /workspace}]}]
+        - name: model-initializer
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: model-initializer}}
+            spec:
+              template:
+                spec:
+                  containers: [{name: model-initializer, image: init}]
+        - name: node
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+            spec:
+              template:
+                spec:
+                  containers: [{name: node, image: tune, resources: {limits: {nvidia.com/gpu: 2}}}]
+"#;
+
+fn runtime_with(name: &str, ml_policy: &str, extra_spec: &str) -> String {
+    format!(
+        r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {{name: {name}}}
+spec:
+  mlPolicy: {ml_policy}
+  {extra_spec}
+  template:
+    spec:
+      replicatedJobs:
+        - name: launcher
+          template:
+            metadata: {{labels: {{trainer.kubeflow.org/trainjob-ancestor-step: trainer}}}}
+            spec:
+              template:
+                spec:
+                  containers: [{{name: node, image: x}}]
+        - name: node
+          template:
+            spec:
+              template:
+                spec:
+                  initContainers: [{{name: flux-installer, image: z}}]
+                  containers: [{{name: node, image: x}}]
+"#
+    )
+}
+
+fn job(spec: &str) -> String {
+    format!(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: job}}\nspec:\n{spec}\n"
+    )
+}
+
+/// Parses every document, puts the runtimes in a catalog and validates everything.
+fn findings(documents: &[&str]) -> Vec<String> {
+    let text = documents.join("\n---\n");
+    let parsed = match parse_documents(&text) {
+        Ok(parsed) => parsed,
+        Err(ParseError::Fields(errors)) => return errors.iter().map(ToString::to_string).collect(),
+        Err(other) => return vec![other.to_string()],
+    };
+    let mut catalog = RuntimeCatalog::new();
+    for doc in &parsed {
+        catalog.add_document(&doc.document);
+    }
+    parsed
+        .iter()
+        .flat_map(|d| validate_document(&d.document, &catalog))
+        .map(|e| {
+            if e.is_error() {
+                e.to_string()
+            } else {
+                format!("warning: {e}")
+            }
+        })
+        .collect()
+}
+
+fn assert_rejected(documents: &[&str], expected: &str) {
+    let found = findings(documents);
+    assert!(
+        found.iter().any(|f| f.contains(expected)),
+        "expected {expected:?} in {found:#?}"
+    );
+}
+
+fn assert_accepted(documents: &[&str]) {
+    let found: Vec<String> = findings(documents)
+        .into_iter()
+        .filter(|f| !f.starts_with("warning:"))
+        .collect();
+    assert!(found.is_empty(), "expected no errors, got {found:#?}");
+}
+
+#[test]
+fn cel_and_schema_boundaries() {
+    let ok = |trainer: &str| {
+        job(&format!(
+            "  runtimeRef: {{name: torch-distributed}}\n  trainer: {trainer}"
+        ))
+    };
+    let accepted = [
+        ok("{numNodes: 0}"),
+        ok("{numNodes: 4, numProcPerNode: 1}"),
+        ok(&format!("{{command: [\"{}\"]}}", "a".repeat(1_048_576))),
+        job("  runtimeRef: {name: torch-distributed}\n  managedBy: kueue.x-k8s.io/multikueue"),
+        job("  runtimeRef: {name: torch-distributed}\n  activeDeadlineSeconds: 1"),
+    ];
+    for document in &accepted {
+        assert_accepted(&[TORCH_RUNTIME, document]);
+    }
+    let rejected = [
+        (
+            ok("{numNodes: -1}"),
+            "TrainJob/job: spec.trainer.numNodes: Invalid value: -1: should be greater than or equal to 0",
+        ),
+        (
+            ok("{numProcPerNode: 0}"),
+            "spec.trainer.numProcPerNode: numProcPerNode must be greater than or equal to 1",
+        ),
+        (
+            ok(&format!("{{command: [\"{}\"]}}", "a".repeat(1_048_577))),
+            "spec.trainer.command[0]: Too long: may not be more than 1048576 bytes",
+        ),
+        (
+            job("  runtimeRef: {name: torch-distributed}\n  managedBy: me"),
+            "spec.managedBy: ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set",
+        ),
+        (
+            job("  runtimeRef: {name: torch-distributed}\n  activeDeadlineSeconds: 0"),
+            "spec.activeDeadlineSeconds: Invalid value: 0",
+        ),
+        (
+            job(
+                "  runtimeRef: {name: torch-distributed}\n  initializer: {dataset: {storageUri: not-a-uri}}",
+            ),
+            "storageUri may be empty, or it must be a valid URI (scheme://...)",
+        ),
+        (
+            job("  runtimeRef: {name: ''}"),
+            "spec.runtimeRef.name: Invalid value: \"\": should be at least 1 chars long",
+        ),
+    ];
+    for (document, expected) in &rejected {
+        assert_rejected(&[TORCH_RUNTIME, document], expected);
+    }
+}
+
+#[test]
+fn names_must_be_rfc1035_labels() {
+    let named = |name: &str| {
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: '{name}'}}\nspec: {{runtimeRef: {{name: torch-distributed}}}}"
+        )
+    };
+    assert_accepted(&[TORCH_RUNTIME, &named("a")]);
+    assert_accepted(&[TORCH_RUNTIME, &named(&"a".repeat(63))]);
+    assert_rejected(
+        &[TORCH_RUNTIME, &named(&"a".repeat(64))],
+        "metadata.name must be no more than 63 characters",
+    );
+    for bad in ["1job", "Job", "job-", "my_job"] {
+        assert_rejected(
+            &[TORCH_RUNTIME, &named(bad)],
+            "metadata.name must match RFC 1035 DNS label format",
+        );
+    }
+}
+
+#[test]
+fn runtime_cel_rules() {
+    let cases = [
+        (
+            "{mpi: {numProcPerNode: 0}}",
+            "",
+            "NumProcPerNode in mpiPolicy must be >= 1",
+        ),
+        (
+            "{flux: {numProcPerNode: 0}}",
+            "",
+            "NumProcPerNode in fluxPolicy must be >= 1",
+        ),
+        (
+            "{torch: {envInjection: {targets: [{jobName: node, containerNames: [node]}]}}}",
+            "",
+            "containerNames must not include the main node container because PET_* envs are always injected into it",
+        ),
+        (
+            "{torch: {}, mpi: {}}",
+            "",
+            "Only one of the policy can be configured (found torch, mpi); keep exactly one",
+        ),
+        (
+            "{jax: {}}",
+            "podGroupPolicy: {coscheduling: {}, volcano: {}}",
+            "Only one of coscheduling and volcano",
+        ),
+        ("{mpi: {mpiImplementation: Intel}}", "", "spec.mlPolicy"),
+    ];
+    for (policy, extra, expected) in cases {
+        assert_rejected(&[&runtime_with("rt", policy, extra)], expected);
+    }
+    assert_accepted(&[&runtime_with(
+        "rt",
+        "{mpi: {numProcPerNode: 1, runLauncherAsNode: true}}",
+        "",
+    )]);
+}
+
+#[test]
+fn jobset_cel_rules() {
+    let runtime = |spec: &str| {
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainingRuntime\nmetadata: {{name: rt}}\nspec:\n  template:\n    spec:\n{spec}"
+        )
+    };
+    let startup = runtime(
+        "      startupPolicy: {startupPolicyOrder: InOrder}\n      replicatedJobs:\n        - {name: a, template: {spec: {template: {spec: {containers: []}}}}}\n        - {name: b, dependsOn: [{name: a, status: Complete}], template: {spec: {template: {spec: {containers: []}}}}}",
+    );
+    assert_rejected(
+        &[&startup],
+        "StartupPolicy and DependsOn APIs are mutually exclusive",
+    );
+    let claims = runtime(
+        "      volumeClaimPolicies: [{templates: [{metadata: {name: initializer, namespace: other}}]}]\n      replicatedJobs: []",
+    );
+    assert_rejected(
+        &[&claims],
+        "namespace cannot be set for VolumeClaimPolicies templates",
+    );
+}
+
+#[test]
+fn transition_rules_keep_fields_immutable() {
+    let parse = |spec: &str| -> TrainJob {
+        match parse_documents(&job(spec)).unwrap().remove(0).document {
+            Document::TrainJob(job) => *job,
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut catalog = RuntimeCatalog::new();
+    for d in parse_documents(&format!(
+        "{TORCH_RUNTIME}\n---\n{}",
+        runtime_with("other", "{torch: {}}", "")
+    ))
+    .unwrap()
+    {
+        catalog.add_document(&d.document);
+    }
+    let old = parse("  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 1}");
+    let new = parse("  runtimeRef: {name: other}\n  trainer: {numNodes: 2}");
+    let errors: Vec<String> = validate_trainjob_update(&old, &new, &catalog, None)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        errors.contains(&"TrainJob/job: spec.runtimeRef: field is immutable".to_owned()),
+        "{errors:#?}"
+    );
+    assert!(
+        errors.contains(&"TrainJob/job: spec.trainer: field is immutable".to_owned()),
+        "{errors:#?}"
+    );
+    let same: Vec<_> = validate_trainjob_update(&old, &old, &catalog, None);
+    assert!(same.is_empty(), "{same:#?}");
+}
+
+#[test]
+fn runtime_patches_change_only_while_suspended() {
+    let parse = |spec: &str| -> TrainJob {
+        match parse_documents(&job(spec)).unwrap().remove(0).document {
+            Document::TrainJob(job) => *job,
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut catalog = RuntimeCatalog::new();
+    catalog.add_document(&parse_documents(TORCH_RUNTIME).unwrap()[0].document);
+    let patch = "\n  runtimePatches: [{manager: kueue.x-k8s.io/manager, trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: {spec: {nodeSelector: {a: b}}}}}}]}}}}]";
+    let running = parse("  runtimeRef: {name: torch-distributed}");
+    let patched_running = parse(&format!("  runtimeRef: {{name: torch-distributed}}{patch}"));
+    let suspended = parse("  runtimeRef: {name: torch-distributed}\n  suspend: true");
+    let patched_resumed = parse(&format!(
+        "  runtimeRef: {{name: torch-distributed}}\n  suspend: false{patch}"
+    ));
+    let shown = |old: &TrainJob,
+                 new: &TrainJob,
+                 jobset: Option<&kubetrain_api::jobset::JobSet>|
+     -> Vec<String> {
+        validate_trainjob_update(old, new, &catalog, jobset)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    assert_eq!(
+        shown(&running, &patched_running, None),
+        [
+            "TrainJob/job: spec.runtimePatches: Forbidden: RuntimePatches can only be modified when the TrainJob is suspended before or after the update"
+        ]
+    );
+    assert!(
+        shown(&suspended, &patched_resumed, None).is_empty(),
+        "Kueue's admit-and-patch update is allowed"
+    );
+    let jobset: kubetrain_api::jobset::JobSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "job"},
+        "spec": {}, "status": {"replicatedJobsStatus": [{"name": "node", "active": 1}]}
+    }))
+    .unwrap();
+    assert_eq!(
+        shown(&suspended, &patched_resumed, Some(&jobset)),
+        [
+            "TrainJob/job: spec.runtimePatches: Forbidden: RuntimePatches cannot be modified when the JobSet's ReplicatedJob node is still active"
+        ]
+    );
+}
+
+#[test]
+fn runtime_lookup() {
+    assert_rejected(
+        &[&job("  runtimeRef: {name: nope}")],
+        "TrainJob/job: spec.RuntimeRef: clustertrainingruntimes.trainer.kubeflow.org \"nope\" not found: specified clusterTrainingRuntime must be created before the TrainJob is created",
+    );
+    assert_rejected(
+        &[
+            TORCH_RUNTIME,
+            &job("  runtimeRef: {name: nope, kind: TrainingRuntime}"),
+        ],
+        "TrainJob/job: spec.runtimeRef: trainingruntimes.trainer.kubeflow.org \"nope\" not found: specified trainingRuntime must be created before the TrainJob is created",
+    );
+    assert_rejected(
+        &[&job("  runtimeRef: {name: x, kind: Job, apiGroup: batch}")],
+        "spec.runtimeRef: unsupported runtime: Job.batch",
+    );
+    let deprecated = TORCH_RUNTIME.replace(
+        "{name: torch-distributed}",
+        "{name: torch-distributed, labels: {trainer.kubeflow.org/support: deprecated}}",
+    );
+    let found = findings(&[&deprecated, &job("  runtimeRef: {name: torch-distributed}")]);
+    assert!(found.iter().any(|f| f.starts_with("warning: TrainJob/job: spec.runtimeRef: Referenced ClusterTrainingRuntime \"torch-distributed\" is deprecated")), "{found:#?}");
+    assert!(found.iter().any(|f| f.starts_with("warning: ClusterTrainingRuntime/torch-distributed: metadata.labels: ClusterTrainingRuntime \"torch-distributed\" is deprecated")), "{found:#?}");
+    assert!(
+        found.iter().all(|f| f.starts_with("warning:")),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn initializer_jobs_must_exist() {
+    let with = |init: &str| {
+        job(&format!(
+            "  runtimeRef: {{name: RUNTIME}}\n  initializer: {init}"
+        ))
+    };
+    let torch = |init: &str| with(init).replace("RUNTIME", "torch-distributed");
+    let tune = |init: &str| with(init).replace("RUNTIME", "torchtune-llama3.2-1b");
+    assert_rejected(
+        &[TORCH_RUNTIME, &torch("{dataset: {storageUri: 'hf://a/b'}}")],
+        "spec.runtimeRef: must have dataset-initializer job when trainJob is configured with input datasetConfig",
+    );
+    assert_rejected(
+        &[TORCH_RUNTIME, &torch("{model: {storageUri: 'hf://a/b'}}")],
+        "spec.runtimeRef: must have model-initializer job when trainJob is configured with input modelConfig",
+    );
+    assert_accepted(&[INIT_RUNTIME, &tune("{dataset: {storageUri: 'hf://a/b'}}")]);
+    assert_rejected(
+        &[INIT_RUNTIME, &tune("{model: {storageUri: 'hf://a/b'}}")],
+        "must have volumeMount with name - initializer in container model-initializer of the model-initializer job",
+    );
+    let renamed = INIT_RUNTIME.replace(
+        "[{name: model-initializer, image: init}]",
+        "[{name: other, image: init}]",
+    );
+    assert_rejected(
+        &[&renamed, &tune("{model: {storageUri: 'hf://a/b'}}")],
+        "must have container with name - model-initializer in the model-initializer job",
+    );
+}
+
+#[test]
+fn runtime_patch_targets() {
+    let patched = |manager: &str, rjob: &str, pod: &str| {
+        job(&format!(
+            "  runtimeRef: {{name: torch-distributed}}\n  runtimePatches: [{{manager: '{manager}', trainingRuntimeSpec: {{template: {{spec: {{replicatedJobs: [{{name: {rjob}, template: {{spec: {{template: {{spec: {pod}}}}}}}}}]}}}}}}}}]"
+        ))
+    };
+    assert_accepted(&[
+        TORCH_RUNTIME,
+        &patched(
+            "kueue.x-k8s.io/manager",
+            "node",
+            "{nodeSelector: {gpu: a100}}",
+        ),
+    ]);
+    let cases = [
+        (
+            patched("kueue", "node", "{}"),
+            "spec.runtimePatches.manager: Invalid value: \"kueue\": must be a domain-prefixed path (such as \"acme.io/foo\")",
+        ),
+        (
+            patched("Kueue.io/m", "node", "{}"),
+            "a lowercase RFC 1123 subdomain",
+        ),
+        (
+            patched("a.io/m", "worker", "{}"),
+            "spec.runtimePatches: must not have replicated job that doesn't exist in the runtime job template",
+        ),
+        (
+            patched("a.io/m", "node", "{containers: [{name: sidecar}]}"),
+            "must not have container that doesn't exist in the runtime job node",
+        ),
+        (
+            patched("a.io/m", "node", "{initContainers: [{name: init}]}"),
+            "must not have initContainer that doesn't exist in the runtime job node",
+        ),
+        (
+            patched(
+                "a.io/m",
+                "node",
+                "{containers: [{name: node, env: [{name: A, value: b}]}]}",
+            ),
+            "must not have envs for the dataset-initializer, model-initializer, node containers",
+        ),
+        (
+            patched("a.io/m", "node", "{containers: [{name: node, image: x}]}"),
+            "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].image: unknown field \"image\"",
+        ),
+    ];
+    for (document, expected) in &cases {
+        assert_rejected(&[TORCH_RUNTIME, document], expected);
+    }
+}
+
+#[test]
+fn reserved_env_per_policy() {
+    let env = |runtime: &str, names: &[&str]| {
+        let list: Vec<String> = names
+            .iter()
+            .map(|n| format!("{{name: {n}, value: x}}"))
+            .collect();
+        job(&format!(
+            "  runtimeRef: {{name: {runtime}}}\n  trainer: {{env: [{}]}}",
+            list.join(", ")
+        ))
+    };
+    assert_rejected(
+        &[
+            TORCH_RUNTIME,
+            &env(
+                "torch-distributed",
+                &["PET_NODE_RANK", "FOO", "PET_MASTER_ADDR"],
+            ),
+        ],
+        "spec.trainer.env: must not have reserved envs, invalid envs configured: [PET_MASTER_ADDR PET_NODE_RANK]",
+    );
+    assert_accepted(&[TORCH_RUNTIME, &env("torch-distributed", &["FOO"])]);
+    let mpi = runtime_with("mpi", "{mpi: {}}", "");
+    assert_rejected(
+        &[&mpi, &env("mpi", &["OMPI_MCA_plm_rsh_args"])],
+        "invalid envs configured: [OMPI_MCA_plm_rsh_args]",
+    );
+    let xgb = runtime_with("xgb", "{xgboost: {}}", "");
+    assert_rejected(
+        &[&xgb, &env("xgb", &["A", "DMLC_TASK_ID"])],
+        "spec.trainer.env[1]: Forbidden: DMLC_TASK_ID is reserved for the XGBoost runtime",
+    );
+    let jax = runtime_with("jax", "{jax: {}}", "");
+    assert_accepted(&[&jax, &env("jax", &["PET_NODE_RANK", "DMLC_TASK_ID"])]);
+}
+
+#[test]
+fn policy_specific_rules() {
+    let target = runtime_with(
+        "t",
+        "{torch: {envInjection: {targets: [{jobName: node, containerNames: [sidecar]}]}}}",
+        "",
+    );
+    assert_rejected(
+        &[&target, &job("  runtimeRef: {name: t}")],
+        "spec.runtimeRef: envInjection target podSet \"node\" container \"sidecar\" not found in runtime template",
+    );
+    let found = runtime_with(
+        "t",
+        "{torch: {envInjection: {targets: [{jobName: node, containerNames: [flux-installer]}]}}}",
+        "",
+    );
+    assert_accepted(&[&found, &job("  runtimeRef: {name: t}")]);
+
+    let no_launcher = TORCH_RUNTIME
+        .replace("torch: {}", "mpi: {runLauncherAsNode: true}")
+        .replace("torch-distributed", "mpi");
+    assert_rejected(
+        &[
+            &no_launcher,
+            &job("  runtimeRef: {name: mpi}\n  trainer: {numNodes: 2}"),
+        ],
+        "spec.trainer.numNodes: must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node",
+    );
+    assert_accepted(&[
+        &no_launcher,
+        &job("  runtimeRef: {name: mpi}\n  trainer: {numNodes: 1}"),
+    ]);
+    let both = runtime_with("mpi2", "{mpi: {runLauncherAsNode: true}}", "");
+    assert_accepted(&[
+        &both,
+        &job("  runtimeRef: {name: mpi2}\n  trainer: {numNodes: 3}"),
+    ]);
+
+    let flux = runtime_with("flux", "{flux: {}}", "");
+    assert_rejected(
+        &[&flux, &job("  runtimeRef: {name: flux}")],
+        "spec.trainer.initContainers: InitContainer 'flux-installer' is reserved",
+    );
+
+    let volcano = runtime_with("v", "{jax: {}}", "podGroupPolicy: {volcano: {}}");
+    let queue = |value: &str| {
+        job(&format!(
+            "  runtimeRef: {{name: v}}\n  runtimePatches: [{{manager: a.io/b, trainingRuntimeSpec: {{template: {{metadata: {{annotations: {{scheduling.volcano.sh/queue-name: '{value}'}}}}}}}}}}]"
+        ))
+    };
+    assert_rejected(
+        &[&volcano, &queue("")],
+        "spec.annotations[scheduling.volcano.sh/queue-name]: Volcano queue name must not be empty",
+    );
+    assert_accepted(&[&volcano, &queue("research")]);
+}
+
+#[test]
+fn torchtune_rules() {
+    let tune = |name: &str, trainer: &str| {
+        job(&format!(
+            "  runtimeRef: {{name: {name}}}\n  trainer: {{command: [tune, run], {trainer}}}"
+        ))
+    };
+    let runtime = |name: &str| INIT_RUNTIME.replace("torchtune-llama3.2-1b", name);
+    let llama = runtime("torchtune-llama3.2-1b");
+    assert_accepted(&[&llama, &tune("torchtune-llama3.2-1b", "numNodes: 1")]);
+    let cases = [
+        (
+            "torchtune-gpt-2",
+            "numNodes: 1",
+            "spec.runtimeRef.name: must have a supported pretrained model, invalid model configured: gpt/2",
+        ),
+        (
+            "torchtune-llama3.2-1b",
+            "numNodes: 2",
+            "spec.trainer.numNodes: must be 1 for llama3_2/1B model",
+        ),
+        (
+            "torchtune-llama3.3-70b",
+            "numNodes: 2, args: ['model.lora_attn_modules=[q_proj]']",
+            "spec.trainer.numNodes: LoRA fine-tuning is not supported for multi-node training in TorchTune",
+        ),
+        (
+            "torchtune-llama3.2-1b",
+            "args: [dtype=bf16, 'output_dir=/tmp']",
+            "spec.trainer.args[1]: must not set immutable config \"output_dir\" in trainer args; it is managed by the runtime",
+        ),
+        (
+            "torchtune-qwen2.5-1.5b",
+            "args: [model.quantize_base=True]",
+            "spec.runtimeRef.name: QLoRA is not supported for qwen2_5/1.5B model",
+        ),
+        (
+            "torchtune-llama3.2-3b",
+            "args: [model.quantize_base=true]",
+            "spec.trainer.numProcPerNode: must be auto or 1 for llama3_2/3B model when using QLoRA",
+        ),
+        (
+            "torchtune-llama3.2-3b",
+            "args: [model.quantize_base=true]",
+            "spec.trainer.resourcesPerNode: must have gpu resource with value 1 for llama3_2/3B model when using QLoRA",
+        ),
+    ];
+    for (name, trainer, expected) in cases {
+        assert_rejected(&[&runtime(name), &tune(name, trainer)], expected);
+    }
+    let single_gpu =
+        "args: [model.quantize_base=true], resourcesPerNode: {limits: {nvidia.com/gpu: 1}}";
+    assert_accepted(&[
+        &runtime("torchtune-llama3.2-3b"),
+        &tune("torchtune-llama3.2-3b", single_gpu),
+    ]);
+}
+
+#[test]
+fn runtime_webhook_rules() {
+    let bad = INIT_RUNTIME
+        .replace("- name: node\n", "- name: node\n          replicas: 2\n")
+        .replace(
+            "[{name: model-initializer, image: init}]",
+            "[{name: other, image: init}]",
+        );
+    let found = findings(&[&bad]);
+    assert!(found.contains(&"ClusterTrainingRuntime/torchtune-llama3.2-1b: spec.template.spec.replicatedJobs[2].replicas: always must be 1".to_owned()), "{found:#?}");
+    assert!(found.contains(&"ClusterTrainingRuntime/torchtune-llama3.2-1b: spec.template.spec.replicatedJobs[1].template.spec.template.spec.containers: must contain the required container for the ancestor: model-initializer".to_owned()), "{found:#?}");
+    let disabled = bad.replace("{name: torchtune-llama3.2-1b}", "{name: torchtune-llama3.2-1b, labels: {trainer.kubeflow.org/webhook-validation: disabled}}");
+    assert_accepted(&[&disabled]);
+}
+
+#[test]
+fn parse_errors_name_the_field_and_the_fix() {
+    let old = "apiVersion: kubeflow.org/v2alpha1\nkind: TrainJob\nmetadata: {name: old}\nspec: {runtimeRef: {name: torch-distributed}}";
+    assert_rejected(
+        &[old],
+        "TrainJob/old: apiVersion: apiVersion \"kubeflow.org/v2alpha1\" is not served for TrainJob; use apiVersion: trainer.kubeflow.org/v1alpha1",
+    );
+    let typo = job("  runtimeRef: {name: torch-distributed}\n  trainer: {numNode: 2}");
+    assert_rejected(
+        &[&typo],
+        "TrainJob/job: spec.trainer.numNode: unknown field \"numNode\"",
+    );
+    let mistyped = job("  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: two}");
+    assert_rejected(
+        &[&mistyped],
+        "TrainJob/job: spec.trainer.numNodes: invalid type",
+    );
+    let legacy = job(
+        "  runtimeRef: {name: torch-distributed}\n  podTemplateOverrides: []\n  labels: {a: b}",
+    );
+    assert_rejected(
+        &[&legacy],
+        "spec.labels: unknown field \"labels\" (TrainJob spec.labels/annotations were removed in v2.2",
+    );
+    assert_rejected(&["kind: TrainJob\nmetadata: {name: x}"], "apiVersion");
+    assert_rejected(
+        &["apiVersion: trainer.kubeflow.org/v1alpha1\nkind: Job"],
+        "kind \"Job\" is not served by trainer.kubeflow.org/v1alpha1",
+    );
+    assert_rejected(&["- a\n- b"], "a document must be a mapping");
+    assert_rejected(&["a: [b"], "invalid YAML");
+}
+
+#[test]
+fn other_api_groups_are_kept_not_interpreted() {
+    let docs = parse_documents("apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: q}\n---\n# only a comment\n").unwrap();
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].document.kind(), "LocalQueue");
+    assert!(validate_document(&docs[0].document, &RuntimeCatalog::new()).is_empty());
+}
