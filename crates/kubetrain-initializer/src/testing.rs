@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
@@ -360,13 +361,14 @@ fn hub_response(state: &Mutex<HubState>, req: &Request<Incoming>) -> Response<Hu
             fault.1 -= 1;
             // Promise the whole file, send half, then break the connection.
             let half = content.slice(..content.len() / 2);
-            let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = vec![
-                Ok(Frame::data(half)),
-                Err(std::io::Error::other("injected disconnect")),
-            ];
-            let mut response = Response::new(BodyExt::boxed(StreamBody::new(
-                futures_util::stream::iter(frames),
-            )));
+            // The pause lets the first half reach the client before the connection breaks.
+            let frames = futures_util::stream::once(async move { Ok(Frame::data(half)) }).chain(
+                futures_util::stream::once(async {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Err(std::io::Error::other("injected disconnect"))
+                }),
+            );
+            let mut response = Response::new(BodyExt::boxed(StreamBody::new(frames)));
             response.headers_mut().insert(
                 hyper::header::CONTENT_LENGTH,
                 hyper::header::HeaderValue::from(content.len()),

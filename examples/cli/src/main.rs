@@ -25,6 +25,9 @@ enum Command {
     // subcommands: render (issue 3)
     // subcommands: queue (issue 4)
     // subcommands: collective (issue 5)
+    /// Download the dataset or the model of a TrainJob (upstream's initializer env contract).
+    #[command(subcommand)]
+    Init(cmd::init::InitCommand),
     // subcommands: init (issue 8)
 }
 
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         // dispatch: render (issue 3)
         // dispatch: queue (issue 4)
         // dispatch: collective (issue 5)
+        Command::Init(command) => cmd::init::run(command),
         // dispatch: init (issue 8)
     };
     match result {

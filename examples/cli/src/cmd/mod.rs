@@ -5,4 +5,5 @@ pub(crate) mod validate;
 // modules: render (issue 3)
 // modules: queue (issue 4)
 // modules: collective (issue 5)
+pub(crate) mod init;
 // modules: init (issue 8)
