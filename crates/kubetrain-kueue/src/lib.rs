@@ -50,7 +50,9 @@
 //! ```
 
 pub mod api;
+pub mod bridge;
 pub mod error;
+pub mod explain;
 pub mod load;
 pub mod model;
 pub mod quantity;

@@ -368,3 +368,91 @@ fn derived_workload(prefix: &str, meta: ObjectMeta, pod_sets: Vec<PodSet>) -> Wo
         status: WorkloadStatus::default(),
     }
 }
+
+fn strip_nulls(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|_, x| !x.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
+fn doc<T: Serialize>(api_version: &str, kind: &str, obj: &T) -> Value {
+    let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
+    strip_nulls(&mut v);
+    let mut out = serde_json::Map::new();
+    out.insert("apiVersion".to_string(), Value::from(api_version));
+    out.insert("kind".to_string(), Value::from(kind));
+    if let Value::Object(map) = v {
+        out.extend(map);
+    }
+    Value::Object(out)
+}
+
+impl Setup {
+    /// Writes the Kueue objects and the scenario as a multi-document YAML stream (the output of
+    /// `kubetrain queue generate`), readable again by [`Setup::add_yaml`].
+    pub fn to_yaml(&self) -> String {
+        const V: &str = "kueue.x-k8s.io/v1beta2";
+        let mut docs: Vec<Value> = Vec::new();
+        docs.extend(self.flavors.iter().map(|o| doc(V, "ResourceFlavor", o)));
+        docs.extend(self.cohorts.iter().map(|o| doc(V, "Cohort", o)));
+        docs.extend(
+            self.cluster_queues
+                .iter()
+                .map(|o| doc(V, "ClusterQueue", o)),
+        );
+        docs.extend(self.local_queues.iter().map(|o| doc(V, "LocalQueue", o)));
+        docs.extend(
+            self.priority_classes
+                .iter()
+                .map(|o| doc(V, "WorkloadPriorityClass", o)),
+        );
+        docs.extend(self.workloads.iter().map(|o| {
+            let mut d = doc(V, "Workload", o);
+            if let Some(m) = d.as_object_mut()
+                && m.get("status")
+                    .is_some_and(|s| s.as_object().is_some_and(|o| o.is_empty()))
+            {
+                m.remove("status");
+            }
+            d
+        }));
+        if let Some(s) = &self.scenario {
+            docs.push(doc(
+                SCENARIO_API_VERSION,
+                "QueueScenario",
+                &serde_json::json!({"metadata": {"name": "scenario"}, "spec": s}),
+            ));
+        }
+        docs.iter()
+            .map(|d| serde_saphyr::to_string(d).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("---\n")
+    }
+
+    /// Expands generator configs into objects (appending them) and clears the configs.
+    pub fn expand_generators(&mut self) {
+        for g in std::mem::take(&mut self.generators) {
+            let s = g.to_setup();
+            self.flavors.extend(
+                s.flavors
+                    .into_iter()
+                    .filter(|f| {
+                        !self
+                            .flavors
+                            .iter()
+                            .any(|x| x.metadata.name == f.metadata.name)
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            self.cohorts.extend(s.cohorts);
+            self.cluster_queues.extend(s.cluster_queues);
+            self.local_queues.extend(s.local_queues);
+            self.workloads.extend(s.workloads);
+        }
+    }
+}

@@ -23,6 +23,8 @@ enum Command {
     /// Check TrainJobs and training runtimes offline (CEL rules and webhook rules).
     Validate(cmd::validate::ValidateArgs),
     // subcommands: render (issue 3)
+    /// Kueue admission without a cluster: simulate queues, explain why a workload waits.
+    Queue(cmd::queue::QueueArgs),
     // subcommands: queue (issue 4)
     // subcommands: collective (issue 5)
     /// Download the dataset or the model of a TrainJob (upstream's initializer env contract).
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Command::Crd(args) => cmd::crd::run(args),
         Command::Validate(args) => cmd::validate::run(args),
         // dispatch: render (issue 3)
+        Command::Queue(args) => cmd::queue::run(args),
         // dispatch: queue (issue 4)
         // dispatch: collective (issue 5)
         Command::Init(command) => cmd::init::run(command),

@@ -132,6 +132,10 @@ pub struct WlState {
     pub hash: u64,
     /// Last scheduling attempt.
     pub last: Option<LastAttempt>,
+    /// Usage released by the last eviction.
+    pub evicted_usage: Vec<(FrId, Amount)>,
+    /// The admission a finished workload held.
+    pub finished_admission: Option<Admission>,
 }
 
 /// What one cycle did.
@@ -207,6 +211,8 @@ impl Scheduler {
                     preemptions: 0,
                     hash: queue::shape_hash(w),
                     last: None,
+                    evicted_usage: Vec::new(),
+                    finished_admission: None,
                 })
                 .collect(),
             model,
@@ -325,7 +331,19 @@ impl Scheduler {
         let w = &self.model.workloads[wl];
         let hash = self.wls[wl].hash;
         let hashing = self.model.settings.equivalence_hashing && !self.model.cqs[cq].strict_fifo;
-        self.queues[cq].push(wl, w.priority, w.arrival_ms, hash, hashing);
+        if let Some(reason) = self.queues[cq].push(wl, w.priority, w.arrival_ms, hash, hashing) {
+            self.mark_bypassed(wl, &reason);
+        }
+    }
+
+    /// The workload controller's note on a workload parked because an equivalent one failed.
+    fn mark_bypassed(&mut self, wl: WlId, reason: &str) {
+        conditions::set_pending(
+            &mut self.wls[wl].conditions,
+            self.model.settings.observability,
+            reason,
+            "Bypassed scheduling evaluation because an equivalent workload recently failed",
+        );
     }
 
     /// Moves every parked workload of `cq`'s cohort tree (or just `cq` without a cohort) back
@@ -353,7 +371,9 @@ impl Scheduler {
             return;
         };
         self.release(wl, &adm);
+        let cq = adm.cq;
         let st = &mut self.wls[wl];
+        st.finished_admission = Some(adm);
         st.phase = Phase::Finished;
         st.finished_ms = Some(self.now_ms);
         conditions::set(
@@ -363,7 +383,7 @@ impl Scheduler {
             "Succeeded",
             "Job finished successfully",
         );
-        self.flush_tree(adm.cq);
+        self.flush_tree(cq);
     }
 
     fn release(&mut self, wl: WlId, adm: &Admission) {
@@ -457,13 +477,17 @@ impl Scheduler {
                 self.wls[wl].hash,
                 rq,
                 strict,
-                hashing,
+                hashing.then_some(reason.as_str()),
             );
             if parked {
                 result.parked += 1;
                 if hashing {
                     let wls = &self.wls;
-                    self.queues[e.cq].park_matching(|x| wls[x].hash);
+                    let moved = self.queues[e.cq].park_matching(|x| wls[x].hash);
+                    result.parked += moved.len();
+                    for (m, r) in moved {
+                        self.mark_bypassed(m, &r);
+                    }
                 }
             }
         }
@@ -473,6 +497,7 @@ impl Scheduler {
         for v in victims {
             if let Some(adm) = self.wls[v].admission.take() {
                 self.release(v, &adm);
+                self.wls[v].evicted_usage = adm.usage.clone();
                 self.wls[v].phase = Phase::Pending;
                 self.wls[v].preemptions += 1;
                 touched.push(adm.cq);
@@ -708,6 +733,12 @@ impl Scheduler {
             }
         }
         n
+    }
+
+    /// The usage a workload released when it was last evicted.
+    pub fn last_evicted_usage(&self, wl: WlId) -> Option<&[(FrId, Amount)]> {
+        let u = &self.wls[wl].evicted_usage;
+        (!u.is_empty()).then_some(u.as_slice())
     }
 
     /// Usage of a ClusterQueue for one FR in the cache.

@@ -2,7 +2,7 @@
 //! queue-order timestamp, UID), the inadmissible set and equivalence hashing (kueue.md §2.2).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 
 use crate::model::{WlId, Workload};
@@ -30,7 +30,8 @@ pub struct CqQueue {
     active: BTreeSet<Key>,
     inadmissible: Vec<WlId>,
     parked_ns: Vec<WlId>,
-    blocked_hashes: HashSet<u64>,
+    /// Shapes that recently failed, with the condition reason of the failure.
+    blocked_hashes: HashMap<u64, String>,
     /// The workload that last issued preemptions (BestEffortFIFO), popped first.
     pub sticky: Option<WlId>,
     sticky_key: Option<Key>,
@@ -53,17 +54,26 @@ pub fn shape_hash(w: &Workload) -> u64 {
 }
 
 impl CqQueue {
-    /// Adds a workload (arrival, requeue after eviction or flush).
-    pub fn push(&mut self, wl: WlId, priority: i32, ts: i64, hash: u64, hashing: bool) {
-        if hashing && self.blocked_hashes.contains(&hash) {
+    /// Adds a workload (arrival, requeue after eviction or flush). When an equivalent workload
+    /// recently failed it goes straight to the inadmissible set; the failure reason is returned.
+    pub fn push(
+        &mut self,
+        wl: WlId,
+        priority: i32,
+        ts: i64,
+        hash: u64,
+        hashing: bool,
+    ) -> Option<String> {
+        if hashing && let Some(reason) = self.blocked_hashes.get(&hash) {
             self.inadmissible.push(wl);
-            return;
+            return Some(reason.clone());
         }
         let key = (Reverse(priority), ts, wl);
         if self.sticky == Some(wl) {
             self.sticky_key = Some(key);
         }
         self.active.insert(key);
+        None
     }
 
     /// Pops the head: the sticky preemptor if queued, else the highest priority, oldest.
@@ -86,7 +96,7 @@ impl CqQueue {
         hash: u64,
         reason: RequeueReason,
         strict: bool,
-        hashing: bool,
+        hashing: Option<&str>,
     ) -> bool {
         let immediate = if strict {
             reason != RequeueReason::NamespaceMismatch
@@ -112,30 +122,32 @@ impl CqQueue {
             return true;
         }
         self.inadmissible.push(wl);
-        if hashing && matches!(reason, RequeueReason::NoFit | RequeueReason::NoCandidates) {
-            // Bulk-move every queued workload of the same shape.
-            self.blocked_hashes.insert(hash);
+        if let Some(condition_reason) = hashing
+            && matches!(reason, RequeueReason::NoFit | RequeueReason::NoCandidates)
+        {
+            self.blocked_hashes
+                .insert(hash, condition_reason.to_string());
         }
         true
     }
 
-    /// Moves workloads with a blocked hash out of the active heap (called by the owner, which
-    /// knows the hashes).
-    pub fn park_matching(&mut self, hash_of: impl Fn(WlId) -> u64) {
+    /// Moves queued workloads whose shape recently failed to the inadmissible set; returns them
+    /// with the failure reason.
+    pub fn park_matching(&mut self, hash_of: impl Fn(WlId) -> u64) -> Vec<(WlId, String)> {
         if self.blocked_hashes.is_empty() {
-            return;
+            return Vec::new();
         }
         let blocked = &self.blocked_hashes;
         let mut moved = Vec::new();
-        self.active.retain(|k| {
-            if blocked.contains(&hash_of(k.2)) {
-                moved.push(k.2);
+        self.active.retain(|k| match blocked.get(&hash_of(k.2)) {
+            Some(reason) => {
+                moved.push((k.2, reason.clone()));
                 false
-            } else {
-                true
             }
+            None => true,
         });
-        self.inadmissible.extend(moved);
+        self.inadmissible.extend(moved.iter().map(|m| m.0));
+        moved
     }
 
     /// Empties the inadmissible set (namespace mismatches stay parked) and forgets blocked hashes.

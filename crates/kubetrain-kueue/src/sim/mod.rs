@@ -1,4 +1,6 @@
 //! The discrete-event queue simulator, its generator and its reports.
 
+pub mod engine;
 pub mod generator;
+pub mod report;
 pub mod scenario;

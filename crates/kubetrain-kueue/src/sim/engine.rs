@@ -1,0 +1,376 @@
+//! The discrete-event simulation in virtual time: arrivals, scheduling cycles, run times,
+//! finishes and preemptions, with utilization integrals and the cost view.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use serde::Serialize;
+
+use super::scenario::ScenarioSpec;
+use crate::model::{CqId, WlId};
+use crate::sched::{Phase, Scheduler};
+
+/// One sample of the time series drawn in the report.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sample {
+    /// Virtual time (ms).
+    pub t_ms: i64,
+    /// Pending workloads (arrived, not admitted, not finished).
+    pub pending: usize,
+    /// Used share of all nominal quota, in percent.
+    pub utilization: f64,
+}
+
+/// Time-to-admission statistics of one workload class (ms).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassStats {
+    /// Workloads of the class.
+    pub workloads: usize,
+    /// Admitted at least once.
+    pub admitted: usize,
+    /// Mean time to admission.
+    pub mean_ms: f64,
+    /// Median.
+    pub p50_ms: i64,
+    /// 90th percentile.
+    pub p90_ms: i64,
+    /// Maximum.
+    pub max_ms: i64,
+}
+
+/// Per-ClusterQueue figures.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStats {
+    /// ∫used / (nominal × elapsed), percent (over all its flavor-resources).
+    pub utilization_pct: f64,
+    /// Admissions.
+    pub admissions: usize,
+}
+
+/// The platform's cost view (prices from the scenario, per unit-hour).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    /// Cost of runs that finished.
+    pub compute: f64,
+    /// Cost of nominal capacity nobody used.
+    pub idle: f64,
+    /// Cost of runs cut short by preemption.
+    pub preempted_runs: f64,
+    /// Workloads that finished.
+    pub accepted: usize,
+    /// (compute + idle + preempted runs) / accepted.
+    pub effective_per_accepted: f64,
+}
+
+/// Simulation metrics.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metrics {
+    /// Virtual time simulated (ms).
+    pub elapsed_ms: i64,
+    /// Time to admission per class.
+    pub classes: BTreeMap<String, ClassStats>,
+    /// Per ClusterQueue.
+    pub cluster_queues: BTreeMap<String, QueueStats>,
+    /// Mean utilization over ClusterQueues, percent.
+    pub mean_utilization_pct: f64,
+    /// Preemptions issued.
+    pub preemptions: usize,
+    /// Cost view (present when the scenario has prices).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+}
+
+/// The result of a simulation.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Final scheduler state.
+    pub sched: Scheduler,
+    /// Cycles run.
+    pub cycles: u64,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Time series for the report (at most ~600 points).
+    pub samples: Vec<Sample>,
+}
+
+struct Integrals {
+    used: Vec<f64>,
+    last: Vec<i64>,
+    acc: Vec<f64>,
+}
+
+/// Current used amount of a queue summed over its FRs (in Kueue units).
+fn cq_used(s: &Scheduler, cq: CqId) -> f64 {
+    s.admitted[cq]
+        .iter()
+        .filter_map(|&w| s.wls[w].admission.as_ref())
+        .flat_map(|a| a.usage.iter().map(|(_, v)| *v as f64))
+        .sum()
+}
+
+fn cq_nominal(s: &Scheduler, cq: CqId) -> f64 {
+    let t = &s.model.tree;
+    let node = s.model.cqs[cq].node;
+    (0..t.nfr).map(|fr| t.nominal[t.ix(node, fr)] as f64).sum()
+}
+
+impl Integrals {
+    fn touch(&mut self, s: &Scheduler, cq: CqId, now: i64) {
+        self.acc[cq] += self.used[cq] * (now - self.last[cq]) as f64;
+        self.last[cq] = now;
+        self.used[cq] = cq_used(s, cq);
+    }
+}
+
+/// Price of one unit-ms of an FR amount.
+fn price_per_amount_ms(
+    s: &Scheduler,
+    prices: &BTreeMap<String, BTreeMap<String, f64>>,
+    fr: usize,
+) -> f64 {
+    let (f, r) = s.model.frs[fr];
+    let res = &s.model.resources[r];
+    let p = prices
+        .get(&s.model.flavors[f].name)
+        .and_then(|m| m.get(res))
+        .copied()
+        .unwrap_or(0.0);
+    let unit = if res == "cpu" { 1000.0 } else { 1.0 };
+    p / unit / 3_600_000.0
+}
+
+/// Runs the simulation: every workload arrives at its `arrival_ms`; cycles run every
+/// `cycle_ms` while something changes, otherwise time jumps to the next event. Stops when
+/// nothing is left to happen or after `max_cycles`.
+pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) -> Outcome {
+    s.heads_per_cycle = scenario.heads_per_cycle.max(1);
+    let cycle_ms = scenario.cycle_ms.max(1);
+    let n = s.wls.len();
+    let mut arrivals: Vec<WlId> = (0..n)
+        .filter(|&w| s.wls[w].phase == Phase::NotArrived)
+        .collect();
+    arrivals.sort_by_key(|&w| (s.model.workloads[w].arrival_ms, w));
+    let mut next_arrival = 0;
+    let mut finishes: BinaryHeap<Reverse<(i64, WlId, i64)>> = BinaryHeap::new();
+    let ncq = s.model.cqs.len();
+    let mut integ = Integrals {
+        used: (0..ncq).map(|c| cq_used(&s, c)).collect(),
+        last: vec![0; ncq],
+        acc: vec![0.0; ncq],
+    };
+    for w in 0..n {
+        if s.wls[w].phase == Phase::Admitted
+            && let Some(rt) = s.model.workloads[w].runtime_ms
+        {
+            finishes.push(Reverse((rt, w, 0)));
+        }
+    }
+    let mut admissions = vec![0usize; ncq];
+    let mut preemptions = 0usize;
+    let mut wasted = 0.0;
+    let mut compute = 0.0;
+    let mut raw_samples: Vec<Sample> = Vec::new();
+    let total_nominal: f64 = (0..ncq).map(|c| cq_nominal(&s, c)).sum();
+    let mut cycles = 0u64;
+    let mut now = 0i64;
+    // Counters for the time series (workloads that start admitted are not counted as arrivals).
+    let initially_admitted = n - arrivals.len();
+    let mut running = initially_admitted;
+    let mut finished = 0usize;
+    loop {
+        s.now_ms = now;
+        while next_arrival < arrivals.len()
+            && s.model.workloads[arrivals[next_arrival]].arrival_ms <= now
+        {
+            s.arrive(arrivals[next_arrival]);
+            next_arrival += 1;
+        }
+        while let Some(Reverse((t, w, at))) = finishes.peek().copied() {
+            if t > now {
+                break;
+            }
+            finishes.pop();
+            if s.wls[w].phase == Phase::Admitted && s.wls[w].admitted_ms == Some(at) {
+                let cq = s.wls[w].admission.as_ref().map(|a| a.cq);
+                if let Some(a) = &s.wls[w].admission {
+                    compute += a
+                        .usage
+                        .iter()
+                        .map(|&(fr, v)| {
+                            v as f64
+                                * (t - at) as f64
+                                * price_per_amount_ms(&s, &scenario.prices, fr)
+                        })
+                        .sum::<f64>();
+                }
+                s.finish(w);
+                finished += 1;
+                running -= 1;
+                if let Some(cq) = cq {
+                    integ.touch(&s, cq, now);
+                }
+            }
+        }
+        if max_cycles.is_some_and(|m| cycles >= m) {
+            break;
+        }
+        let r = s.cycle();
+        cycles += 1;
+        for &w in &r.admitted {
+            let cq = s.wls[w].admission.as_ref().map(|a| a.cq).unwrap_or(0);
+            admissions[cq] += 1;
+            integ.touch(&s, cq, now);
+            if let Some(rt) = s.model.workloads[w].runtime_ms {
+                finishes.push(Reverse((now + rt, w, now)));
+            }
+        }
+        preemptions += r.preempted.len();
+        if !r.preempted.is_empty() {
+            for c in 0..ncq {
+                if (cq_used(&s, c) - integ.used[c]).abs() > f64::EPSILON {
+                    integ.touch(&s, c, now);
+                }
+            }
+            for &w in &r.preempted {
+                let ran = now - s.wls[w].admitted_ms.unwrap_or(now);
+                if let Some(usage) = s.last_evicted_usage(w) {
+                    wasted += usage
+                        .iter()
+                        .map(|&(fr, v)| {
+                            v as f64 * ran as f64 * price_per_amount_ms(&s, &scenario.prices, fr)
+                        })
+                        .sum::<f64>();
+                }
+            }
+        }
+        running = running + r.admitted.len() - r.preempted.len();
+        let pending = (next_arrival + initially_admitted).saturating_sub(running + finished);
+        let used_now: f64 = integ.used.iter().sum();
+        raw_samples.push(Sample {
+            t_ms: now,
+            pending,
+            utilization: if total_nominal > 0.0 {
+                100.0 * used_now / total_nominal
+            } else {
+                0.0
+            },
+        });
+        let next_event = [
+            arrivals
+                .get(next_arrival)
+                .map(|&w| s.model.workloads[w].arrival_ms),
+            finishes.peek().map(|r| r.0.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if r.progressed() {
+            now += cycle_ms;
+        } else {
+            match next_event {
+                Some(t) => now = t.max(now + cycle_ms),
+                None => break,
+            }
+        }
+    }
+    let elapsed = now.max(1);
+    for c in 0..ncq {
+        integ.touch(&s, c, elapsed);
+    }
+    let mut metrics = Metrics {
+        elapsed_ms: now,
+        preemptions,
+        ..Metrics::default()
+    };
+    let mut per_class: BTreeMap<String, (usize, Vec<i64>)> = BTreeMap::new();
+    for w in 0..n {
+        let wl = &s.model.workloads[w];
+        let e = per_class.entry(wl.class.clone()).or_default();
+        e.0 += 1;
+        if let Some(a) = s.wls[w].first_admitted_ms {
+            e.1.push(a - wl.arrival_ms);
+        }
+    }
+    for (class, (count, mut waits)) in per_class {
+        waits.sort_unstable();
+        let pct = |p: usize| -> i64 {
+            if waits.is_empty() {
+                0
+            } else {
+                waits[((waits.len() - 1) * p) / 100]
+            }
+        };
+        metrics.classes.insert(
+            class,
+            ClassStats {
+                workloads: count,
+                admitted: waits.len(),
+                mean_ms: if waits.is_empty() {
+                    0.0
+                } else {
+                    waits.iter().sum::<i64>() as f64 / waits.len() as f64
+                },
+                p50_ms: pct(50),
+                p90_ms: pct(90),
+                max_ms: waits.last().copied().unwrap_or(0),
+            },
+        );
+    }
+    let mut util_sum = 0.0;
+    for (c, &admitted) in admissions.iter().enumerate() {
+        let nominal = cq_nominal(&s, c);
+        let u = if nominal > 0.0 {
+            100.0 * integ.acc[c] / (nominal * elapsed as f64)
+        } else {
+            0.0
+        };
+        util_sum += u;
+        metrics.cluster_queues.insert(
+            s.model.cqs[c].name.clone(),
+            QueueStats {
+                utilization_pct: u,
+                admissions: admitted,
+            },
+        );
+    }
+    metrics.mean_utilization_pct = if ncq > 0 { util_sum / ncq as f64 } else { 0.0 };
+    if !scenario.prices.is_empty() {
+        let t = &s.model.tree;
+        let mut capacity = 0.0;
+        for c in 0..ncq {
+            let node = s.model.cqs[c].node;
+            for fr in 0..t.nfr {
+                capacity += t.nominal[t.ix(node, fr)] as f64
+                    * elapsed as f64
+                    * price_per_amount_ms(&s, &scenario.prices, fr);
+            }
+        }
+        let accepted = (0..n)
+            .filter(|&w| s.wls[w].phase == Phase::Finished)
+            .count();
+        let idle = (capacity - compute - wasted).max(0.0);
+        metrics.cost = Some(Cost {
+            compute,
+            idle,
+            preempted_runs: wasted,
+            accepted,
+            effective_per_accepted: if accepted > 0 {
+                (compute + idle + wasted) / accepted as f64
+            } else {
+                0.0
+            },
+        });
+    }
+    let step = raw_samples.len().div_ceil(600).max(1);
+    let samples = raw_samples.into_iter().step_by(step).collect();
+    Outcome {
+        sched: s,
+        cycles,
+        metrics,
+        samples,
+    }
+}
