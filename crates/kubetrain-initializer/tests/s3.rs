@@ -317,3 +317,43 @@ async fn bad_input_fails_with_one_clear_error_and_leaves_nothing() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_server_used_by_the_throughput_bench_serves_the_same_protocol() {
+    within(async {
+        use kubetrain_initializer::testing::MemoryS3Server;
+        let objects: Vec<(String, bytes::Bytes)> = (0..3)
+            .map(|i| {
+                let key = format!("blob/{i:02}.bin");
+                let data = bytes::Bytes::from(content(&key, (3 << 20) + i * 1000));
+                (key, data)
+            })
+            .collect();
+        let server = MemoryS3Server::start("bench", objects.clone(), AK, SK).unwrap();
+        let dest_dir = tempfile::tempdir().unwrap();
+        let mut config = InitConfig::new(
+            Kind::Dataset,
+            StorageUri::parse("s3://bench/blob", Kind::Dataset).unwrap(),
+        );
+        config.destination = dest_dir.path().to_path_buf();
+        config.s3.endpoint = Some(server.endpoint());
+        config.s3.access_key_id = Some(server.access_key().into());
+        config.s3.secret_access_key = Some(server.secret_key().into());
+        config.progress = ProgressMode::Off;
+        config.tuning.sync_files = false;
+        let summary = initialize(&config).await.unwrap();
+        assert_eq!(summary.files_downloaded, 3);
+        for (key, data) in &objects {
+            let got =
+                std::fs::read(dest_dir.path().join(key.strip_prefix("blob/").unwrap())).unwrap();
+            assert!(got == data.as_ref(), "{key}");
+        }
+        // Listing ETags are MD5s: a rerun verifies content without a HEAD per file.
+        let again = initialize(&config).await.unwrap();
+        assert_eq!(again.files_already_present, 3);
+        config.s3.secret_access_key = Some("nope".into());
+        let err = initialize(&config).await.unwrap_err();
+        assert!(matches!(err, InitError::AccessDenied { .. }), "{err:?}");
+    })
+    .await;
+}
