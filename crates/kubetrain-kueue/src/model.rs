@@ -104,6 +104,8 @@ pub struct ClusterQueue {
     pub borrow_within: Option<Option<i32>>,
     /// Why the queue is inactive: (reason, message); `None` when active.
     pub inactive: Option<(String, String)>,
+    /// `stopPolicy: HoldAndDrain`: admitted workloads are evicted too.
+    pub drain: bool,
 }
 
 /// One pod set's requests.
@@ -474,6 +476,7 @@ impl Model {
                         .then_some(b.max_priority_threshold)
                 }),
                 inactive,
+                drain: stop == "HoldAndDrain",
             });
         }
         // Link children and break cohort cycles: every ClusterQueue of a cyclic tree is inactive.

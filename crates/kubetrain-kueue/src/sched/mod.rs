@@ -223,7 +223,46 @@ impl Scheduler {
         for wl in 0..s.wls.len() {
             s.restore_admission(wl);
         }
+        s.drain_stopped_queues();
         s
+    }
+
+    /// `stopPolicy: HoldAndDrain` evicts the queue's admitted workloads; they wait in the
+    /// (inactive) queue.
+    fn drain_stopped_queues(&mut self) {
+        for cq in 0..self.model.cqs.len() {
+            if !self.model.cqs[cq].drain {
+                continue;
+            }
+            for wl in std::mem::take(&mut self.admitted[cq]) {
+                let Some(adm) = self.wls[wl].admission.take() else {
+                    continue;
+                };
+                let node = self.model.cqs[cq].node;
+                for &(fr, v) in &adm.usage {
+                    self.model.tree.remove_usage(&mut self.usage, node, fr, v);
+                }
+                let obs = self.model.settings.observability;
+                let msg = "The ClusterQueue is stopped";
+                let st = &mut self.wls[wl];
+                st.phase = Phase::NotArrived;
+                conditions::set(
+                    &mut st.conditions,
+                    "Evicted",
+                    true,
+                    "ClusterQueueStopped",
+                    msg,
+                );
+                conditions::set_pending(&mut st.conditions, obs, "ClusterQueueStopped", msg);
+                conditions::set(
+                    &mut st.conditions,
+                    "Admitted",
+                    false,
+                    "NoReservation",
+                    "The workload has no reservation",
+                );
+            }
+        }
     }
 
     /// Books an admission given in the input (`status.admission`).

@@ -62,10 +62,11 @@ pub fn state_word(s: &Scheduler, wl: usize) -> &'static str {
     }
 }
 
-/// The report entries of every workload.
+/// The report entries of every workload that exists at the current virtual time.
 pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
     let m = &s.model;
     (0..s.wls.len())
+        .filter(|&w| s.wls[w].phase != Phase::NotArrived)
         .map(|w| {
             let st = &s.wls[w];
             let (cq, psa) = match st.admission.as_ref().or(st.finished_admission.as_ref()) {
