@@ -83,6 +83,9 @@ pub enum CollectiveError {
         /// What was asked for.
         what: String,
     },
+    /// The NCCL backend failed (library missing, no GPU, CUDA error, NCCL result code, watchdog).
+    #[error(transparent)]
+    Nccl(#[from] crate::nccl::NcclError),
 }
 
 impl CollectiveError {

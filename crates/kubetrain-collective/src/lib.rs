@@ -11,6 +11,11 @@
 //! * [`cpu::CpuCommunicator`]: ring reduce-scatter + all-gather with chunked pipelining; shared memory
 //!   between ranks on one host, TCP across hosts; deterministic; a dead or stalled peer becomes an error
 //!   within the configured timeout.
+//! * [`nccl::NcclCommunicator`]: NCCL loaded at run time (`libnccl.so.2` of a Python wheel or the
+//!   system), device memory and streams through cudarc, init from a unique id handed out by rank 0, and
+//!   a watchdog that aborts the communicator when a peer dies instead of hanging.
+//!
+//! [`bench`] measures either backend the nccl-tests way; [`demo`] is a tiny data-parallel training loop.
 //!
 //! ```
 //! use kubetrain_collective::{DataType, ReduceOp};
@@ -29,10 +34,13 @@
 //! # Ok::<(), kubetrain_collective::rendezvous::RendezvousError>(())
 //! ```
 
+pub mod bench;
 pub mod communicator;
 pub mod cpu;
+pub mod demo;
 pub mod dtype;
 pub mod error;
+pub mod nccl;
 pub mod rendezvous;
 
 pub use communicator::Communicator;

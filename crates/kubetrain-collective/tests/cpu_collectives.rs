@@ -116,3 +116,82 @@ fn wrong_lengths_and_ranks_are_invalid_arguments_that_do_not_poison() {
         assert_eq!(v, [3]);
     });
 }
+
+#[test]
+fn bench_validates_every_op_with_zero_wrong_elements() {
+    use kubetrain_collective::DataType;
+    use kubetrain_collective::bench::{self, BenchConfig, BenchOp};
+    for op in [
+        BenchOp::AllReduce,
+        BenchOp::AllGather,
+        BenchOp::ReduceScatter,
+        BenchOp::Broadcast,
+    ] {
+        for dtype in [DataType::F32, DataType::I64, DataType::Bf16] {
+            let cfg = BenchConfig {
+                op,
+                min_bytes: 8,
+                max_bytes: 40_000,
+                iters: 2,
+                warmup: 1,
+                ..BenchConfig::default()
+            };
+            let rows = run_ranks(3, test_options(Transport::Auto), |c| {
+                bench::run_dtype(c, &cfg, dtype).unwrap()
+            });
+            assert_eq!(rows[0].len(), 13, "{op:?}");
+            assert_eq!(
+                bench::wrong_total(&rows[0]),
+                0,
+                "{op:?} {dtype}: {}",
+                bench::format_table(&rows[0])
+            );
+            for r in &rows[0] {
+                assert!(r.out_of_place.time_us > 0.0 && r.in_place.time_us > 0.0);
+            }
+            // Every rank reports the same averaged times.
+            assert_eq!(rows[0], rows[2]);
+        }
+    }
+}
+
+#[test]
+fn train_demo_loss_falls_and_matches_across_world_sizes() {
+    use kubetrain_collective::demo::{DemoConfig, train_linear_regression};
+    let cfg = DemoConfig {
+        samples: 1200,
+        steps: 15,
+        ..DemoConfig::default()
+    };
+    let single = run_ranks(1, test_options(Transport::Auto), |c| {
+        train_linear_regression(c, &cfg, |_, _| {}).unwrap()
+    });
+    let multi = run_ranks(4, test_options(Transport::Auto), |c| {
+        train_linear_regression(c, &cfg, |_, _| {}).unwrap()
+    });
+    let losses = &single[0].losses;
+    assert!(losses[losses.len() - 1] < losses[0] / 20.0, "{losses:?}");
+    for report in &multi {
+        assert_eq!(report.weights, multi[0].weights, "ranks disagree");
+        for (a, b) in report.losses.iter().zip(losses) {
+            assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+    let err = run_ranks(3, test_options(Transport::Auto), |c| {
+        train_linear_regression(
+            c,
+            &DemoConfig {
+                samples: 100,
+                ..cfg.clone()
+            },
+            |_, _| {},
+        )
+        .unwrap_err()
+        .to_string()
+    });
+    assert!(
+        err[0].contains("do not split evenly over 3 ranks"),
+        "{}",
+        err[0]
+    );
+}

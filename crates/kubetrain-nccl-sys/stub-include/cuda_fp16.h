@@ -1,0 +1,1 @@
+/* Empty: nccl.h only includes it (used by regenerate.sh only). */
