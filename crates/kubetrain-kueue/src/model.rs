@@ -178,6 +178,8 @@ pub struct Settings {
     pub fs_prioritize_non_borrowing: bool,
     /// FairSharingPreemptWithinNominal gate.
     pub fs_preempt_within_nominal: bool,
+    /// PrioritySortingWithinCohort gate: priority orders heads across queues.
+    pub priority_sorting_within_cohort: bool,
 }
 
 impl Default for Settings {
@@ -190,6 +192,7 @@ impl Default for Settings {
             equivalence_hashing: true,
             fs_prioritize_non_borrowing: true,
             fs_preempt_within_nominal: true,
+            priority_sorting_within_cohort: true,
         }
     }
 }
@@ -668,6 +671,7 @@ impl Model {
             settings.equivalence_hashing = g("SchedulingEquivalenceHashing", true);
             settings.fs_prioritize_non_borrowing = g("FairSharingPrioritizeNonBorrowing", true);
             settings.fs_preempt_within_nominal = g("FairSharingPreemptWithinNominal", true);
+            settings.priority_sorting_within_cohort = g("PrioritySortingWithinCohort", true);
         }
         model.tree = tree;
         model.cq_of_node = cq_of_node;

@@ -352,3 +352,30 @@ fn earlier_pod_sets_count_against_later_ones() {
         "couldn't assign flavors to pod set two: insufficient quota for gpu in flavor a, previously considered podsets requests (3) + current podset request (3) > maximum capacity (5)"
     );
 }
+
+#[test]
+fn priority_sorting_within_cohort_gate() {
+    // Two queues with no quota of their own borrow from a third; one slot of 4 is left for two
+    // heads: the high-priority one arrives later.
+    let yaml = |gate: bool| {
+        format!(
+            "{HEAD}---\napiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfeatureGates: {{PrioritySortingWithinCohort: {gate}}}\n{}{}{}{}{}",
+            cq("qx", "c", &[("a", 0, None, None)], ""),
+            cq("qy", "c", &[("a", 0, None, None)], ""),
+            cq("pool", "c", &[("a", 4, None, None)], ""),
+            wl("early", "qx", 4, 0, None),
+            wl("urgent", "qy", 4, 100, None).replace(
+                "metadata: {name: urgent, namespace: ns}",
+                "metadata:\n  name: urgent\n  namespace: ns\n  annotations: {kubetrain.dev/arrival: 1s}"
+            ),
+        )
+    };
+    let s = run(&yaml(true), 1);
+    assert_eq!(s.wls[get(&s, "urgent")].phase, Phase::Admitted);
+    assert_eq!(
+        reason(&s, "early").1,
+        "Workload no longer fits after processing another workload"
+    );
+    let s = run(&yaml(false), 1);
+    assert_eq!(s.wls[get(&s, "early")].phase, Phase::Admitted);
+}

@@ -111,7 +111,12 @@ impl Scheduler {
                 && usage.iter().any(|&(fr, v)| t.borrowing_with(u, c, fr, v));
             let drs = self.drs_with(u, c, e.cq, &usage);
             let w = &self.model.workloads[e.wl];
-            let key = (borrowing, drs, -w.priority, w.arrival_ms);
+            let priority = if self.model.settings.priority_sorting_within_cohort {
+                w.priority
+            } else {
+                0
+            };
+            let key = (borrowing, drs, -priority, w.arrival_ms);
             let better = match &best {
                 None => true,
                 Some((_, k)) => (key.0, key.1, key.2, key.3)

@@ -177,6 +177,8 @@ pub struct Scheduler {
     pub now_ms: i64,
     /// Heads popped per ClusterQueue per cycle (Kueue: 1; more is a what-if).
     pub heads_per_cycle: usize,
+    /// The ClusterQueues of each queue's cohort tree (just itself without a cohort).
+    tree_members: Vec<std::sync::Arc<[CqId]>>,
 }
 
 /// One nominated head.
@@ -215,6 +217,7 @@ impl Scheduler {
                     finished_admission: None,
                 })
                 .collect(),
+            tree_members: Self::tree_members(&model),
             model,
             cycle: 0,
             now_ms: 0,
@@ -263,6 +266,21 @@ impl Scheduler {
                 );
             }
         }
+    }
+
+    fn tree_members(model: &Model) -> Vec<std::sync::Arc<[CqId]>> {
+        let mut by_root: std::collections::HashMap<usize, Vec<CqId>> =
+            std::collections::HashMap::new();
+        for (c, q) in model.cqs.iter().enumerate() {
+            by_root.entry(model.tree.root(q.node)).or_default().push(c);
+        }
+        let shared: std::collections::HashMap<usize, std::sync::Arc<[CqId]>> =
+            by_root.into_iter().map(|(r, v)| (r, v.into())).collect();
+        model
+            .cqs
+            .iter()
+            .map(|q| shared[&model.tree.root(q.node)].clone())
+            .collect()
     }
 
     /// Books an admission given in the input (`status.admission`).
@@ -388,15 +406,8 @@ impl Scheduler {
     /// Moves every parked workload of `cq`'s cohort tree (or just `cq` without a cohort) back
     /// to the active queues (`NotifyRetryInadmissible`).
     pub fn flush_tree(&mut self, cq: CqId) {
-        let root = self.model.tree.root(self.model.cqs[cq].node);
-        let members: Vec<CqId> = if root == self.model.cqs[cq].node {
-            vec![cq]
-        } else {
-            (0..self.model.cqs.len())
-                .filter(|&c| self.model.tree.root(self.model.cqs[c].node) == root)
-                .collect()
-        };
-        for c in members {
+        let members = self.tree_members[cq].clone();
+        for c in members.iter().copied() {
             let parked = self.queues[c].take_inadmissible();
             for wl in parked {
                 self.enqueue(c, wl);
@@ -660,7 +671,10 @@ impl Scheduler {
         }
         if mode == Mode::Preempt {
             self.issue_preemptions(e, result);
-            self.queues[cq].sticky = Some(e.wl);
+            // The sticky preemptor is a BestEffortFIFO notion (StrictFIFO requeues the head anyway).
+            if !self.model.cqs[cq].strict_fifo {
+                self.queues[cq].sticky = Some(e.wl);
+            }
             return Some((
                 "WaitingForPreemptedWorkloads".to_string(),
                 format!(
@@ -802,7 +816,12 @@ impl Scheduler {
             let e = &entries[i];
             let w = &self.model.workloads[e.wl];
             let borrow = e.assignment.as_ref().map_or(0, |a| a.borrowing);
-            (borrow, std::cmp::Reverse(w.priority), w.arrival_ms, e.wl)
+            let priority = if self.model.settings.priority_sorting_within_cohort {
+                w.priority
+            } else {
+                0
+            };
+            (borrow, std::cmp::Reverse(priority), w.arrival_ms, e.wl)
         });
         Order::Fixed(idx.into_iter())
     }
