@@ -62,6 +62,20 @@ pub fn runtimes() -> Vec<kubetrain_api::ClusterTrainingRuntime> {
         .collect()
 }
 
+/// A runtime catalog holding the built-in runtimes.
+///
+/// ```
+/// let catalog = kubetrain_jobset::builtin::catalog();
+/// assert!(catalog.cluster_names().any(|n| n == "torch-distributed"));
+/// ```
+pub fn catalog() -> kubetrain_api::RuntimeCatalog {
+    let mut catalog = kubetrain_api::RuntimeCatalog::new();
+    for runtime in runtimes() {
+        catalog.add_cluster(runtime);
+    }
+    catalog
+}
+
 /// The YAML text of the built-in runtime `name`, if there is one.
 ///
 /// ```

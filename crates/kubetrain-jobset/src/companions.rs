@@ -43,6 +43,23 @@ pub fn hostfile(info: &Info, job: &TrainJob) -> String {
     out
 }
 
+/// How many lines [`hostfile`] writes.
+pub fn hostfile_entries(info: &Info) -> u64 {
+    let Some(MLPolicySource::Mpi(mpi)) = info.ml_source() else {
+        return 0;
+    };
+    let launcher_as_node = mpi.run_launcher_as_node_or_default();
+    info.pod_sets
+        .iter()
+        .zip(&info.spec.replicated_jobs)
+        .filter(|(ps, _)| ps.name == NODE || (launcher_as_node && ps.name == LAUNCHER))
+        .map(|(ps, rjob)| {
+            u64::try_from(ps.count).unwrap_or(0)
+                * u64::try_from(rjob.replicas_or_default()).unwrap_or(0)
+        })
+        .sum()
+}
+
 /// `<job>-mpi-hostfile` with key `hostfile`.
 pub fn hostfile_config_map(info: &Info, job: &TrainJob) -> ConfigMap {
     ConfigMap {

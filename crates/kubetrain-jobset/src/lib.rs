@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use kubetrain_api::{parse_documents, Document};
-//! use kubetrain_jobset::{render, Observed, Runtimes, ssh::seeded_rng};
+//! use kubetrain_jobset::{builtin, render, resolve, Observed, ssh::seeded_rng};
 //!
 //! let docs = parse_documents(r#"
 //! apiVersion: trainer.kubeflow.org/v1alpha1
@@ -15,8 +15,8 @@
 //!   trainer: {numNodes: 2, resourcesPerNode: {limits: {cpu: "4"}}}
 //! "#).unwrap();
 //! let Document::TrainJob(job) = &docs[0].document else { unreachable!() };
-//! let runtimes = Runtimes::builtin();
-//! let out = render(job, runtimes.resolve(job).unwrap(), &Observed::default(), &mut seeded_rng(0)).unwrap();
+//! let catalog = builtin::catalog();
+//! let out = render(job, resolve(&catalog, job).unwrap(), &Observed::default(), &mut seeded_rng(0)).unwrap();
 //! let jobset = out.objects[0].as_jobset().unwrap();
 //! let node = &jobset.spec.replicated_jobs[0];
 //! assert_eq!(node.template.spec.as_ref().unwrap().parallelism, Some(2));
@@ -25,7 +25,7 @@
 //! ```
 //!
 //! - [`render()`]: TrainJob + runtime + observed facts + randomness → objects; pure and deterministic.
-//! - [`Runtimes`]: `runtimeRef` resolution, with the [`builtin`] runtimes.
+//! - [`resolve()`]: `runtimeRef` resolution against a `RuntimeCatalog`, e.g. [`builtin::catalog`].
 //! - [`status::sync_status`]: JobSet status → TrainJob status.
 //! - [`ssh`]: MPI key material in upstream's format.
 
@@ -39,5 +39,5 @@ pub mod ssh;
 pub mod status;
 
 pub use object::Object;
-pub use render::{Observed, ObservedJobSet, RenderError, Rendered, render};
-pub use runtimes::{DEFAULT_NAMESPACE, Runtimes};
+pub use render::{MAX_HOSTFILE_ENTRIES, Observed, ObservedJobSet, RenderError, Rendered, render};
+pub use runtimes::resolve;

@@ -31,26 +31,32 @@ pub struct ObservedJobSet {
 }
 
 /// Why a TrainJob could not be rendered.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum RenderError {
     /// The merge stage failed (runtime patches, resources, plugins).
     #[error(transparent)]
     Merge(#[from] MergeError),
-    /// `runtimeRef` names a kind or group that has no runtime implementation.
-    #[error("spec.runtimeRef: unsupported runtime: {group_kind}")]
-    RuntimeNotSupported {
-        /// `<kind>.<apiGroup>` as upstream prints it.
-        group_kind: String,
-    },
-    /// The referenced runtime does not exist.
-    #[error("{path}: {message}")]
-    RuntimeNotFound {
-        /// The field path (upstream writes `spec.RuntimeRef` for ClusterTrainingRuntime).
+    /// `runtimeRef` names an unsupported kind, or a runtime that does not exist.
+    #[error("{path}: {source}")]
+    Runtime {
+        /// The field path (upstream writes `spec.RuntimeRef` for a missing ClusterTrainingRuntime).
         path: &'static str,
-        /// Upstream's message.
-        message: String,
+        /// What the lookup found.
+        #[source]
+        source: kubetrain_api::catalog::LookupError,
+    },
+    /// The MPI hostfile would list more hosts than [`MAX_HOSTFILE_ENTRIES`].
+    #[error(
+        "spec.trainer.numNodes: the MPI hostfile would list {hosts} hosts; at most {MAX_HOSTFILE_ENTRIES} are supported"
+    )]
+    TooManyHosts {
+        /// Hosts the hostfile would list.
+        hosts: u64,
     },
 }
+
+/// The most hosts an MPI hostfile may list (upstream has no limit; we refuse to build a file of gigabytes).
+pub const MAX_HOSTFILE_ENTRIES: u64 = 100_000;
 
 impl RenderError {
     /// The TrainJob field path the error is about.
@@ -98,6 +104,10 @@ pub fn render<R: RngCore + CryptoRng>(
         objects.push(Object::JobSet(Box::new(build_jobset(&info, job))));
     }
     if let Some(MLPolicySource::Mpi(_)) = info.ml_source() {
+        let hosts = crate::companions::hostfile_entries(&info);
+        if hosts > MAX_HOSTFILE_ENTRIES {
+            return Err(RenderError::TooManyHosts { hosts });
+        }
         if !observed.ssh_secret_exists {
             let key = SshKeyPair::generate(rng);
             objects.push(Object::Secret(Box::new(ssh_auth_secret(job, &key))));

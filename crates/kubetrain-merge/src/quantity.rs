@@ -243,8 +243,12 @@ impl fmt::Display for Amount {
         let value = self.at_exponent(exponent).unwrap_or(self.mantissa);
         let value = if exponent > self.exponent {
             // Below nano: Go rounds up to the smallest representable step.
-            let div = 10i128.pow((exponent - self.exponent) as u32);
-            self.mantissa.div_euclid(div) + i128::from(self.mantissa.rem_euclid(div) != 0)
+            match 10i128.checked_pow((exponent - self.exponent) as u32) {
+                Some(div) => {
+                    self.mantissa.div_euclid(div) + i128::from(self.mantissa.rem_euclid(div) != 0)
+                }
+                None => i128::from(self.mantissa > 0),
+            }
         } else {
             value
         };
@@ -307,6 +311,24 @@ mod tests {
             ("1Ki", 1024),
         ] {
             assert_eq!(a(s).ceil(), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn extreme_exponents_do_not_panic() {
+        for s in [
+            "0.000000000000000000000000000001e-30",
+            "999999999999999999999999999999e30",
+            "1e-30",
+            "1Ei",
+        ] {
+            let a = Amount::parse(s).unwrap();
+            let _ = (
+                a.to_string(),
+                a.ceil(),
+                a.mul(i64::MAX).to_string(),
+                a.add(&Amount::parse("1n").unwrap()).to_string(),
+            );
         }
     }
 
