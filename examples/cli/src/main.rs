@@ -26,6 +26,8 @@ enum Command {
     /// Kueue admission without a cluster: simulate queues, explain why a workload waits.
     Queue(cmd::queue::QueueArgs),
     // subcommands: queue (issue 4)
+    /// Collectives of a TrainJob's ranks: nccl-tests style benchmark (CPU or NCCL), data-parallel demo.
+    Collective(cmd::collective::CollectiveArgs),
     // subcommands: collective (issue 5)
     /// Download the dataset or the model of a TrainJob (upstream's initializer env contract).
     #[command(subcommand)]
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         // dispatch: render (issue 3)
         Command::Queue(args) => cmd::queue::run(args),
         // dispatch: queue (issue 4)
+        Command::Collective(args) => cmd::collective::run(args),
         // dispatch: collective (issue 5)
         Command::Init(command) => cmd::init::run(command),
         // dispatch: init (issue 8)

@@ -1,0 +1,505 @@
+//! `kubetrain collective`: the data plane of a TrainJob. `bench` measures collectives the nccl-tests way,
+//! `train-demo` runs a tiny data-parallel training loop, `info` shows how this rank would meet the others.
+//!
+//! Every subcommand runs either as one rank of a job (rendezvous from the `PET_*` / `JAX_*` /
+//! `WORLD_SIZE`+`RANK` environment) or as a local launcher: `--local-ranks N`, or a torch environment with
+//! `PET_NPROC_PER_NODE > 1` and no `LOCAL_RANK`, starts one process of this binary per local rank.
+
+use std::net::TcpListener;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use kubetrain_collective::bench::{self, BenchConfig, BenchOp};
+use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
+use kubetrain_collective::demo::{self, DemoConfig};
+use kubetrain_collective::nccl;
+use kubetrain_collective::rendezvous::{EnvFlavour, RankEnv, RendezvousError};
+use kubetrain_collective::{Communicator, DataType, ReduceOp};
+
+/// Marks a process started by the local launcher (so it does not launch again).
+const CHILD_ENV: &str = "KUBETRAIN_COLLECTIVE_CHILD";
+
+/// Variables the launcher replaces in its children.
+const RENDEZVOUS_VARS: [&str; 14] = [
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "JAX_NUM_PROCESSES",
+    "JAX_PROCESS_ID",
+    "JAX_COORDINATOR_ADDRESS",
+    "WORLD_SIZE",
+    "RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+];
+
+/// Arguments of `kubetrain collective`.
+#[derive(Debug, Args)]
+pub(crate) struct CollectiveArgs {
+    #[command(subcommand)]
+    command: CollectiveCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum CollectiveCommand {
+    /// Benchmark a collective like nccl-tests (size, count, type, redop, time, algbw, busbw, #wrong).
+    Bench(BenchArgs),
+    /// Data-parallel linear regression: gradients averaged with all-reduce, loss printed by rank 0.
+    TrainDemo(DemoArgs),
+    /// Show this rank's rendezvous environment and where the NCCL library is (or where it was looked for).
+    Info,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// Ring collectives on the CPU: shared memory on one host, TCP across hosts.
+    Cpu,
+    /// NCCL on the GPU (needs libnccl.so.2 and a CUDA driver).
+    Nccl,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportArg {
+    /// Shared memory between ranks on one host, TCP otherwise.
+    Auto,
+    /// TCP between all ranks.
+    Tcp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OutputFormat {
+    /// The nccl-tests table.
+    Table,
+    /// One JSON object per size.
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OpArg {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DtypeArg {
+    Float,
+    Double,
+    Half,
+    Bfloat16,
+    Int32,
+    Int64,
+    Uint8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RedopArg {
+    Sum,
+    Prod,
+    Min,
+    Max,
+    Avg,
+}
+
+/// How the ranks are started and connected.
+#[derive(Debug, Clone, Args)]
+struct LaunchArgs {
+    /// Start N ranks on this machine (processes on loopback) instead of reading the rank from the environment.
+    #[arg(long, value_name = "N")]
+    local_ranks: Option<usize>,
+    /// Seconds any wait may take before a dead or stalled peer becomes an error.
+    #[arg(long, default_value_t = 300)]
+    timeout_secs: u64,
+    /// CPU transport.
+    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
+    transport: TransportArg,
+    /// CPU pipeline slice size (bytes; suffixes K, M, G).
+    #[arg(long, value_parser = parse_size, default_value = "128K")]
+    slice_bytes: usize,
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Backend to measure.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    backend: Backend,
+    /// Collective to measure.
+    #[arg(long, value_enum, default_value_t = OpArg::AllReduce)]
+    op: OpArg,
+    /// Element type.
+    #[arg(long, value_enum, default_value_t = DtypeArg::Float)]
+    dtype: DtypeArg,
+    /// Reduction operator.
+    #[arg(long, value_enum, default_value_t = RedopArg::Sum)]
+    redop: RedopArg,
+    /// Smallest size (bytes; suffixes K, M, G).
+    #[arg(long, short = 'b', value_parser = parse_size, default_value = "8")]
+    min_bytes: usize,
+    /// Largest size (bytes; suffixes K, M, G).
+    #[arg(long, short = 'e', value_parser = parse_size, default_value = "64M")]
+    max_bytes: usize,
+    /// Size multiplier between rows.
+    #[arg(long, short = 'f', default_value_t = 2)]
+    step_factor: usize,
+    /// Timed iterations per size.
+    #[arg(long, short = 'n', default_value_t = 20)]
+    iters: usize,
+    /// Warm-up iterations per size.
+    #[arg(long, short = 'w', default_value_t = 5)]
+    warmup: usize,
+    /// Skip the validation pass.
+    #[arg(long)]
+    no_check: bool,
+    /// Also print single-thread memcpy bandwidth at --max-bytes (the CPU yardstick).
+    #[arg(long)]
+    memcpy_baseline: bool,
+    /// Output format (printed by rank 0).
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
+    output: OutputFormat,
+    #[command(flatten)]
+    launch: LaunchArgs,
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Gradient steps.
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Samples over all ranks (must split evenly).
+    #[arg(long, default_value_t = 4096)]
+    samples: usize,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.3)]
+    learning_rate: f64,
+    #[command(flatten)]
+    launch: LaunchArgs,
+}
+
+/// Parses `4096`, `64K`, `64M`, `1G` (binary multiples; an optional `iB`/`B` suffix is accepted).
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1usize << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{s:?} is not a size: use bytes, or a number with K, M or G"))
+}
+
+/// Runs `kubetrain collective`.
+pub(crate) fn run(args: CollectiveArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        CollectiveCommand::Bench(a) => {
+            let launch = a.launch.clone();
+            with_rank(&launch, |env| run_bench(&a, env))
+        }
+        CollectiveCommand::TrainDemo(a) => {
+            let launch = a.launch.clone();
+            with_rank(&launch, |env| run_demo(&a, env))
+        }
+        CollectiveCommand::Info => info(),
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")
+        .context("find a free port for the local store")?
+        .local_addr()?
+        .port())
+}
+
+/// Resolves this process's role: a launcher of local ranks, or one rank (which then runs `body`).
+fn with_rank(
+    launch: &LaunchArgs,
+    body: impl FnOnce(RankEnv) -> anyhow::Result<ExitCode>,
+) -> anyhow::Result<ExitCode> {
+    let is_child = std::env::var_os(CHILD_ENV).is_some();
+    if let (Some(n), false) = (launch.local_ranks, is_child) {
+        if n == 0 {
+            bail!("--local-ranks must be at least 1");
+        }
+        let port = free_port()?;
+        return launch_local(n, |rank, cmd| {
+            for v in RENDEZVOUS_VARS {
+                cmd.env_remove(v);
+            }
+            cmd.env("WORLD_SIZE", n.to_string())
+                .env("RANK", rank.to_string())
+                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_WORLD_SIZE", n.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string());
+        });
+    }
+    match RankEnv::from_env() {
+        Ok(env) => body(env),
+        Err(RendezvousError::NeedsLocalLauncher { nproc_per_node }) if !is_child => {
+            // A torch pod with several processes per node: start them like torchrun would, keeping PET_*.
+            launch_local(nproc_per_node, |rank, cmd| {
+                cmd.env("LOCAL_RANK", rank.to_string())
+                    .env("LOCAL_WORLD_SIZE", nproc_per_node.to_string());
+            })
+        }
+        Err(RendezvousError::NoEnv) => {
+            eprintln!(
+                "note: no PET_*/JAX_*/WORLD_SIZE environment and no --local-ranks: running as a single rank"
+            );
+            body(RankEnv {
+                rank: 0,
+                world_size: 1,
+                local_rank: 0,
+                local_world_size: 1,
+                master_addr: "127.0.0.1".into(),
+                master_port: free_port()?,
+                flavour: EnvFlavour::Generic,
+            })
+        }
+        Err(e) => Err(e).context("reading the rendezvous environment"),
+    }
+}
+
+/// Starts `n` copies of this process with the same arguments, one per local rank, and waits for all.
+fn launch_local(n: usize, configure: impl Fn(usize, &mut Command)) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("locate the kubetrain binary")?;
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut children = Vec::with_capacity(n);
+    for rank in 0..n {
+        let mut cmd = Command::new(&exe);
+        cmd.args(&args).env(CHILD_ENV, "1");
+        configure(rank, &mut cmd);
+        children.push(
+            cmd.spawn()
+                .with_context(|| format!("start local rank {rank}"))?,
+        );
+    }
+    let mut failed = Vec::new();
+    for (rank, mut child) in children.into_iter().enumerate() {
+        let status = child
+            .wait()
+            .with_context(|| format!("wait for local rank {rank}"))?;
+        if !status.success() {
+            failed.push(format!("rank {rank} ({status})"));
+        }
+    }
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        bail!(
+            "{} of {n} local ranks failed: {}",
+            failed.len(),
+            failed.join(", ")
+        )
+    }
+}
+
+fn cpu_options(launch: &LaunchArgs) -> CpuOptions {
+    CpuOptions {
+        timeout: Duration::from_secs(launch.timeout_secs.max(1)),
+        slice_bytes: launch.slice_bytes,
+        transport: match launch.transport {
+            TransportArg::Auto => Transport::Auto,
+            TransportArg::Tcp => Transport::Tcp,
+        },
+        ..CpuOptions::default()
+    }
+}
+
+fn bench_config(a: &BenchArgs) -> anyhow::Result<BenchConfig> {
+    if a.min_bytes > a.max_bytes {
+        bail!(
+            "--min-bytes ({}) is larger than --max-bytes ({})",
+            a.min_bytes,
+            a.max_bytes
+        );
+    }
+    if a.step_factor < 2 {
+        bail!("--step-factor must be at least 2");
+    }
+    Ok(BenchConfig {
+        op: match a.op {
+            OpArg::AllReduce => BenchOp::AllReduce,
+            OpArg::AllGather => BenchOp::AllGather,
+            OpArg::ReduceScatter => BenchOp::ReduceScatter,
+            OpArg::Broadcast => BenchOp::Broadcast,
+        },
+        redop: match a.redop {
+            RedopArg::Sum => ReduceOp::Sum,
+            RedopArg::Prod => ReduceOp::Prod,
+            RedopArg::Min => ReduceOp::Min,
+            RedopArg::Max => ReduceOp::Max,
+            RedopArg::Avg => ReduceOp::Avg,
+        },
+        min_bytes: a.min_bytes,
+        max_bytes: a.max_bytes,
+        step_factor: a.step_factor,
+        iters: a.iters.max(1),
+        warmup: a.warmup,
+        check: !a.no_check,
+    })
+}
+
+fn dtype(d: DtypeArg) -> DataType {
+    match d {
+        DtypeArg::Float => DataType::F32,
+        DtypeArg::Double => DataType::F64,
+        DtypeArg::Half => DataType::F16,
+        DtypeArg::Bfloat16 => DataType::Bf16,
+        DtypeArg::Int32 => DataType::I32,
+        DtypeArg::Int64 => DataType::I64,
+        DtypeArg::Uint8 => DataType::U8,
+    }
+}
+
+fn run_bench(a: &BenchArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
+    let cfg = bench_config(a)?;
+    let dt = dtype(a.dtype);
+    let (rows, header) = match a.backend {
+        Backend::Cpu => {
+            let mut comm = CpuCommunicator::init(&env, None, cpu_options(&a.launch))
+                .with_context(|| format!("rank {}: forming the CPU communicator", env.rank))?;
+            let header = format!(
+                "# kubetrain collective bench: backend cpu, {} ranks, transport {}, op {}, iters {}, warmup {}",
+                comm.world_size(),
+                comm.transport_summary(),
+                cfg.op.name(),
+                cfg.iters,
+                cfg.warmup
+            );
+            let rows = bench::run_dtype(&mut comm, &cfg, dt)
+                .with_context(|| format!("rank {}: benchmark", env.rank))?;
+            (rows, header)
+        }
+        Backend::Nccl => {
+            let timeout = Duration::from_secs(a.launch.timeout_secs.max(1));
+            let rows = nccl::bench::run(&env, &cfg, dt, timeout)
+                .with_context(|| format!("rank {}: NCCL benchmark", env.rank))?;
+            let header = format!(
+                "# kubetrain collective bench: backend nccl, {} ranks, op {}, iters {}, warmup {}",
+                env.world_size,
+                cfg.op.name(),
+                cfg.iters,
+                cfg.warmup
+            );
+            (rows, header)
+        }
+    };
+    if env.rank == 0 {
+        match a.output {
+            OutputFormat::Table => {
+                println!("{header}");
+                print!("{}", bench::format_table(&rows));
+            }
+            OutputFormat::Json => print!("{}", bench::format_json(&rows)),
+        }
+        if a.memcpy_baseline {
+            let (what, gbps) = match a.backend {
+                Backend::Cpu => ("memcpy, 1 thread", bench::memcpy_gbps(a.max_bytes, 20)),
+                Backend::Nccl => (
+                    "device copy (cudaMemcpy DtoD)",
+                    nccl::bench::device_copy_gbps(a.max_bytes, 20)
+                        .context("device copy baseline")?,
+                ),
+            };
+            match a.output {
+                OutputFormat::Table => println!("# {what}, {} bytes: {gbps:.2} GB/s", a.max_bytes),
+                OutputFormat::Json => println!(
+                    "{}",
+                    serde_json::json!({"op": "memcpy", "what": what, "bytes": a.max_bytes, "gbps": gbps})
+                ),
+            }
+        }
+    }
+    let wrong = bench::wrong_total(&rows);
+    if wrong > 0 {
+        bail!("rank {}: validation found {wrong} wrong elements", env.rank);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
+    let mut comm = CpuCommunicator::init(&env, None, cpu_options(&a.launch))
+        .with_context(|| format!("rank {}: forming the CPU communicator", env.rank))?;
+    let cfg = DemoConfig {
+        samples: a.samples,
+        steps: a.steps,
+        learning_rate: a.learning_rate,
+        ..DemoConfig::default()
+    };
+    let rank = comm.rank();
+    if rank == 0 {
+        println!(
+            "train-demo: {} ranks, {} samples, {} features, {} steps (gradients averaged with all_reduce)",
+            comm.world_size(),
+            cfg.samples,
+            cfg.features,
+            cfg.steps
+        );
+    }
+    let report = demo::train_linear_regression(&mut comm, &cfg, |step, loss| {
+        if rank == 0 {
+            println!("step {step:>4}  loss {loss:.6}");
+        }
+    })?;
+    if rank == 0 {
+        let max_err = report
+            .weights
+            .iter()
+            .zip(&report.true_weights)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        println!(
+            "done: final loss {:.6}, max weight error {max_err:.4}",
+            report.losses.last().copied().unwrap_or(0.0)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn info() -> anyhow::Result<ExitCode> {
+    match RankEnv::from_env() {
+        Ok(env) => println!(
+            "rendezvous: {} — rank {} of {}, local rank {} of {}, store {}:{}",
+            env.flavour,
+            env.rank,
+            env.world_size,
+            env.local_rank,
+            env.local_world_size,
+            env.master_addr,
+            env.master_port
+        ),
+        Err(e) => println!("rendezvous: {e}"),
+    }
+    match nccl::Library::load() {
+        Ok(lib) => println!(
+            "nccl: {} (version {})",
+            lib.path().display(),
+            lib.version_string()
+        ),
+        Err(e) => println!("nccl: {e}"),
+    }
+    println!(
+        "cuda driver: {}",
+        if nccl::cuda_driver_present() {
+            "found"
+        } else {
+            "not found"
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
