@@ -54,12 +54,8 @@ pub struct JobSetTemplateSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<ObjectMeta>,
     /// The JobSet spec.
-    #[serde(default, skip_serializing_if = "is_default")]
+    #[serde(default)]
     pub spec: JobSetSpec,
-}
-
-fn is_default<T: Default + PartialEq>(value: &T) -> bool {
-    *value == T::default()
 }
 
 /// The ML policy of a runtime: a default node count and at most one framework.

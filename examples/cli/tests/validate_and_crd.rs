@@ -1,0 +1,143 @@
+//! `kubetrain validate` and `kubetrain crd` as a user runs them.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn kubetrain(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubetrain runs");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("kubetrain exits")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn quickstart_is_valid_against_builtin_runtimes() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
+    let out = kubetrain(&["validate", "-f", path], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "TrainJob/quickstart valid\n");
+}
+
+#[test]
+fn every_error_is_reported_with_its_path_and_exit_code_1() {
+    let input = "# a comment-only document is skipped\n---\napiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: bad}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: -1, numProcPerNode: 0, env: [{name: PET_NODE_RANK, value: '0'}]}\n";
+    let out = kubetrain(&["validate", "-f", "-"], Some(input));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    for expected in [
+        "TrainJob/bad: spec.trainer.numNodes: Invalid value: -1: should be greater than or equal to 0",
+        "TrainJob/bad: spec.trainer.numProcPerNode: numProcPerNode must be greater than or equal to 1",
+        "TrainJob/bad: spec.trainer.env: must not have reserved envs, invalid envs configured: [PET_NODE_RANK]",
+    ] {
+        assert!(
+            stderr.lines().any(|l| l == expected),
+            "missing {expected:?} in\n{stderr}"
+        );
+    }
+    assert!(text(&out.stdout).is_empty());
+}
+
+#[test]
+fn old_api_version_names_the_right_one() {
+    let input = "apiVersion: kubeflow.org/v2alpha1\nkind: TrainJob\nmetadata: {name: old}\nspec: {runtimeRef: {name: torch-distributed}}\n";
+    let out = kubetrain(&["validate", "-f", "-"], Some(input));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("use apiVersion: trainer.kubeflow.org/v1alpha1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn runtimes_come_from_runtime_files_and_warnings_do_not_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = dir.path().join("runtime.yaml");
+    std::fs::write(
+        &runtime,
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata:\n  name: old-rt\n  labels: {trainer.kubeflow.org/support: deprecated}\nspec:\n  mlPolicy: {torch: {}}\n  template: {spec: {replicatedJobs: []}}\n",
+    )
+    .expect("write runtime");
+    let job = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: j}\nspec: {runtimeRef: {name: old-rt}}\n";
+    let out = kubetrain(
+        &[
+            "validate",
+            "-f",
+            "-",
+            "--runtime",
+            runtime.to_str().unwrap(),
+        ],
+        Some(job),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).starts_with("Warning: TrainJob/j: spec.runtimeRef: Referenced ClusterTrainingRuntime \"old-rt\" is deprecated"));
+    let json = kubetrain(
+        &[
+            "validate",
+            "-f",
+            "-",
+            "--runtime",
+            runtime.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        Some(job),
+    );
+    let findings: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON findings");
+    assert_eq!(findings[0]["severity"], "warning");
+    assert_eq!(findings[0]["path"], "spec.runtimeRef");
+}
+
+#[test]
+fn yaml_syntax_errors_fail_cleanly() {
+    let out = kubetrain(&["validate", "-f", "-"], Some("spec: [unclosed"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("-: invalid YAML"),
+        "{}",
+        text(&out.stderr)
+    );
+    let missing = kubetrain(&["validate", "-f", "/nonexistent/file.yaml"], None);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("reading /nonexistent/file.yaml"));
+}
+
+#[test]
+fn crd_prints_three_crds() {
+    let out = kubetrain(&["crd"], None);
+    assert!(out.status.success());
+    let crds: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text(&out.stdout)).expect("YAML stream");
+    let names: Vec<&str> = crds
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "clustertrainingruntimes.trainer.kubeflow.org",
+            "trainingruntimes.trainer.kubeflow.org",
+            "trainjobs.trainer.kubeflow.org"
+        ]
+    );
+    let json = kubetrain(&["crd", "-o", "json"], None);
+    let parsed: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).expect("JSON array");
+    assert_eq!(parsed.len(), 3);
+}
