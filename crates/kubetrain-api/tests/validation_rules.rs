@@ -676,3 +676,101 @@ fn other_api_groups_are_kept_not_interpreted() {
     assert_eq!(docs[0].document.kind(), "LocalQueue");
     assert!(validate_document(&docs[0].document, &RuntimeCatalog::new()).is_empty());
 }
+
+#[test]
+fn more_transition_rules() {
+    let parse = |spec: &str| -> TrainJob {
+        match parse_documents(&job(spec)).unwrap().remove(0).document {
+            Document::TrainJob(job) => *job,
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut catalog = RuntimeCatalog::new();
+    catalog.add_document(&parse_documents(TORCH_RUNTIME).unwrap()[0].document);
+    let base = "  runtimeRef: {name: torch-distributed}\n  suspend: true\n";
+    let patch = |pod: &str| {
+        format!(
+            "{base}  runtimePatches: [{{manager: a.io/m, trainingRuntimeSpec: {{template: {{spec: {{replicatedJobs: [{{name: node, template: {{spec: {{template: {{spec: {pod}}}}}}}}}]}}}}}}}}]"
+        )
+    };
+    let cases = [
+        (
+            format!("{base}  activeDeadlineSeconds: 10"),
+            format!("{base}  activeDeadlineSeconds: 20"),
+            "spec.activeDeadlineSeconds: field is immutable",
+        ),
+        (
+            format!("{base}  managedBy: kueue.x-k8s.io/multikueue"),
+            base.to_owned(),
+            "spec.managedBy: field is immutable",
+        ),
+        (
+            format!("{base}  initializer: {{model: {{storageUri: 'hf://a/b'}}}}"),
+            format!("{base}  initializer: {{model: {{storageUri: 'hf://a/c'}}}}"),
+            "spec.initializer: field is immutable",
+        ),
+        (
+            patch("{serviceAccountName: a}"),
+            patch("{serviceAccountName: b}"),
+            "serviceAccountName: field is immutable",
+        ),
+        (
+            patch("{containers: [{name: node}]}"),
+            patch("{containers: [{name: node, volumeMounts: [{name: v, mountPath: /v}]}]}"),
+            "containers: field is immutable",
+        ),
+    ];
+    for (old, new, expected) in &cases {
+        let errors: Vec<String> =
+            validate_trainjob_update(&parse(old), &parse(new), &catalog, None)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+        assert!(
+            errors.iter().any(|e| e.contains(expected)),
+            "expected {expected:?} in {errors:#?}"
+        );
+    }
+    // nodeSelector and tolerations stay mutable inside a patch (Kueue rewrites them on every admission).
+    let errors = validate_trainjob_update(
+        &parse(&patch("{nodeSelector: {a: b}}")),
+        &parse(&patch(
+            "{nodeSelector: {a: c}, tolerations: [{key: k, operator: Exists}]}",
+        )),
+        &catalog,
+        None,
+    );
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn trainer_status_needs_last_updated_time() {
+    let with_status = |status: &str| {
+        format!(
+            "{}status: {status}\n",
+            job("  runtimeRef: {name: torch-distributed}")
+        )
+    };
+    assert_rejected(
+        &[
+            TORCH_RUNTIME,
+            &with_status("{trainerStatus: {progressPercentage: 50}}"),
+        ],
+        "status.trainerStatus: lastUpdatedTime is required when trainerStatus is present",
+    );
+    assert_rejected(
+        &[
+            TORCH_RUNTIME,
+            &with_status(
+                "{trainerStatus: {progressPercentage: 101, lastUpdatedTime: '2026-01-01T00:00:00Z'}}",
+            ),
+        ],
+        "status.trainerStatus.progressPercentage: Invalid value: 101: should be less than or equal to 100",
+    );
+    assert_accepted(&[
+        TORCH_RUNTIME,
+        &with_status(
+            "{trainerStatus: {progressPercentage: 100, lastUpdatedTime: '2026-01-01T00:00:00Z'}}",
+        ),
+    ]);
+}
