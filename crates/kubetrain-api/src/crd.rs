@@ -312,3 +312,44 @@ fn reference_rows(node: &Value, path: &str, out: &mut String) {
         }
     }
 }
+
+/// The object as the API server would store it: every schema default of its CRD filled in (runtimeRef apiGroup
+/// and kind, suspend, managedBy, the MPI and coscheduling defaults, JobSet replicas and groupName, …).
+///
+/// ```
+/// use kubetrain_api::{TrainJob, TrainJobSpec, RuntimeRef};
+///
+/// let job = TrainJob::new("j", TrainJobSpec { runtime_ref: RuntimeRef::cluster("torch-distributed"), ..Default::default() });
+/// let stored = kubetrain_api::crd::with_defaults(&job).expect("defaults apply");
+/// assert_eq!(stored.spec.runtime_ref.kind.as_deref(), Some("ClusterTrainingRuntime"));
+/// assert_eq!(stored.spec.suspend, Some(false));
+/// assert_eq!(stored.spec.managed_by.as_deref(), Some("trainer.kubeflow.org/trainjob-controller"));
+/// ```
+pub fn with_defaults<T: CrdSchema>(object: &T) -> Result<T, serde_json::Error> {
+    let value = serde_json::to_value(object)?;
+    serde_json::from_value(kube::core::cel::apply_defaults(T::schema(), &value))
+}
+
+/// Trainer kinds whose CRD schema is known, for [`with_defaults`].
+pub trait CrdSchema: serde::Serialize + serde::de::DeserializeOwned {
+    /// The kind's `openAPIV3Schema`.
+    fn schema() -> &'static Value;
+}
+
+impl CrdSchema for crate::TrainJob {
+    fn schema() -> &'static Value {
+        trainjob_schema()
+    }
+}
+
+impl CrdSchema for crate::TrainingRuntime {
+    fn schema() -> &'static Value {
+        runtime_schema()
+    }
+}
+
+impl CrdSchema for crate::ClusterTrainingRuntime {
+    fn schema() -> &'static Value {
+        runtime_schema()
+    }
+}

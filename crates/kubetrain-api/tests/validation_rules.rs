@@ -774,3 +774,37 @@ fn trainer_status_needs_last_updated_time() {
         ),
     ]);
 }
+
+#[test]
+fn defaults_match_upstream() {
+    let rt = runtime_with("rt", "{mpi: {}}", "podGroupPolicy: {coscheduling: {}}");
+    let Document::ClusterTrainingRuntime(runtime) =
+        parse_documents(&rt).unwrap().remove(0).document
+    else {
+        panic!()
+    };
+    let stored = kubetrain_api::crd::with_defaults(&*runtime).expect("defaults apply");
+    let Some(kubetrain_api::MLPolicySource::Mpi(mpi)) =
+        stored.spec.ml_policy.and_then(|p| p.source)
+    else {
+        panic!()
+    };
+    assert_eq!(mpi.num_proc_per_node, Some(1));
+    assert_eq!(
+        mpi.mpi_implementation,
+        Some(kubetrain_api::MPIImplementation::OpenMPI)
+    );
+    assert_eq!(mpi.ssh_auth_mount_path.as_deref(), Some("/root/.ssh"));
+    assert_eq!(mpi.run_launcher_as_node, Some(false));
+    let Some(kubetrain_api::PodGroupPolicySource::Coscheduling(c)) =
+        stored.spec.pod_group_policy.and_then(|p| p.source)
+    else {
+        panic!()
+    };
+    assert_eq!(c.schedule_timeout_seconds, Some(60));
+    let jobs = &stored.spec.template.spec.replicated_jobs;
+    assert!(
+        jobs.iter()
+            .all(|j| j.replicas == Some(1) && j.group_name.as_deref() == Some("default"))
+    );
+}
