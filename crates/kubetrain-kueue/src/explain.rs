@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::model::{QueueTarget, WlId};
 use crate::quantity::{Amount, format_amount, sub};
-use crate::sched::assign::FlavorAttempt;
+use crate::sched::assign::PMode;
 use crate::sched::conditions::find;
 use crate::sched::{Phase, Scheduler};
 
@@ -31,6 +31,20 @@ pub struct Shortfall {
     pub blocking_workloads: Vec<String>,
 }
 
+/// One flavor tried for a pod set.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorTried {
+    /// Flavor name.
+    pub flavor: String,
+    /// Outcome.
+    pub mode: PMode,
+    /// Borrowing level (0 = within nominal quota).
+    pub borrow: u32,
+    /// Why it did not fit.
+    pub reasons: Vec<String>,
+}
+
 /// The explanation of one workload.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -50,7 +64,7 @@ pub struct Explanation {
     /// Pending workloads in the queue.
     pub queue_length: usize,
     /// Flavors tried per pod set in the last attempt.
-    pub pod_sets: Vec<(String, Vec<FlavorAttempt>)>,
+    pub pod_sets: Vec<(String, Vec<FlavorTried>)>,
     /// Workloads the last attempt would preempt.
     pub preemption_targets: Vec<String>,
     /// Missing quota per flavor-resource of the first flavor choice.
@@ -91,7 +105,17 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
             .collect();
         if let Some(a) = &last.assignment {
             for p in &a.pod_sets {
-                pod_sets.push((p.name.clone(), p.attempts.clone()));
+                let tried = p
+                    .attempts
+                    .iter()
+                    .map(|a| FlavorTried {
+                        flavor: m.flavors[a.flavor].name.clone(),
+                        mode: a.mode,
+                        borrow: a.borrow,
+                        reasons: a.reasons.clone(),
+                    })
+                    .collect();
+                pod_sets.push((p.name.clone(), tried));
             }
             // Shortfall per FR of the chosen (or first) flavors, against the current usage.
             let node = m.cqs[c].node;
@@ -190,17 +214,11 @@ impl Explanation {
             let _ = writeln!(o, "Pod set {ps}:");
             for a in attempts {
                 let outcome = match a.mode {
-                    crate::sched::assign::PMode::Fit => "fits".to_string(),
-                    crate::sched::assign::PMode::NoFit => "does not fit".to_string(),
-                    crate::sched::assign::PMode::NoCandidates => {
-                        "needs preemption, no candidates".to_string()
-                    }
-                    crate::sched::assign::PMode::Preempt => {
-                        "fits after preemption in its queue".to_string()
-                    }
-                    crate::sched::assign::PMode::Reclaim => {
-                        "fits after reclaiming from the cohort".to_string()
-                    }
+                    PMode::Fit => "fits".to_string(),
+                    PMode::NoFit => "does not fit".to_string(),
+                    PMode::NoCandidates => "needs preemption, no candidates".to_string(),
+                    PMode::Preempt => "fits after preemption in its queue".to_string(),
+                    PMode::Reclaim => "fits after reclaiming from the cohort".to_string(),
                 };
                 let borrow = if a.borrow > 0 {
                     format!(" (borrowing, level {})", a.borrow)

@@ -102,8 +102,8 @@ pub struct ResourceFlavor {
 /// One attempted flavor, for explanations.
 #[derive(Debug, Clone, Serialize)]
 pub struct FlavorAttempt {
-    /// Flavor name.
-    pub flavor: String,
+    /// Flavor.
+    pub flavor: FlavorId,
     /// Outcome mode.
     pub mode: PMode,
     /// Borrowing level.
@@ -389,7 +389,7 @@ impl Scheduler {
                         reasons.push(msg.clone());
                         severities.push(NoFitReason::NoMatchingFlavor);
                         psa.attempts.push(FlavorAttempt {
-                            flavor: flavor.name.clone(),
+                            flavor: f,
                             mode: PMode::NoFit,
                             borrow: 0,
                             reasons: vec![msg],
@@ -424,7 +424,7 @@ impl Scheduler {
                         reasons.push(msg.clone());
                         severities.push(NoFitReason::NoMatchingFlavor);
                         psa.attempts.push(FlavorAttempt {
-                            flavor: flavor.name.clone(),
+                            flavor: f,
                             mode: PMode::NoFit,
                             borrow: 0,
                             reasons: vec![msg],
@@ -466,7 +466,7 @@ impl Scheduler {
                     }
                     reasons.extend(attempt_reasons.iter().cloned());
                     psa.attempts.push(FlavorAttempt {
-                        flavor: flavor.name.clone(),
+                        flavor: f,
                         mode: mode.pmode,
                         borrow: mode.borrow,
                         reasons: attempt_reasons,
@@ -540,7 +540,7 @@ impl Scheduler {
         match full.mode() {
             Mode::Fit => return (full, Vec::new()),
             Mode::Preempt => {
-                full_targets = self.targets(u, wl, cq, &full);
+                full_targets = self.targets_unless_hopeless(u, wl, cq, &full);
                 if !full_targets.is_empty() {
                     return (full, full_targets);
                 }
@@ -571,7 +571,7 @@ impl Scheduler {
             let ok = match a.mode() {
                 Mode::Fit => Some((a, Vec::new())),
                 Mode::Preempt => {
-                    let t = self.targets(u, wl, cq, &a);
+                    let t = self.targets_unless_hopeless(u, wl, cq, &a);
                     (!t.is_empty()).then_some((a, t))
                 }
                 Mode::NoFit => None,
@@ -585,5 +585,26 @@ impl Scheduler {
             }
         }
         found.unwrap_or((full, full_targets))
+    }
+
+    /// `GetTargets`, skipped when the oracle already found no candidates for every resource
+    /// that needs preemption: the candidate set of their union is then empty too.
+    fn targets_unless_hopeless(
+        &self,
+        u: &mut Usage,
+        wl: WlId,
+        cq: CqId,
+        a: &Assignment,
+    ) -> Vec<super::Target> {
+        let hopeless = a
+            .pod_sets
+            .iter()
+            .flat_map(|p| &p.flavors)
+            .filter(|f| f.mode.external() == Mode::Preempt)
+            .all(|f| f.mode == PMode::NoCandidates);
+        if hopeless {
+            return Vec::new();
+        }
+        self.targets(u, wl, cq, a)
     }
 }

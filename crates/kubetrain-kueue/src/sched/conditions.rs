@@ -18,6 +18,12 @@ pub struct Condition {
 
 /// Sets (replaces) the condition of `type_` in `list`.
 pub fn set(list: &mut Vec<Condition>, type_: &str, status: bool, reason: &str, message: &str) {
+    let status_text = if status { "True" } else { "False" };
+    if list.iter().any(|c| {
+        c.type_ == type_ && c.status == status_text && c.reason == reason && c.message == message
+    }) {
+        return;
+    }
     let c = Condition {
         type_: type_.to_string(),
         status: if status { "True" } else { "False" }.to_string(),

@@ -179,6 +179,10 @@ pub struct Scheduler {
     pub heads_per_cycle: usize,
     /// The ClusterQueues of each queue's cohort tree (just itself without a cohort).
     tree_members: Vec<std::sync::Arc<[CqId]>>,
+    /// Delay for retrying parked workloads after quota is freed (0 = at once).
+    pub requeue_batch_ms: i64,
+    /// Batched flushes: (due time, tree root, a queue of the tree).
+    pending_flushes: Vec<(i64, usize, CqId)>,
 }
 
 /// One nominated head.
@@ -218,6 +222,8 @@ impl Scheduler {
                 })
                 .collect(),
             tree_members: Self::tree_members(&model),
+            requeue_batch_ms: 0,
+            pending_flushes: Vec::new(),
             model,
             cycle: 0,
             now_ms: 0,
@@ -403,9 +409,42 @@ impl Scheduler {
         );
     }
 
-    /// Moves every parked workload of `cq`'s cohort tree (or just `cq` without a cohort) back
-    /// to the active queues (`NotifyRetryInadmissible`).
+    /// Asks to move every parked workload of `cq`'s cohort tree (or just `cq` without a cohort)
+    /// back to the active queues (`NotifyRetryInadmissible`): at once when `requeue_batch_ms` is
+    /// 0, otherwise batched like Kueue's `requeueBatchPeriod` (see [`Scheduler::run_due_flushes`]).
     pub fn flush_tree(&mut self, cq: CqId) {
+        if self.requeue_batch_ms <= 0 {
+            self.flush_now(cq);
+            return;
+        }
+        let root = self.model.tree.root(self.model.cqs[cq].node);
+        if !self.pending_flushes.iter().any(|&(_, r, _)| r == root) {
+            self.pending_flushes
+                .push((self.now_ms + self.requeue_batch_ms, root, cq));
+        }
+    }
+
+    /// Runs the batched flushes due at or before `now_ms`.
+    pub fn run_due_flushes(&mut self) {
+        let now = self.now_ms;
+        let due: Vec<CqId> = self
+            .pending_flushes
+            .iter()
+            .filter(|f| f.0 <= now)
+            .map(|f| f.2)
+            .collect();
+        self.pending_flushes.retain(|f| f.0 > now);
+        for cq in due {
+            self.flush_now(cq);
+        }
+    }
+
+    /// When the next batched flush is due.
+    pub fn next_flush_due(&self) -> Option<i64> {
+        self.pending_flushes.iter().map(|f| f.0).min()
+    }
+
+    fn flush_now(&mut self, cq: CqId) {
         let members = self.tree_members[cq].clone();
         for c in members.iter().copied() {
             let parked = self.queues[c].take_inadmissible();
@@ -609,7 +648,6 @@ impl Scheduler {
         let cq = e.cq;
         let node = self.model.cqs[cq].node;
         let mode = a.mode();
-        let message = a.message();
         match mode {
             Mode::NoFit => {
                 return Some((
@@ -618,7 +656,7 @@ impl Scheduler {
                     } else {
                         "Pending".to_string()
                     },
-                    message,
+                    a.message(),
                     RequeueReason::NoFit,
                 ));
             }
@@ -631,7 +669,7 @@ impl Scheduler {
                 }
                 return Some((
                     "WaitingForQuota".to_string(),
-                    message,
+                    a.message(),
                     RequeueReason::NoCandidates,
                 ));
             }
@@ -678,7 +716,8 @@ impl Scheduler {
             return Some((
                 "WaitingForPreemptedWorkloads".to_string(),
                 format!(
-                    "{message}. Pending the preemption of {} workload(s)",
+                    "{}. Pending the preemption of {} workload(s)",
+                    a.message(),
                     e.targets.len()
                 ),
                 RequeueReason::PendingPreemption,

@@ -148,6 +148,7 @@ fn price_per_amount_ms(
 /// nothing is left to happen or after `max_cycles`.
 pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) -> Outcome {
     s.heads_per_cycle = scenario.heads_per_cycle.max(1);
+    s.requeue_batch_ms = scenario.requeue_batch_ms.max(0);
     let cycle_ms = scenario.cycle_ms.max(1);
     let n = s.wls.len();
     let mut arrivals: Vec<WlId> = (0..n)
@@ -215,6 +216,7 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
                 }
             }
         }
+        s.run_due_flushes();
         if max_cycles.is_some_and(|m| cycles >= m) {
             break;
         }
@@ -264,6 +266,7 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
                 .get(next_arrival)
                 .map(|&w| s.model.workloads[w].arrival_ms),
             finishes.peek().map(|r| r.0.0),
+            s.next_flush_due(),
         ]
         .into_iter()
         .flatten()

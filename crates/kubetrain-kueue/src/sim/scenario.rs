@@ -14,6 +14,10 @@ pub struct ScenarioSpec {
     /// Heads popped per ClusterQueue per cycle (Kueue: 1; more is a what-if).
     #[serde(default = "default_heads")]
     pub heads_per_cycle: usize,
+    /// Delay before parked workloads are retried after quota is freed (Kueue's
+    /// `requeueBatchPeriod`, 1 s).
+    #[serde(default = "default_requeue_batch_ms")]
+    pub requeue_batch_ms: i64,
     /// Price per flavor and resource, per unit and hour (cpu per core).
     #[serde(default)]
     pub prices: BTreeMap<String, BTreeMap<String, f64>>,
@@ -27,11 +31,16 @@ fn default_heads() -> usize {
     1
 }
 
+fn default_requeue_batch_ms() -> i64 {
+    1000
+}
+
 impl Default for ScenarioSpec {
     fn default() -> Self {
         Self {
             cycle_ms: default_cycle_ms(),
             heads_per_cycle: default_heads(),
+            requeue_batch_ms: default_requeue_batch_ms(),
             prices: BTreeMap::new(),
         }
     }
