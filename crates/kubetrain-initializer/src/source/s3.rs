@@ -232,6 +232,15 @@ impl S3Source {
                 let detail = chain(&err);
                 // object_store reports some statuses (403 on listing among them) only as text.
                 let code = s3_error_code(&detail);
+                if detail.contains("incorrectly configured region") {
+                    return Attempt::Fatal(InitError::InvalidSetting {
+                        setting: "REGION",
+                        detail: format!(
+                            "bucket {:?} lives in another region: set REGION to it",
+                            self.bucket
+                        ),
+                    });
+                }
                 match (status_code(&detail), code.as_deref()) {
                     (_, Some("NoSuchBucket")) => Attempt::Fatal(InitError::BucketNotFound {
                         bucket: self.bucket.clone(),

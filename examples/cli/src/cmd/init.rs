@@ -4,6 +4,7 @@
 //! `ACCESS_KEY_ID`, `SECRET_ACCESS_KEY`, `REGION`, `ROLE_ARN`, `ACCESS_TOKEN`, `HF_ENDPOINT`), so
 //! the command can replace upstream's initializer images; flags override the environment.
 
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -78,6 +79,7 @@ pub(crate) fn run(command: InitCommand) -> anyhow::Result<ExitCode> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
     let summary = initialize_blocking(&config)
