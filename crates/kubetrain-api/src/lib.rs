@@ -36,6 +36,7 @@ pub mod catalog;
 pub mod constants;
 pub mod crd;
 mod crd_facts;
+pub mod defaulting;
 mod document;
 mod error;
 pub mod jobset;
