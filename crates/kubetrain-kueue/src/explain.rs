@@ -112,7 +112,7 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
                         flavor: m.flavors[a.flavor].name.clone(),
                         mode: a.mode,
                         borrow: a.borrow,
-                        reasons: a.reasons.clone(),
+                        reasons: a.reasons.iter().map(|r| r.to_string()).collect(),
                     })
                     .collect();
                 pod_sets.push((p.name.clone(), tried));

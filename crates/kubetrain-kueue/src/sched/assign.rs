@@ -3,6 +3,7 @@
 //! (§2.7).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -100,7 +101,7 @@ pub struct ResourceFlavor {
 }
 
 /// One attempted flavor, for explanations.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct FlavorAttempt {
     /// Flavor.
     pub flavor: FlavorId,
@@ -109,7 +110,7 @@ pub struct FlavorAttempt {
     /// Borrowing level.
     pub borrow: u32,
     /// Reasons it did not fit (empty when it fits).
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Arc<str>>,
 }
 
 /// The assignment of one pod set.
@@ -121,8 +122,8 @@ pub struct PodSetAssignment {
     pub count: i32,
     /// Chosen flavors; empty when no flavor could be assigned.
     pub flavors: Vec<ResourceFlavor>,
-    /// Status reasons (kept unless every resource fits).
-    pub reasons: Vec<String>,
+    /// Status reasons (kept unless every resource fits); shared with the attempts.
+    pub reasons: Vec<Arc<str>>,
     /// Whether a resource group found no flavor.
     pub failed: bool,
     /// No-fit severity for the condition reason.
@@ -178,8 +179,8 @@ impl Assignment {
             .iter()
             .filter(|p| !p.reasons.is_empty())
             .map(|p| {
-                let mut r = p.reasons.clone();
-                r.sort();
+                let mut r: Vec<&str> = p.reasons.iter().map(|x| &**x).collect();
+                r.sort_unstable();
                 format!(
                     "couldn't assign flavors to pod set {}: {}",
                     p.name,
@@ -360,10 +361,10 @@ impl Scheduler {
                     if v == 0 {
                         continue;
                     }
-                    psa.reasons = vec![format!(
+                    psa.reasons = vec![Arc::from(format!(
                         "resource {} unavailable in ClusterQueue",
                         m.resources[r]
-                    )];
+                    ))];
                     psa.failed = true;
                     psa.flavors.clear();
                     psa.no_fit = Some(NoFitReason::NoMatchingFlavor);
@@ -380,12 +381,12 @@ impl Scheduler {
                     .filter(|(res, _)| group.resources.contains(res))
                     .collect();
                 let mut best: Option<(FlavorId, Granular, Vec<ResourceFlavor>)> = None;
-                let mut reasons: Vec<String> = Vec::new();
+                let mut reasons: Vec<Arc<str>> = Vec::new();
                 let mut severities: Vec<NoFitReason> = Vec::new();
                 for &f in &group.flavors {
                     let flavor = &m.flavors[f];
                     if !flavor.exists {
-                        let msg = format!("flavor {} not found", flavor.name);
+                        let msg: Arc<str> = format!("flavor {} not found", flavor.name).into();
                         reasons.push(msg.clone());
                         severities.push(NoFitReason::NoMatchingFlavor);
                         psa.attempts.push(FlavorAttempt {
@@ -421,6 +422,7 @@ impl Scheduler {
                                 })
                         });
                     if let Some(msg) = mismatch {
+                        let msg: Arc<str> = msg.into();
                         reasons.push(msg.clone());
                         severities.push(NoFitReason::NoMatchingFlavor);
                         psa.attempts.push(FlavorAttempt {
@@ -450,7 +452,7 @@ impl Scheduler {
                             if g.pmode == PMode::NoFit {
                                 worst_sev = Some(worst_sev.map_or(sev, |w| w.max(sev)));
                             }
-                            attempt_reasons.push(msg);
+                            attempt_reasons.push(Arc::<str>::from(msg));
                         }
                         chosen.push(ResourceFlavor {
                             res,

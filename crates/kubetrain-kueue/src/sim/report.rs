@@ -126,10 +126,10 @@ pub fn table(o: &Outcome, limit: usize) -> String {
         "WORKLOAD", "STATE", "CLUSTERQUEUE"
     );
     for w in ws.iter().take(limit) {
-        let msg = w
-            .conditions
+        // The condition that says most about the state: Finished, else QuotaReserved.
+        let msg = ["Finished", "QuotaReserved"]
             .iter()
-            .find(|c| c.type_ == "QuotaReserved")
+            .find_map(|t| w.conditions.iter().find(|c| c.type_ == *t))
             .map(|c| c.message.as_str())
             .unwrap_or("");
         let _ = writeln!(
