@@ -33,6 +33,9 @@ enum Command {
     #[command(subcommand)]
     Init(cmd::init::InitCommand),
     // subcommands: init (issue 8)
+    /// Run a TrainJob on this machine: every pod a local process with the env a cluster would give it.
+    Run(cmd::run::RunArgs),
+    // subcommands: run (issue 6)
 }
 
 fn main() -> ExitCode {
@@ -47,6 +50,8 @@ fn main() -> ExitCode {
         // dispatch: collective (issue 5)
         Command::Init(command) => cmd::init::run(command),
         // dispatch: init (issue 8)
+        Command::Run(args) => cmd::run::run(args),
+        // dispatch: run (issue 6)
     };
     match result {
         Ok(code) => code,

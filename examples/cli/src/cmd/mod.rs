@@ -9,6 +9,8 @@ pub(crate) mod collective;
 // modules: collective (issue 5)
 pub(crate) mod init;
 // modules: init (issue 8)
+pub(crate) mod run;
+// modules: run (issue 6)
 
 /// Reads a whole input file, or stdin for `-`.
 pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {

@@ -1,0 +1,56 @@
+//! TrainerClient SDK: train, list, get, logs, wait and delete TrainJobs on Kubernetes or as local
+//! processes — the Rust counterpart of Kubeflow's Python `TrainerClient`.
+//!
+//! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
+//!
+//! One [`TrainerClient`] over a [`Backend`]:
+//! - [`LocalProcessBackend`] renders the TrainJob to its JobSet (as the controller would) and runs every
+//!   pod as local processes with the pod's env ([`local`]);
+//! - [`KubernetesBackend`] talks to a cluster through kube-rs ([`kubernetes`]), from the kubeconfig or the
+//!   in-cluster config.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kubetrain_client::ClientError> {
+//! use std::time::Duration;
+//! use futures_util::StreamExt;
+//! use kubetrain_client::{JobStatus, LocalProcessBackend, LogOptions, TrainOptions, Trainer, TrainerClient};
+//!
+//! let runs = tempfile::tempdir().unwrap();
+//! let client = TrainerClient::new(LocalProcessBackend::new().with_runs_under(runs.path()));
+//! assert!(client.list_runtimes().await?.iter().any(|r| r.name == "torch-distributed"));
+//!
+//! let trainer = Trainer::command(["sh", "-c", "echo node $PET_NODE_RANK master $PET_MASTER_ADDR"]).with_num_nodes(2);
+//! let options = TrainOptions { name: Some("hello".into()), ..Default::default() };
+//! let name = client.train(Some("torch-distributed"), Some(&trainer), None, &options).await?;
+//! client.wait_for_job_status(&name, &[JobStatus::Complete], Duration::from_secs(30), Duration::from_millis(50)).await?;
+//!
+//! let logs: Vec<String> = client.get_job_logs(&name, &LogOptions::default()).await?
+//!     .map(|l| l.unwrap()).collect().await;
+//! assert_eq!(logs, ["node 0 master 127.0.0.1"]);
+//! # Ok(()) }
+//! ```
+
+pub mod backend;
+pub mod build;
+pub mod error;
+pub mod kubernetes;
+pub mod local;
+pub mod types;
+
+pub use backend::{Backend, LogStream, TrainerClient};
+pub use error::{ClientError, PlanError, Result};
+pub use kubernetes::KubernetesBackend;
+pub use local::LocalProcessBackend;
+pub use types::{
+    Event, Initializer, JobStatus, LogOptions, Runtime, RuntimeTrainer, Step, TrainJobView,
+    TrainOptions, Trainer,
+};
+
+// The SDK guide's examples are compiled and run with the crate's doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sdk.md")]
+mod sdk_guide {}
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/local-runner.md")]
+mod local_runner_guide {}

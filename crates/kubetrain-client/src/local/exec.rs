@@ -1,0 +1,551 @@
+//! Runs a [`JobPlan`]: one process group per container, replicated jobs in `dependsOn` order, logs streamed
+//! line by line, the JobSet success and failure policies applied, everything killed on failure or cancel.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kubetrain_api::jobset::{DependsOnStatus, SuccessOperator};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::Command;
+use tokio::sync::{mpsc, watch};
+
+use super::plan::{JobPlan, PodPlan, ProcessPlan};
+use crate::types::JobStatus;
+
+/// Lines of each pod's log kept for the failure report.
+pub const LOG_TAIL_LINES: usize = 20;
+
+/// How long a process may take to exit after SIGTERM before it gets SIGKILL.
+pub const TERMINATION_GRACE: Duration = Duration::from_secs(3);
+
+/// The phase of a local pod, named as Kubernetes names pod phases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PodPhase {
+    /// Waiting for its dependencies (or never started).
+    Pending,
+    /// Its processes run.
+    Running,
+    /// Every container exited with 0.
+    Succeeded,
+    /// A container failed, or the runner stopped it.
+    Failed,
+}
+
+impl PodPhase {
+    /// `Pending`, `Running`, `Succeeded` or `Failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+        }
+    }
+}
+
+/// One line a container wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// The pod.
+    pub pod: String,
+    /// The container.
+    pub container: String,
+    /// Whether it came from stderr.
+    pub stderr: bool,
+    /// The line, without its newline.
+    pub line: String,
+}
+
+/// What happens during a run, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunEvent {
+    /// Something the user should know.
+    Notice(String),
+    /// A pod's processes were started.
+    PodStarted {
+        /// The pod.
+        pod: String,
+    },
+    /// A log line.
+    Log(LogLine),
+    /// A pod ended.
+    PodFinished {
+        /// The pod.
+        pod: String,
+        /// `Succeeded` or `Failed`.
+        phase: PodPhase,
+        /// How it ended (`exit code 0`, `killed by signal 9`, ...).
+        detail: String,
+    },
+    /// A pod failed and the whole run starts again (`failurePolicy.maxRestarts`).
+    Restarting {
+        /// The restart number, from 1.
+        attempt: u32,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The end state of one pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSummary {
+    /// The pod.
+    pub name: String,
+    /// Its replicated job.
+    pub replicated_job: String,
+    /// Its last phase.
+    pub phase: PodPhase,
+    /// How it ended, if it did.
+    pub detail: Option<String>,
+    /// How long it ran.
+    pub duration: Option<Duration>,
+    /// Its last log lines.
+    pub log_tail: Vec<String>,
+}
+
+/// The result of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSummary {
+    /// The job.
+    pub name: String,
+    /// `Complete` or `Failed`.
+    pub status: JobStatus,
+    /// Why it ended.
+    pub message: String,
+    /// Whether it ended because it was cancelled (Ctrl-C).
+    pub cancelled: bool,
+    /// Wall time of the whole run.
+    pub elapsed: Duration,
+    /// Restarts done.
+    pub restarts: u32,
+    /// Every pod of the last attempt.
+    pub pods: Vec<PodSummary>,
+}
+
+impl RunSummary {
+    /// The first failed pod that was not stopped by the runner (the cause of a failure).
+    pub fn failed_pod(&self) -> Option<&PodSummary> {
+        self.pods
+            .iter()
+            .find(|p| p.phase == PodPhase::Failed && p.detail.as_deref() != Some(STOPPED))
+    }
+}
+
+const STOPPED: &str = "stopped by the runner";
+
+struct PodState {
+    phase: PodPhase,
+    started: Option<Instant>,
+    duration: Option<Duration>,
+    detail: Option<String>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+struct PodExit {
+    ok: bool,
+    detail: String,
+}
+
+enum Outcome {
+    Complete,
+    Failed(String),
+    Cancelled,
+}
+
+/// Runs the plan until it completes, fails or `cancel` resolves, sending events to `events`.
+pub async fn execute(
+    plan: &JobPlan,
+    events: &mpsc::UnboundedSender<RunEvent>,
+    cancel: impl Future<Output = ()>,
+) -> RunSummary {
+    let start = Instant::now();
+    for n in &plan.notices {
+        let _ = events.send(RunEvent::Notice(n.clone()));
+    }
+    let mut cancel = std::pin::pin!(cancel);
+    let mut restarts = 0;
+    loop {
+        let (outcome, pods) = run_once(plan, events, cancel.as_mut()).await;
+        let (status, message, cancelled) = match outcome {
+            Outcome::Complete => (
+                JobStatus::Complete,
+                "jobset completed successfully".to_string(),
+                false,
+            ),
+            Outcome::Cancelled => (
+                JobStatus::Failed,
+                "cancelled: every pod was stopped".to_string(),
+                true,
+            ),
+            Outcome::Failed(reason) if restarts < plan.max_restarts => {
+                restarts += 1;
+                let _ = events.send(RunEvent::Restarting {
+                    attempt: restarts,
+                    reason,
+                });
+                continue;
+            }
+            Outcome::Failed(reason) => (JobStatus::Failed, reason, false),
+        };
+        return RunSummary {
+            name: plan.name.clone(),
+            status,
+            message,
+            cancelled,
+            elapsed: start.elapsed(),
+            restarts,
+            pods,
+        };
+    }
+}
+
+fn satisfied(plan: &JobPlan, states: &[Vec<PodState>], dep: &str, status: DependsOnStatus) -> bool {
+    let Some(r) = plan.replicated_jobs.iter().position(|r| r.name == dep) else {
+        return false;
+    };
+    states[r].iter().all(|p| match status {
+        DependsOnStatus::Ready => matches!(p.phase, PodPhase::Running | PodPhase::Succeeded),
+        DependsOnStatus::Complete => p.phase == PodPhase::Succeeded,
+    })
+}
+
+fn is_complete(plan: &JobPlan, states: &[Vec<PodState>]) -> bool {
+    let (op, targets) = &plan.success;
+    let is_target = |name: &str| targets.is_empty() || targets.iter().any(|t| t == name);
+    // A Job (one replica of a replicated job) completes when all its pods succeeded.
+    let mut jobs = plan
+        .replicated_jobs
+        .iter()
+        .zip(states)
+        .filter(|(r, _)| is_target(&r.name))
+        .flat_map(|(r, st)| {
+            let mut by_job: Vec<(i32, bool)> = Vec::new();
+            for (pod, s) in r.pods.iter().zip(st) {
+                let ok = s.phase == PodPhase::Succeeded;
+                match by_job.iter_mut().find(|(j, _)| *j == pod.job_index) {
+                    Some(slot) => slot.1 &= ok,
+                    None => by_job.push((pod.job_index, ok)),
+                }
+            }
+            by_job.into_iter().map(|(_, ok)| ok)
+        });
+    match op {
+        SuccessOperator::All => jobs.all(|ok| ok),
+        SuccessOperator::Any => jobs.any(|ok| ok),
+    }
+}
+
+async fn run_once(
+    plan: &JobPlan,
+    events: &mpsc::UnboundedSender<RunEvent>,
+    mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> (Outcome, Vec<PodSummary>) {
+    let mut states: Vec<Vec<PodState>> = plan
+        .replicated_jobs
+        .iter()
+        .map(|r| {
+            r.pods
+                .iter()
+                .map(|_| PodState {
+                    phase: PodPhase::Pending,
+                    started: None,
+                    duration: None,
+                    detail: None,
+                    tail: Arc::new(Mutex::new(VecDeque::new())),
+                })
+                .collect()
+        })
+        .collect();
+    let mut started = vec![false; plan.replicated_jobs.len()];
+    let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<((usize, usize), PodExit)>();
+    let (kill_tx, kill_rx) = watch::channel(false);
+    let mut running = 0usize;
+    let outcome = loop {
+        for (r, rjob) in plan.replicated_jobs.iter().enumerate() {
+            if started[r]
+                || !rjob
+                    .depends_on
+                    .iter()
+                    .all(|(d, s)| satisfied(plan, &states, d, *s))
+            {
+                continue;
+            }
+            started[r] = true;
+            for (p, pod) in rjob.pods.iter().enumerate() {
+                let state = &mut states[r][p];
+                state.phase = PodPhase::Running;
+                state.started = Some(Instant::now());
+                let _ = events.send(RunEvent::PodStarted {
+                    pod: pod.name.clone(),
+                });
+                running += 1;
+                let (pod, events, kill, tx, tail) = (
+                    pod.clone(),
+                    events.clone(),
+                    kill_rx.clone(),
+                    exit_tx.clone(),
+                    state.tail.clone(),
+                );
+                tokio::spawn(async move {
+                    let exit = run_pod(&pod, &events, kill, tail).await;
+                    let _ = tx.send(((r, p), exit));
+                });
+            }
+        }
+        if is_complete(plan, &states) {
+            break Outcome::Complete;
+        }
+        if running == 0 {
+            let waiting: Vec<&str> = plan
+                .replicated_jobs
+                .iter()
+                .zip(&started)
+                .filter(|(_, s)| !**s)
+                .map(|(r, _)| r.name.as_str())
+                .collect();
+            break Outcome::Failed(format!(
+                "replicated jobs {} can never start: their dependencies did not reach the required status",
+                waiting.join(", ")
+            ));
+        }
+        tokio::select! {
+            Some(((r, p), exit)) = exit_rx.recv() => {
+                running -= 1;
+                let state = &mut states[r][p];
+                state.phase = if exit.ok { PodPhase::Succeeded } else { PodPhase::Failed };
+                state.duration = state.started.map(|s| s.elapsed());
+                state.detail = Some(exit.detail.clone());
+                let pod = &plan.replicated_jobs[r].pods[p].name;
+                let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: state.phase, detail: exit.detail.clone() });
+                if !exit.ok {
+                    break Outcome::Failed(format!("pod {pod} failed ({})", exit.detail));
+                }
+            }
+            () = cancel.as_mut() => break Outcome::Cancelled,
+        }
+    };
+    // Stop whatever still runs and collect its exit, so no process outlives the run.
+    let _ = kill_tx.send(true);
+    while running > 0 {
+        let Some(((r, p), exit)) = exit_rx.recv().await else {
+            break;
+        };
+        running -= 1;
+        let state = &mut states[r][p];
+        state.phase = if exit.ok {
+            PodPhase::Succeeded
+        } else {
+            PodPhase::Failed
+        };
+        state.duration = state.started.map(|s| s.elapsed());
+        state.detail = Some(if exit.ok {
+            exit.detail
+        } else {
+            STOPPED.to_string()
+        });
+        let _ = events.send(RunEvent::PodFinished {
+            pod: plan.replicated_jobs[r].pods[p].name.clone(),
+            phase: state.phase,
+            detail: state.detail.clone().unwrap_or_default(),
+        });
+    }
+    let pods = plan
+        .replicated_jobs
+        .iter()
+        .zip(states)
+        .flat_map(|(rjob, st)| {
+            rjob.pods.iter().zip(st).map(|(pod, s)| PodSummary {
+                name: pod.name.clone(),
+                replicated_job: pod.replicated_job.clone(),
+                phase: s.phase,
+                detail: s.detail,
+                duration: s.duration,
+                log_tail: s
+                    .tail
+                    .lock()
+                    .map(|t| t.iter().cloned().collect())
+                    .unwrap_or_default(),
+            })
+        })
+        .collect();
+    (outcome, pods)
+}
+
+async fn run_pod(
+    pod: &PodPlan,
+    events: &mpsc::UnboundedSender<RunEvent>,
+    kill: watch::Receiver<bool>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) -> PodExit {
+    for init in &pod.init {
+        let exit = run_process(pod, init, events, kill.clone(), tail.clone()).await;
+        if !exit.ok {
+            return PodExit {
+                ok: false,
+                detail: format!("init container {}: {}", init.container, exit.detail),
+            };
+        }
+    }
+    let exits = futures_util::future::join_all(
+        pod.containers
+            .iter()
+            .map(|c| run_process(pod, c, events, kill.clone(), tail.clone())),
+    )
+    .await;
+    let multi = pod.containers.len() > 1;
+    match pod.containers.iter().zip(&exits).find(|(_, e)| !e.ok) {
+        Some((c, e)) => PodExit {
+            ok: false,
+            detail: if multi {
+                format!("container {}: {}", c.container, e.detail)
+            } else {
+                e.detail.clone()
+            },
+        },
+        None => PodExit {
+            ok: true,
+            detail: "exit code 0".into(),
+        },
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "ended".into(),
+    }
+}
+
+fn signal_group(pid: Option<u32>, signal: Signal) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        // ESRCH (the group is gone) is the normal case after a clean exit.
+        let _ = killpg(Pid::from_raw(pid), signal);
+    }
+}
+
+async fn run_process(
+    pod: &PodPlan,
+    p: &ProcessPlan,
+    events: &mpsc::UnboundedSender<RunEvent>,
+    mut kill: watch::Receiver<bool>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) -> PodExit {
+    if *kill.borrow() {
+        return PodExit {
+            ok: false,
+            detail: STOPPED.into(),
+        };
+    }
+    let mut cmd = Command::new(&p.program);
+    cmd.args(&p.args)
+        .env_clear()
+        .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&p.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so that the whole tree it starts is stopped with it.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let detail = format!("cannot start {}: {e}", p.program.display());
+            push_tail(&tail, &detail);
+            return PodExit { ok: false, detail };
+        }
+    };
+    let pid = child.id();
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|s| spawn_reader(s, pod, p, false, events, &tail)),
+        child
+            .stderr
+            .take()
+            .map(|s| spawn_reader(s, pod, p, true, events, &tail)),
+    ];
+    let status = tokio::select! {
+        status = child.wait() => status,
+        _ = async { kill.wait_for(|k| *k).await.is_ok() } => {
+            signal_group(pid, Signal::SIGTERM);
+            match tokio::time::timeout(TERMINATION_GRACE, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    signal_group(pid, Signal::SIGKILL);
+                    child.wait().await
+                }
+            }
+        }
+    };
+    // A container's leftover children end with it, as in a pod.
+    signal_group(pid, Signal::SIGKILL);
+    for reader in readers.into_iter().flatten() {
+        let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
+    }
+    match status {
+        Ok(s) => PodExit {
+            ok: s.success(),
+            detail: describe(s),
+        },
+        Err(e) => PodExit {
+            ok: false,
+            detail: format!("waiting for the process: {e}"),
+        },
+    }
+}
+
+fn push_tail(tail: &Mutex<VecDeque<String>>, line: &str) {
+    if let Ok(mut t) = tail.lock() {
+        if t.len() == LOG_TAIL_LINES {
+            t.pop_front();
+        }
+        t.push_back(line.to_string());
+    }
+}
+
+fn spawn_reader(
+    stream: impl AsyncRead + Unpin + Send + 'static,
+    pod: &PodPlan,
+    p: &ProcessPlan,
+    stderr: bool,
+    events: &mpsc::UnboundedSender<RunEvent>,
+    tail: &Arc<Mutex<VecDeque<String>>>,
+) -> tokio::task::JoinHandle<()> {
+    let (pod, container, events, tail) = (
+        pod.name.clone(),
+        p.container.clone(),
+        events.clone(),
+        tail.clone(),
+    );
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stream);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf)
+                        .trim_end_matches(['\n', '\r'])
+                        .to_string();
+                    push_tail(&tail, &line);
+                    let _ = events.send(RunEvent::Log(LogLine {
+                        pod: pod.clone(),
+                        container: container.clone(),
+                        stderr,
+                        line,
+                    }));
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,133 @@
+//! The LocalProcess backend: a TrainJob rendered to its JobSet and run on this machine, one process per
+//! container, with the env a cluster would give each pod.
+//!
+//! What differs from a cluster, and why:
+//! - images are ignored (a notice says so): the container's command runs on the host; `kubetrain` as
+//!   `command[0]` runs [`LocalOptions::kubetrain_exe`] (the CLI passes itself), so the quick start needs no
+//!   `kubetrain` on `PATH`;
+//! - pod DNS names of the JobSet (`<job>-<rjob>-<i>-<j>.<subdomain>`, with or without a port) become
+//!   `127.0.0.1`, and every declared container port gets a free local port, since all pods share this
+//!   machine's ports (so two runs never clash);
+//! - fieldRef env is resolved from the pod's facts (completion index, names, labels), `$(VAR)` is expanded
+//!   like the kubelet does, and `/workspace` maps to `<run dir>/workspace`;
+//! - the process env is the pod's env plus [`plan::INHERITED_ENV`] (PATH, HOME, ...) of this process.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), kubetrain_client::ClientError> {
+//! use kubetrain_client::local::{LocalOptions, prepare, exec::execute};
+//!
+//! let yaml = std::fs::read_to_string("examples/manifests/quickstart.yaml").unwrap();
+//! let plan = prepare(&yaml, &kubetrain_jobset::builtin::catalog(), &LocalOptions::default())?;
+//! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+//! let printer = tokio::spawn(async move { while let Some(e) = rx.recv().await { println!("{e:?}") } });
+//! let summary = execute(&plan, &tx, std::future::pending()).await;
+//! drop(tx);
+//! printer.await.unwrap();
+//! println!("{}: {}", summary.status, summary.message);
+//! # Ok(()) }
+//! ```
+
+pub mod backend;
+pub mod exec;
+pub mod plan;
+pub mod rewrite;
+
+use std::path::PathBuf;
+
+use kubetrain_api::{Document, RuntimeCatalog, TrainJob};
+
+pub use backend::LocalProcessBackend;
+pub use exec::{LogLine, PodPhase, PodSummary, RunEvent, RunSummary, execute};
+pub use plan::{JobPlan, PodPlan, ProcessPlan};
+
+use crate::error::{ClientError, PlanError};
+
+/// Options of a local run.
+#[derive(Clone, Debug)]
+pub struct LocalOptions {
+    /// The run directory (default `$TMPDIR/kubetrain-runs/<namespace>/<name>`).
+    pub run_dir: Option<PathBuf>,
+    /// The program that runs for `command[0] == "kubetrain"`; `None` looks `kubetrain` up on `PATH`.
+    pub kubetrain_exe: Option<PathBuf>,
+    /// Give every declared container port a free local port (default true).
+    pub remap_ports: bool,
+}
+
+impl Default for LocalOptions {
+    fn default() -> Self {
+        LocalOptions {
+            run_dir: None,
+            kubetrain_exe: None,
+            remap_ports: true,
+        }
+    }
+}
+
+/// Parses the first TrainJob of `yaml`, renders it against `catalog` and plans it as local processes; the
+/// run directory is created. Runtimes defined in `yaml` itself are added to the catalog first.
+pub fn prepare(
+    yaml: &str,
+    catalog: &RuntimeCatalog,
+    options: &LocalOptions,
+) -> Result<JobPlan, ClientError> {
+    let docs = kubetrain_api::parse_documents(yaml)
+        .map_err(|e| ClientError::InvalidArgument(format!("parsing the TrainJob: {e}")))?;
+    let mut catalog = catalog.clone();
+    let mut job = None;
+    for doc in docs {
+        match doc.document {
+            Document::TrainJob(j) if job.is_none() => job = Some(*j),
+            Document::TrainingRuntime(rt) => catalog.add_namespaced(*rt),
+            Document::ClusterTrainingRuntime(rt) => catalog.add_cluster(*rt),
+            _ => {}
+        }
+    }
+    let job =
+        job.ok_or_else(|| ClientError::InvalidArgument("the input holds no TrainJob".into()))?;
+    prepare_job(&job, &catalog, options)
+}
+
+/// Renders `job` against `catalog` and plans it as local processes; the run directory is created.
+pub fn prepare_job(
+    job: &TrainJob,
+    catalog: &RuntimeCatalog,
+    options: &LocalOptions,
+) -> Result<JobPlan, ClientError> {
+    let (errors, warnings): (Vec<_>, Vec<_>) =
+        kubetrain_api::validation::validate_trainjob(job, catalog)
+            .into_iter()
+            .partition(kubetrain_api::FieldError::is_error);
+    if !errors.is_empty() {
+        return Err(ClientError::Invalid(
+            errors.iter().map(ToString::to_string).collect(),
+        ));
+    }
+    let runtime = kubetrain_jobset::resolve(catalog, job).map_err(PlanError::Render)?;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let rendered = kubetrain_jobset::render(
+        job,
+        runtime,
+        &kubetrain_jobset::Observed::default(),
+        &mut kubetrain_jobset::ssh::seeded_rng(seed),
+    )
+    .map_err(PlanError::Render)?;
+    let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
+    let run_dir = options
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| plan::default_run_dir(namespace, job.name()));
+    plan::prepare_run_dir(&run_dir)?;
+    let mut plan = plan::plan(
+        &rendered.objects,
+        &plan::PlanOptions {
+            run_dir,
+            kubetrain_exe: options.kubetrain_exe.clone(),
+            remap_ports: options.remap_ports,
+        },
+    )?;
+    plan.notices
+        .extend(warnings.iter().map(|w| format!("warning: {w}")));
+    Ok(plan)
+}

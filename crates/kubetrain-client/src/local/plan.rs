@@ -1,0 +1,600 @@
+//! From a rendered JobSet to the processes of each pod: command, args, env (fieldRef, `$(VAR)`, pod DNS,
+//! ports, `/workspace`) and start order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Secret};
+use kubetrain_api::jobset::{DependsOnStatus, JobSet, SuccessOperator};
+use kubetrain_jobset::Object;
+
+use super::rewrite::{Network, expand, map_path};
+use crate::error::PlanError;
+
+/// The path inside the pod that the local runner maps to `<run dir>/workspace`.
+pub const WORKSPACE: &str = "/workspace";
+
+/// Host variables a local pod keeps (a cluster pod would get none, but a process needs a PATH and a HOME).
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "TERM",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    "LD_LIBRARY_PATH",
+];
+
+/// Label and annotation keys JobSet and Job put on every pod.
+pub mod labels {
+    /// The JobSet name.
+    pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
+    /// The replicated job name.
+    pub const REPLICATED_JOB: &str = "jobset.sigs.k8s.io/replicatedjob-name";
+    /// The index of the Job within its replicated job.
+    pub const JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
+    /// The pod's completion index within its Job (its rank).
+    pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+}
+
+/// How to plan a local run.
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    /// The run directory; `/workspace` maps to `<run_dir>/workspace`.
+    pub run_dir: PathBuf,
+    /// The program that `command[0] == "kubetrain"` runs (default: this executable).
+    pub kubetrain_exe: Option<PathBuf>,
+    /// Give every declared container port a free local port (pods share this machine's ports).
+    pub remap_ports: bool,
+}
+
+/// One process: a container of a pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessPlan {
+    /// Container name.
+    pub container: String,
+    /// The program (command\[0\], or this executable for `kubetrain`).
+    pub program: PathBuf,
+    /// The rest of command, then args.
+    pub args: Vec<String>,
+    /// The complete environment, in order.
+    pub env: Vec<(String, String)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+}
+
+/// One pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodPlan {
+    /// The pod's host name, `<job>-<rjob>-<jobIndex>-<podIndex>` (used as its name locally).
+    pub name: String,
+    /// Its replicated job.
+    pub replicated_job: String,
+    /// The Job index within the replicated job.
+    pub job_index: i32,
+    /// The completion index within the Job.
+    pub pod_index: i32,
+    /// Init containers, run one after the other before the containers.
+    pub init: Vec<ProcessPlan>,
+    /// Containers, run together.
+    pub containers: Vec<ProcessPlan>,
+    /// Device and count of the first container (for the SDK's steps).
+    pub device: (String, String),
+}
+
+/// One replicated job: its pods and what must happen before they start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicatedJobPlan {
+    /// Name.
+    pub name: String,
+    /// Dependencies (replicated job, status it must reach).
+    pub depends_on: Vec<(String, DependsOnStatus)>,
+    /// Its pods, in (job index, pod index) order.
+    pub pods: Vec<PodPlan>,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobPlan {
+    /// TrainJob (and JobSet) name.
+    pub name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Replicated jobs in JobSet order.
+    pub replicated_jobs: Vec<ReplicatedJobPlan>,
+    /// `successPolicy`: all or any of the target replicated jobs (empty: all).
+    pub success: (SuccessOperator, Vec<String>),
+    /// `failurePolicy.maxRestarts`: whole-run restarts before the job fails.
+    pub max_restarts: u32,
+    /// Things the user should know (ignored images, remapped ports).
+    pub notices: Vec<String>,
+}
+
+impl JobPlan {
+    /// Every pod, in replicated job order.
+    pub fn pods(&self) -> impl Iterator<Item = &PodPlan> {
+        self.replicated_jobs.iter().flat_map(|r| r.pods.iter())
+    }
+}
+
+fn free_port(port: i32) -> Result<u16, PlanError> {
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|source| PlanError::Port { port, source })
+}
+
+/// Plans the rendered `objects` (JobSet first, then companions) as local processes.
+pub fn plan(objects: &[Object], options: &PlanOptions) -> Result<JobPlan, PlanError> {
+    let jobset = objects
+        .iter()
+        .find_map(Object::as_jobset)
+        .ok_or(PlanError::NoJobSet)?;
+    let config_maps: Vec<&ConfigMap> = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::ConfigMap(c) => Some(&**c),
+            _ => None,
+        })
+        .collect();
+    let secrets: Vec<&Secret> = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::Secret(s) => Some(&**s),
+            _ => None,
+        })
+        .collect();
+    plan_jobset(jobset, &config_maps, &secrets, options)
+}
+
+fn pod_spec(jobset: &JobSet, i: usize) -> Option<&PodSpec> {
+    jobset.spec.replicated_jobs[i]
+        .template
+        .spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()
+}
+
+fn network(jobset: &JobSet, name: &str, remap_ports: bool) -> Result<Network, PlanError> {
+    let mut net = Network {
+        subdomain: jobset
+            .spec
+            .network
+            .as_ref()
+            .and_then(|n| n.subdomain.clone())
+            .unwrap_or_else(|| name.to_string()),
+        loopback: "127.0.0.1".into(),
+        ..Network::default()
+    };
+    for (i, rjob) in jobset.spec.replicated_jobs.iter().enumerate() {
+        for (ji, pi) in indices(jobset, i) {
+            net.hosts.insert(format!("{name}-{}-{ji}-{pi}", rjob.name));
+        }
+        if remap_ports && let Some(spec) = pod_spec(jobset, i) {
+            for c in spec
+                .containers
+                .iter()
+                .chain(spec.init_containers.iter().flatten())
+            {
+                for p in c.ports.iter().flatten() {
+                    if let std::collections::btree_map::Entry::Vacant(slot) =
+                        net.ports.entry(p.container_port)
+                    {
+                        slot.insert(free_port(p.container_port)?);
+                    }
+                }
+            }
+        }
+    }
+    Ok(net)
+}
+
+/// (job index, pod index) of every pod of replicated job `i`.
+fn indices(jobset: &JobSet, i: usize) -> Vec<(i32, i32)> {
+    let rjob = &jobset.spec.replicated_jobs[i];
+    let job_spec = rjob.template.spec.as_ref();
+    let pods = job_spec
+        .and_then(|s| s.parallelism.or(s.completions))
+        .unwrap_or(1)
+        .max(0);
+    (0..rjob.replicas_or_default().max(0))
+        .flat_map(|ji| (0..pods).map(move |pi| (ji, pi)))
+        .collect()
+}
+
+/// What a pod knows about itself, for fieldRef.
+struct PodFacts<'a> {
+    name: String,
+    namespace: &'a str,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    service_account: String,
+}
+
+impl PodFacts<'_> {
+    fn field(&self, path: &str) -> Option<String> {
+        let keyed = |prefix: &str| {
+            path.strip_prefix(prefix)?
+                .strip_prefix("['")?
+                .strip_suffix("']")
+                .map(str::to_owned)
+        };
+        if let Some(k) = keyed("metadata.labels") {
+            return self.labels.get(&k).cloned();
+        }
+        if let Some(k) = keyed("metadata.annotations") {
+            return self.annotations.get(&k).cloned();
+        }
+        Some(match path {
+            "metadata.name" | "spec.nodeName" => self.name.clone(),
+            "metadata.namespace" => self.namespace.to_string(),
+            "metadata.uid" => format!("local-{}", self.name),
+            "spec.serviceAccountName" => self.service_account.clone(),
+            "status.podIP" | "status.podIPs" | "status.hostIP" | "status.hostIPs" => {
+                "127.0.0.1".into()
+            }
+            _ => return None,
+        })
+    }
+}
+
+fn plan_jobset(
+    jobset: &JobSet,
+    config_maps: &[&ConfigMap],
+    secrets: &[&Secret],
+    options: &PlanOptions,
+) -> Result<JobPlan, PlanError> {
+    let name = jobset.metadata.name.clone().unwrap_or_default();
+    let namespace = jobset
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let net = network(jobset, &name, options.remap_ports)?;
+    let mut notices = Vec::new();
+    for (port, local) in &net.ports {
+        notices.push(format!(
+            "pod port {port} is served on local port {local} (pods share this machine)"
+        ));
+    }
+    let names: BTreeSet<&str> = jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    let mut images = BTreeSet::new();
+    let mut replicated_jobs = Vec::new();
+    for (i, rjob) in jobset.spec.replicated_jobs.iter().enumerate() {
+        let path = format!("spec.replicatedJobs[{i}]");
+        for (d, dep) in rjob.depends_on.iter().enumerate() {
+            if !names.contains(dep.name.as_str()) || dep.name == rjob.name {
+                return Err(PlanError::DependsOn {
+                    path: format!("{path}.dependsOn[{d}].name"),
+                    reason: format!(
+                        "{:?} is not another replicated job of this JobSet",
+                        dep.name
+                    ),
+                });
+            }
+        }
+        let default_spec = PodSpec::default();
+        let spec = pod_spec(jobset, i).unwrap_or(&default_spec);
+        let meta = rjob
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref());
+        let mut pods = Vec::new();
+        for (ji, pi) in indices(jobset, i) {
+            let host = format!("{name}-{}-{ji}-{pi}", rjob.name);
+            let mut labels: BTreeMap<String, String> =
+                meta.and_then(|m| m.labels.clone()).unwrap_or_default();
+            let mut annotations: BTreeMap<String, String> =
+                meta.and_then(|m| m.annotations.clone()).unwrap_or_default();
+            for map in [&mut labels, &mut annotations] {
+                map.insert(labels::JOBSET_NAME.into(), name.clone());
+                map.insert(labels::REPLICATED_JOB.into(), rjob.name.clone());
+                map.insert(labels::JOB_INDEX.into(), ji.to_string());
+                map.insert(labels::COMPLETION_INDEX.into(), pi.to_string());
+            }
+            let facts = PodFacts {
+                name: host.clone(),
+                namespace: &namespace,
+                labels,
+                annotations,
+                service_account: spec
+                    .service_account_name
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+            };
+            let ctx = ContainerCtx {
+                facts: &facts,
+                net: &net,
+                config_maps,
+                secrets,
+                options,
+                pi,
+            };
+            let init = spec
+                .init_containers
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(c, container)| {
+                    ctx.process(
+                        container,
+                        &format!("{path}.template.spec.template.spec.initContainers[{c}]"),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let containers = spec
+                .containers
+                .iter()
+                .enumerate()
+                .map(|(c, container)| {
+                    ctx.process(
+                        container,
+                        &format!("{path}.template.spec.template.spec.containers[{c}]"),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            for c in spec
+                .containers
+                .iter()
+                .chain(spec.init_containers.iter().flatten())
+            {
+                if let Some(image) = &c.image {
+                    images.insert(image.clone());
+                }
+            }
+            pods.push(PodPlan {
+                name: host,
+                replicated_job: rjob.name.clone(),
+                job_index: ji,
+                pod_index: pi,
+                init,
+                containers,
+                device: crate::types::device_of(
+                    spec.containers.first().and_then(|c| c.resources.as_ref()),
+                ),
+            });
+        }
+        replicated_jobs.push(ReplicatedJobPlan {
+            name: rjob.name.clone(),
+            depends_on: rjob
+                .depends_on
+                .iter()
+                .map(|d| (d.name.clone(), d.status))
+                .collect(),
+            pods,
+        });
+    }
+    check_acyclic(&replicated_jobs)?;
+    for image in images {
+        notices.insert(
+            0,
+            format!("image {image} is ignored: containers run as local processes"),
+        );
+    }
+    let success = jobset
+        .spec
+        .success_policy
+        .as_ref()
+        .map_or((SuccessOperator::All, Vec::new()), |p| {
+            (p.operator, p.target_replicated_jobs.clone())
+        });
+    let max_restarts = jobset
+        .spec
+        .failure_policy
+        .as_ref()
+        .and_then(|p| p.max_restarts)
+        .unwrap_or(0)
+        .max(0) as u32;
+    Ok(JobPlan {
+        name,
+        namespace,
+        run_dir: options.run_dir.clone(),
+        replicated_jobs,
+        success,
+        max_restarts,
+        notices,
+    })
+}
+
+fn check_acyclic(rjobs: &[ReplicatedJobPlan]) -> Result<(), PlanError> {
+    // Kahn's algorithm over the dependsOn edges.
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    while done.len() < rjobs.len() {
+        let next = rjobs.iter().find(|r| {
+            !done.contains(r.name.as_str())
+                && r.depends_on.iter().all(|(d, _)| done.contains(d.as_str()))
+        });
+        match next {
+            Some(r) => {
+                done.insert(&r.name);
+            }
+            None => {
+                let stuck: Vec<&str> = rjobs
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .filter(|n| !done.contains(n))
+                    .collect();
+                return Err(PlanError::DependsOn {
+                    path: "spec.replicatedJobs".into(),
+                    reason: format!("dependsOn forms a cycle among {}", stuck.join(", ")),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+struct ContainerCtx<'a> {
+    facts: &'a PodFacts<'a>,
+    net: &'a Network,
+    config_maps: &'a [&'a ConfigMap],
+    secrets: &'a [&'a Secret],
+    options: &'a PlanOptions,
+    pi: i32,
+}
+
+impl ContainerCtx<'_> {
+    fn workspace(&self) -> String {
+        self.options.run_dir.join("workspace").display().to_string()
+    }
+
+    fn local(&self, text: &str) -> String {
+        map_path(&self.net.rewrite_hosts(text), WORKSPACE, &self.workspace())
+    }
+
+    fn env_value(&self, var: &EnvVar, path: &str) -> Result<Option<String>, PlanError> {
+        let err = |reason: String| PlanError::Env {
+            path: path.to_string(),
+            reason,
+        };
+        let Some(from) = &var.value_from else {
+            return Ok(Some(var.value.clone().unwrap_or_default()));
+        };
+        if let Some(f) = &from.field_ref {
+            return self.facts.field(&f.field_path).map(Some).ok_or_else(|| {
+                err(format!(
+                    "fieldRef {:?} is not known to the local runner (supported: metadata.name, metadata.namespace, \
+                     metadata.labels['…'], metadata.annotations['…'], spec.nodeName, status.podIP)",
+                    f.field_path
+                ))
+            });
+        }
+        if let Some(k) = &from.config_map_key_ref {
+            let found = self
+                .config_maps
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(k.name.as_str()))
+                .and_then(|c| c.data.as_ref()?.get(&k.key).cloned());
+            return match (found, k.optional.unwrap_or(false)) {
+                (Some(v), _) => Ok(Some(v)),
+                (None, true) => Ok(None),
+                (None, false) => Err(err(format!(
+                    "ConfigMap {:?} key {:?} does not exist locally; set the value with env instead",
+                    k.name, k.key
+                ))),
+            };
+        }
+        if let Some(k) = &from.secret_key_ref {
+            let found = self
+                .secrets
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(k.name.as_str()))
+                .and_then(|s| s.data.as_ref()?.get(&k.key))
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+            return match (found, k.optional.unwrap_or(false)) {
+                (Some(v), _) => Ok(Some(v)),
+                (None, true) => Ok(None),
+                (None, false) => Err(err(format!(
+                    "Secret {:?} key {:?} does not exist locally; set the value with env instead",
+                    k.name, k.key
+                ))),
+            };
+        }
+        Err(err(
+            "resourceFieldRef is not supported by the local runner; set the value with env instead"
+                .into(),
+        ))
+    }
+
+    fn process(&self, c: &Container, path: &str) -> Result<ProcessPlan, PlanError> {
+        let mut env: Vec<(String, String)> = INHERITED_ENV
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+            .collect();
+        let set = |env: &mut Vec<(String, String)>, k: String, v: String| match env
+            .iter_mut()
+            .find(|(n, _)| *n == k)
+        {
+            Some(slot) => slot.1 = v,
+            None => env.push((k, v)),
+        };
+        set(&mut env, "HOSTNAME".into(), self.facts.name.clone());
+        set(&mut env, "JOB_COMPLETION_INDEX".into(), self.pi.to_string());
+        if c.env_from.as_ref().is_some_and(|e| !e.is_empty()) {
+            return Err(PlanError::Env {
+                path: format!("{path}.envFrom"),
+                reason: "envFrom (a Secret or ConfigMap of the cluster) is not available locally; \
+                         pass the values with env instead"
+                    .into(),
+            });
+        }
+        for (e, var) in c.env.iter().flatten().enumerate() {
+            let Some(raw) = self.env_value(var, &format!("{path}.env[{e}]"))? else {
+                continue;
+            };
+            // Later vars may reference earlier ones, as in a pod.
+            let expanded = if var.value_from.is_none() {
+                expand(&raw, |k| {
+                    env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+                })
+            } else {
+                raw
+            };
+            let value = map_path(
+                &self.net.rewrite_env(&var.name, &expanded),
+                WORKSPACE,
+                &self.workspace(),
+            );
+            set(&mut env, var.name.clone(), value);
+        }
+        let lookup = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let mut words: Vec<String> = c
+            .command
+            .iter()
+            .flatten()
+            .chain(c.args.iter().flatten())
+            .map(|w| self.local(&expand(w, lookup)))
+            .collect();
+        if c.command.as_ref().is_none_or(|v| v.is_empty()) {
+            return Err(PlanError::NoCommand {
+                path: path.to_string(),
+            });
+        }
+        let first = words.remove(0);
+        let program = match (&self.options.kubetrain_exe, first.as_str()) {
+            (Some(exe), "kubetrain") => exe.clone(),
+            _ => PathBuf::from(first),
+        };
+        let cwd = match &c.working_dir {
+            Some(dir) => PathBuf::from(self.local(dir)),
+            None => self.options.run_dir.clone(),
+        };
+        Ok(ProcessPlan {
+            container: c.name.clone(),
+            program,
+            args: words,
+            env,
+            cwd,
+        })
+    }
+}
+
+/// The default run directory of a job: `$TMPDIR/kubetrain-runs/<namespace>/<name>`.
+pub fn default_run_dir(namespace: &str, name: &str) -> PathBuf {
+    std::env::temp_dir()
+        .join("kubetrain-runs")
+        .join(namespace)
+        .join(name)
+}
+
+/// Creates the run directory and its `workspace/`.
+pub fn prepare_run_dir(dir: &Path) -> Result<(), PlanError> {
+    std::fs::create_dir_all(dir.join("workspace")).map_err(|source| PlanError::RunDir {
+        dir: dir.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,421 @@
+//! The local runner end to end: real processes, real env, real process groups.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
+use kubetrain_client::{ClientError, JobStatus, PlanError};
+use tokio::sync::mpsc;
+
+fn trainjob(name: &str, nodes: i32, script: &str) -> String {
+    format!(
+        r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {{name: {name}, namespace: default}}
+spec:
+  runtimeRef: {{name: torch-distributed}}
+  trainer:
+    numNodes: {nodes}
+    command: [sh, -c, {script:?}]
+"#
+    )
+}
+
+fn options(dir: &Path) -> LocalOptions {
+    LocalOptions {
+        run_dir: Some(dir.to_path_buf()),
+        ..LocalOptions::default()
+    }
+}
+
+/// Runs `yaml` and returns the summary and every pod's log lines.
+async fn run(
+    yaml: &str,
+    options: &LocalOptions,
+    cancel_after: Option<Duration>,
+) -> (RunSummary, BTreeMap<String, Vec<String>>, Vec<RunEvent>) {
+    let plan = local::prepare(yaml, &kubetrain_jobset::builtin::catalog(), options).expect("plan");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let cancel = async move {
+        match cancel_after {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let summary = local::execute(&plan, &tx, cancel).await;
+    drop(tx);
+    let mut logs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        if let RunEvent::Log(l) = &e {
+            logs.entry(l.pod.clone()).or_default().push(l.line.clone());
+        }
+        events.push(e);
+    }
+    (summary, logs, events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rank_sees_the_pet_env_of_its_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "echo $PET_NNODES $PET_NPROC_PER_NODE $PET_NODE_RANK $JOB_COMPLETION_INDEX $HOSTNAME $PET_MASTER_ADDR $PET_MASTER_PORT";
+    let (summary, logs, events) =
+        run(&trainjob("envjob", 3, script), &options(dir.path()), None).await;
+    assert_eq!(summary.status, JobStatus::Complete, "{summary:?}");
+    assert_eq!(logs.len(), 3);
+    let mut ports = Vec::new();
+    for rank in 0..3 {
+        let pod = format!("envjob-node-0-{rank}");
+        let line = &logs[&pod][0];
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(
+            &fields[..6],
+            [
+                "3",
+                "1",
+                &rank.to_string(),
+                &rank.to_string(),
+                &pod,
+                "127.0.0.1"
+            ],
+            "{line}"
+        );
+        ports.push(fields[6].to_string());
+    }
+    // The declared trainer port 29500 is replaced by one free local port, the same for every rank.
+    assert!(ports.iter().all(|p| p == &ports[0]), "{ports:?}");
+    assert_ne!(ports[0], "29500");
+    assert!(
+        events.iter().any(
+            |e| matches!(e, RunEvent::Notice(n) if n.contains("image") && n.contains("ignored"))
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ports_are_kept_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LocalOptions {
+        remap_ports: false,
+        ..options(dir.path())
+    };
+    let (summary, logs, _) = run(&trainjob("keep", 1, "echo $PET_MASTER_PORT"), &opts, None).await;
+    assert_eq!(summary.status, JobStatus::Complete);
+    assert_eq!(logs["keep-node-0-0"], ["29500"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_rank_fails_the_job_within_seconds_and_stops_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "if [ $PET_NODE_RANK = 1 ]; then echo boom-$PET_NODE_RANK; exit 3; fi; sleep 60";
+    let start = Instant::now();
+    let (summary, _, _) = run(&trainjob("failjob", 2, script), &options(dir.path()), None).await;
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(summary.status, JobStatus::Failed);
+    assert!(!summary.cancelled);
+    let failed = summary.failed_pod().expect("a failed pod");
+    assert_eq!(failed.name, "failjob-node-0-1");
+    assert_eq!(failed.detail.as_deref(), Some("exit code 3"));
+    assert_eq!(failed.log_tail, ["boom-1"]);
+    assert!(
+        summary.message.contains("failjob-node-0-1"),
+        "{}",
+        summary.message
+    );
+    let other = summary
+        .pods
+        .iter()
+        .find(|p| p.name == "failjob-node-0-0")
+        .unwrap();
+    assert_eq!(other.phase, PodPhase::Failed);
+    assert_eq!(other.detail.as_deref(), Some("stopped by the runner"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_the_whole_process_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    // The shell starts a grandchild that writes a file if it survives.
+    let marker = dir.path().join("survived");
+    let script = format!("(sleep 2; touch {}) & sleep 60", marker.display());
+    let start = Instant::now();
+    let (summary, _, _) = run(
+        &trainjob("cancel", 2, &script),
+        &options(dir.path()),
+        Some(Duration::from_millis(300)),
+    )
+    .await;
+    assert!(summary.cancelled);
+    assert_eq!(summary.status, JobStatus::Failed);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert!(summary.pods.iter().all(|p| p.phase == PodPhase::Failed));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!marker.exists(), "a grandchild outlived the run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initializers_run_first_and_workspace_maps_to_the_run_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: with-init, labels: {trainer.kubeflow.org/framework: torch}}
+spec:
+  mlPolicy: {numNodes: 1, torch: {}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: dataset-initializer
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
+            spec:
+              template:
+                spec:
+                  containers:
+                    - name: dataset-initializer
+                      image: busybox
+                      command: [sh, -c, "sleep 0.3; mkdir -p /workspace/dataset && echo ready > /workspace/dataset/marker"]
+        - name: node
+          dependsOn: [{name: dataset-initializer, status: Complete}]
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+            spec:
+              template:
+                spec:
+                  containers:
+                    - name: node
+                      image: busybox
+                      env:
+                        - {name: DATA, value: /workspace/dataset/marker}
+                        - name: JOBSET
+                          valueFrom: {fieldRef: {fieldPath: "metadata.labels['jobset.sigs.k8s.io/jobset-name']"}}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: initjob, namespace: default}
+spec:
+  runtimeRef: {name: with-init}
+  trainer:
+    numNodes: 2
+    command: [sh, -c, "cat $DATA; echo $JOBSET"]
+"#;
+    let (summary, logs, _) = run(yaml, &options(dir.path()), None).await;
+    assert_eq!(summary.status, JobStatus::Complete, "{summary:?}");
+    for rank in 0..2 {
+        assert_eq!(
+            logs[&format!("initjob-node-0-{rank}")],
+            ["ready", "initjob"]
+        );
+    }
+    assert!(dir.path().join("workspace/dataset/marker").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubetrain_in_the_command_runs_the_given_executable() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: exejob}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {command: [kubetrain, hello, "$(PET_NODE_RANK)"]}
+"#;
+    let opts = LocalOptions {
+        kubetrain_exe: Some("echo".into()),
+        ..options(dir.path())
+    };
+    let (summary, logs, _) = run(yaml, &opts, None).await;
+    assert_eq!(summary.status, JobStatus::Complete);
+    assert_eq!(logs["exejob-node-0-0"], ["hello 0"]);
+}
+
+#[test]
+fn plan_errors_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = kubetrain_jobset::builtin::catalog();
+    let no_command = r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: nocmd}
+spec: {runtimeRef: {name: torch-distributed}}
+"#;
+    match local::prepare(no_command, &catalog, &options(dir.path())) {
+        Err(ClientError::Plan(PlanError::NoCommand { path })) => {
+            assert_eq!(
+                path,
+                "spec.replicatedJobs[0].template.spec.template.spec.containers[0]"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let bad_runtime = no_command.replace("torch-distributed", "no-such-runtime");
+    let err = local::prepare(&bad_runtime, &catalog, &options(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no-such-runtime"), "{err}");
+    let err = local::prepare("kind: Nothing", &catalog, &options(dir.path())).unwrap_err();
+    assert!(matches!(err, ClientError::InvalidArgument(_)), "{err:?}");
+}
+
+#[test]
+fn unknown_field_refs_and_dependency_cycles_are_refused_with_their_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = kubetrain_jobset::builtin::catalog();
+    let runtime = |node_extra: &str, init_extra: &str| {
+        format!(
+            r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {{name: custom, labels: {{trainer.kubeflow.org/framework: torch}}}}
+spec:
+  mlPolicy: {{numNodes: 1, torch: {{}}}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: dataset-initializer
+          {init_extra}
+          template:
+            metadata: {{labels: {{trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}}}
+            spec: {{template: {{spec: {{containers: [{{name: dataset-initializer, command: ["true"]}}]}}}}}}
+        - name: node
+          dependsOn: [{{name: dataset-initializer, status: Complete}}]
+          template:
+            metadata: {{labels: {{trainer.kubeflow.org/trainjob-ancestor-step: trainer}}}}
+            spec:
+              template:
+                spec:
+                  containers:
+                    - name: node
+                      command: ["true"]
+                      {node_extra}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {{name: custom-job}}
+spec: {{runtimeRef: {{name: custom}}}}
+"#
+        )
+    };
+    let field = runtime(
+        "env: [{name: X, valueFrom: {fieldRef: {fieldPath: status.phase}}}]",
+        "",
+    );
+    match local::prepare(&field, &catalog, &options(dir.path())) {
+        Err(ClientError::Plan(PlanError::Env { path, reason })) => {
+            assert_eq!(
+                path,
+                "spec.replicatedJobs[1].template.spec.template.spec.containers[0].env[0]"
+            );
+            assert!(reason.contains("status.phase"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let cycle = runtime("", "dependsOn: [{name: node, status: Ready}]");
+    match local::prepare(&cycle, &catalog, &options(dir.path())) {
+        Err(ClientError::Plan(PlanError::DependsOn { reason, .. })) => {
+            assert!(reason.contains("cycle"), "{reason}")
+        }
+        Err(ClientError::Invalid(errors)) => {
+            assert!(errors.iter().any(|e| e.contains("dependsOn")), "{errors:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backend_follows_logs_lists_events_and_deletes() {
+    use futures_util::StreamExt;
+    use kubetrain_client::{LocalProcessBackend, LogOptions, TrainOptions, Trainer, TrainerClient};
+
+    let dir = tempfile::tempdir().unwrap();
+    let client = TrainerClient::new(LocalProcessBackend::new().with_runs_under(dir.path()));
+    let slow = Trainer::command(["sh", "-c", "echo one; sleep 0.3; echo two"]);
+    let options = TrainOptions {
+        name: Some("slow".into()),
+        ..TrainOptions::default()
+    };
+    let name = client
+        .train(None, Some(&slow), None, &options)
+        .await
+        .unwrap();
+    let again = client
+        .train(None, Some(&slow), None, &options)
+        .await
+        .unwrap_err();
+    assert!(matches!(again, ClientError::AlreadyExists(_)), "{again:?}");
+    let follow = LogOptions {
+        step: "node-0".into(),
+        follow: true,
+    };
+    let lines: Vec<String> = client
+        .get_job_logs(&name, &follow)
+        .await
+        .unwrap()
+        .map(|l| l.unwrap())
+        .collect()
+        .await;
+    assert_eq!(lines, ["one", "two"]);
+    let job = client
+        .wait_for_job_status(
+            &name,
+            &[JobStatus::Complete],
+            Duration::from_secs(20),
+            Duration::from_millis(20),
+        )
+        .await
+        .unwrap();
+    assert_eq!(job.steps[0].status, "Succeeded");
+    let reasons: Vec<String> = client
+        .get_job_events(&name)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.reason)
+        .collect();
+    assert!(
+        reasons.contains(&"Started".to_string()) && reasons.contains(&"Complete".to_string()),
+        "{reasons:?}"
+    );
+    assert_eq!(
+        client
+            .list_jobs(Some("torch-distributed"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(client.list_jobs(Some("other")).await.unwrap().len(), 0);
+
+    // Deleting a running job stops its processes.
+    let forever = Trainer::command(["sleep", "60"]);
+    let long = client
+        .train(None, Some(&forever), None, &TrainOptions::default())
+        .await
+        .unwrap();
+    client
+        .wait_for_job_status(
+            &long,
+            &[JobStatus::Running],
+            Duration::from_secs(20),
+            Duration::from_millis(20),
+        )
+        .await
+        .unwrap();
+    let start = Instant::now();
+    client.delete_job(&long).await.unwrap();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(matches!(
+        client.get_job(&long).await,
+        Err(ClientError::NotFound(_))
+    ));
+}

@@ -1,0 +1,234 @@
+//! `kubetrain run`: a TrainJob on this machine with the LocalProcess backend — every pod a local process
+//! with the env a cluster would give it, logs prefixed by pod, a progress line and a final summary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use kubetrain_api::{Document, RuntimeCatalog};
+use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
+use tokio::sync::mpsc;
+
+/// `kubetrain run` arguments.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The TrainJob (YAML or JSON; the first TrainJob of the file runs); `-` reads stdin. Runtimes in the file
+    /// are used too.
+    #[arg(short = 'f', long = "filename", value_name = "TRAINJOB.yaml")]
+    file: PathBuf,
+    /// TrainingRuntime / ClusterTrainingRuntime documents; repeatable. Built-in runtimes fill in the rest.
+    #[arg(long = "runtime", value_name = "RUNTIMES.yaml")]
+    runtimes: Vec<PathBuf>,
+    /// Run directory (`/workspace` of every pod maps to DIR/workspace); default
+    /// `$TMPDIR/kubetrain-runs/<namespace>/<name>`.
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+    /// Keep declared container ports as they are instead of giving each a free local port.
+    #[arg(long)]
+    keep_ports: bool,
+    /// Seconds between progress lines while nothing else happens.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    progress_every: u64,
+}
+
+fn catalog(paths: &[PathBuf]) -> Result<RuntimeCatalog> {
+    let mut catalog = kubetrain_jobset::builtin::catalog();
+    for path in paths {
+        let text = super::read_input(path)?;
+        let docs = kubetrain_api::parse_documents(&text)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        for doc in &docs {
+            if !matches!(
+                doc.document,
+                Document::TrainingRuntime(_) | Document::ClusterTrainingRuntime(_)
+            ) {
+                continue;
+            }
+            catalog.add_document(&doc.document);
+        }
+    }
+    Ok(catalog)
+}
+
+/// Counts pods per phase and prints the progress line.
+struct Progress {
+    phases: Vec<(String, PodPhase)>,
+    start: Instant,
+}
+
+impl Progress {
+    fn set(&mut self, pod: &str, phase: PodPhase) {
+        if let Some(slot) = self.phases.iter_mut().find(|(p, _)| p == pod) {
+            slot.1 = phase;
+        }
+    }
+
+    fn line(&self) -> String {
+        let n = |ph: PodPhase| self.phases.iter().filter(|(_, p)| *p == ph).count();
+        format!(
+            "pods: {} pending, {} running, {} succeeded, {} failed  [{:.1}s]",
+            n(PodPhase::Pending),
+            n(PodPhase::Running),
+            n(PodPhase::Succeeded),
+            n(PodPhase::Failed),
+            self.start.elapsed().as_secs_f64()
+        )
+    }
+}
+
+fn print_summary(summary: &RunSummary) {
+    println!();
+    println!("{:<40} {:<10} {:<24} DURATION", "POD", "PHASE", "EXIT");
+    for p in &summary.pods {
+        println!(
+            "{:<40} {:<10} {:<24} {}",
+            p.name,
+            p.phase.as_str(),
+            p.detail.as_deref().unwrap_or("-"),
+            p.duration
+                .map_or("-".to_string(), |d| format!("{:.1}s", d.as_secs_f64()))
+        );
+    }
+    if let Some(failed) = summary.failed_pod() {
+        println!();
+        println!(
+            "last {} log lines of {}:",
+            failed.log_tail.len(),
+            failed.name
+        );
+        for line in &failed.log_tail {
+            println!("  {line}");
+        }
+    }
+    println!();
+    let restarts = match summary.restarts {
+        0 => String::new(),
+        n => format!(", {n} restarts"),
+    };
+    println!(
+        "TrainJob {} {} in {:.1}s{restarts}: {}",
+        summary.name,
+        summary.status,
+        summary.elapsed.as_secs_f64(),
+        summary.message
+    );
+}
+
+/// The rendezvous env of a pod's first container, shown when it starts (`PET_NODE_RANK=1 ...`).
+fn rank_env(pod: &local::PodPlan) -> String {
+    const SHOWN: &[&str] = &[
+        "PET_NNODES",
+        "PET_NODE_RANK",
+        "PET_NPROC_PER_NODE",
+        "PET_MASTER_ADDR",
+        "PET_MASTER_PORT",
+        "JAX_NUM_PROCESSES",
+        "JAX_PROCESS_ID",
+        "JAX_COORDINATOR_ADDRESS",
+        "WORLD_SIZE",
+        "RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ];
+    let Some(c) = pod.containers.first() else {
+        return String::new();
+    };
+    let vars: Vec<String> = c
+        .env
+        .iter()
+        .filter(|(k, _)| SHOWN.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if vars.is_empty() {
+        String::new()
+    } else {
+        format!("({})", vars.join(" "))
+    }
+}
+
+/// Runs `kubetrain run`.
+pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
+    let yaml = super::read_input(&args.file)?;
+    let catalog = catalog(&args.runtimes)?;
+    let options = LocalOptions {
+        run_dir: args.run_dir.clone(),
+        // `kubetrain` in a container command is this very binary, so no install is needed.
+        kubetrain_exe: Some(std::env::current_exe().context("locating the kubetrain binary")?),
+        remap_ports: !args.keep_ports,
+    };
+    let plan = local::prepare(&yaml, &catalog, &options)?;
+    let width = plan.pods().map(|p| p.name.len()).max().unwrap_or(0);
+    let rank_env: Vec<(String, String)> =
+        plan.pods().map(|p| (p.name.clone(), rank_env(p))).collect();
+    println!(
+        "running TrainJob {}/{} locally: {} pods, run directory {}",
+        plan.namespace,
+        plan.name,
+        plan.pods().count(),
+        plan.run_dir.display()
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let summary = runtime.block_on(async {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut progress = Progress {
+            phases: plan
+                .pods()
+                .map(|p| (p.name.clone(), PodPhase::Pending))
+                .collect(),
+            start: Instant::now(),
+        };
+        let every = Duration::from_secs(args.progress_every.max(1));
+        let printer = tokio::spawn(async move {
+            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tokio::select! {
+                    e = rx.recv() => match e {
+                        Some(RunEvent::Notice(n)) => eprintln!("note: {n}"),
+                        Some(RunEvent::PodStarted { pod }) => {
+                            progress.set(&pod, PodPhase::Running);
+                            let env = rank_env.iter().find(|(p, _)| *p == pod).map_or("", |(_, e)| e.as_str());
+                            println!("{pod:>width$} | started {env}");
+                            println!("{}", progress.line());
+                        }
+                        Some(RunEvent::Log(l)) => println!("{:>width$} | {}", l.pod, l.line),
+                        Some(RunEvent::PodFinished { pod, phase, detail }) => {
+                            progress.set(&pod, phase);
+                            println!("{pod:>width$} | {} ({detail})", phase.as_str());
+                            println!("{}", progress.line());
+                        }
+                        Some(RunEvent::Restarting { attempt, reason }) => {
+                            for (_, p) in &mut progress.phases {
+                                *p = PodPhase::Pending;
+                            }
+                            println!("restart {attempt}: {reason}");
+                        }
+                        None => break,
+                    },
+                    _ = ticker.tick() => println!("{}", progress.line()),
+                }
+            }
+        });
+        let cancel = async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("interrupted: stopping every pod");
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let summary = local::execute(&plan, &tx, cancel).await;
+        drop(tx);
+        let _ = printer.await;
+        summary
+    });
+    print_summary(&summary);
+    Ok(match (summary.cancelled, summary.status) {
+        (true, _) => ExitCode::from(130),
+        (false, kubetrain_client::JobStatus::Complete) => ExitCode::SUCCESS,
+        (false, _) => ExitCode::FAILURE,
+    })
+}
