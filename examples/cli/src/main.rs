@@ -36,6 +36,9 @@ enum Command {
     /// Run a TrainJob on this machine: every pod a local process with the env a cluster would give it.
     Run(cmd::run::RunArgs),
     // subcommands: run (issue 6)
+    #[command(flatten)]
+    Jobs(cmd::jobs::JobsCommand),
+    // subcommands: submit, get, list, logs, wait, delete, runtimes (issue 6)
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,8 @@ fn main() -> ExitCode {
         // dispatch: init (issue 8)
         Command::Run(args) => cmd::run::run(args),
         // dispatch: run (issue 6)
+        Command::Jobs(command) => cmd::jobs::run(command),
+        // dispatch: submit, get, list, logs, wait, delete, runtimes (issue 6)
     };
     match result {
         Ok(code) => code,
