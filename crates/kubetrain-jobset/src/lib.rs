@@ -28,6 +28,7 @@
 //! - [`resolve()`]: `runtimeRef` resolution against a `RuntimeCatalog`, e.g. [`builtin::catalog`].
 //! - [`status::sync_status`]: JobSet status → TrainJob status.
 //! - [`ssh`]: MPI key material in upstream's format.
+//! - [`yaml`]: the fast block-YAML writer `kubetrain render` prints with.
 
 pub mod builder;
 pub mod builtin;
@@ -37,6 +38,7 @@ mod render;
 mod runtimes;
 pub mod ssh;
 pub mod status;
+pub mod yaml;
 
 pub use object::Object;
 pub use render::{MAX_HOSTFILE_ENTRIES, Observed, ObservedJobSet, RenderError, Rendered, render};

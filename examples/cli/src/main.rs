@@ -22,6 +22,8 @@ enum Command {
     Crd(cmd::crd::CrdArgs),
     /// Check TrainJobs and training runtimes offline (CEL rules and webhook rules).
     Validate(cmd::validate::ValidateArgs),
+    /// Render TrainJobs into the JobSet and companion objects the controller would apply (no cluster needed).
+    Render(cmd::render::RenderArgs),
     // subcommands: render (issue 3)
     /// Kueue admission without a cluster: simulate queues, explain why a workload waits.
     Queue(cmd::queue::QueueArgs),
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crd(args) => cmd::crd::run(args),
         Command::Validate(args) => cmd::validate::run(args),
+        Command::Render(args) => cmd::render::run(args),
         // dispatch: render (issue 3)
         Command::Queue(args) => cmd::queue::run(args),
         // dispatch: queue (issue 4)

@@ -2,6 +2,7 @@
 
 pub(crate) mod crd;
 pub(crate) mod validate;
+pub(crate) mod render;
 // modules: render (issue 3)
 pub(crate) mod queue;
 // modules: queue (issue 4)

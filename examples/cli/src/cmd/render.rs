@@ -1,0 +1,340 @@
+//! `kubetrain render`: every object the controller would apply for each TrainJob, without a cluster.
+//!
+//! Input is streamed document by document, and each TrainJob's objects are written as soon as they are
+//! rendered, so memory stays flat in the number of documents.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use kubetrain_api::catalog::DEFAULT_NAMESPACE;
+use kubetrain_api::validation::validate_trainjob;
+use kubetrain_api::{Document, FieldError, RuntimeCatalog, TrainJob};
+use kubetrain_jobset::ssh::{ChaCha20Rng, seed_from_text, seeded_rng};
+use kubetrain_jobset::{Object, Observed, builtin, render, resolve};
+use serde_json::Value;
+
+/// `kubetrain render` arguments.
+#[derive(Debug, Args)]
+pub(crate) struct RenderArgs {
+    /// TrainJob documents (YAML or JSON, one or many); `-` reads stdin. Runtimes in it are used too.
+    #[arg(short = 'f', long = "filename", value_name = "TRAINJOBS.yaml")]
+    file: PathBuf,
+    /// TrainingRuntime / ClusterTrainingRuntime documents; repeatable. Built-in runtimes fill in the rest.
+    #[arg(long = "runtime", value_name = "RUNTIMES.yaml")]
+    runtimes: Vec<PathBuf>,
+    /// Output format: multi-document YAML or a JSON array.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
+    output: Format,
+    /// Seed for generated key material; by default it derives from each TrainJob's uid (or namespace/name).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Skip the CRD-schema, CEL and webhook checks (parse errors and render errors are still reported); for
+    /// bulk streams of TrainJobs already validated elsewhere.
+    #[arg(long)]
+    no_validate: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Yaml,
+    Json,
+}
+
+/// Splits a YAML stream into documents at `---` lines without reading it all.
+struct Documents<R> {
+    lines: R,
+    pending: Option<String>,
+    done: bool,
+}
+
+impl<R: BufRead> Documents<R> {
+    fn new(lines: R) -> Self {
+        Self {
+            lines,
+            pending: Some(String::new()),
+            done: false,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for Documents<R> {
+    type Item = io::Result<String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut doc = self.pending.take().unwrap_or_default();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.lines.read_line(&mut line) {
+                Err(e) => return Some(Err(e)),
+                Ok(0) => {
+                    self.done = true;
+                    return Some(Ok(doc));
+                }
+                Ok(_) => {}
+            }
+            let trimmed = line.trim_end();
+            if trimmed == "---" || trimmed.starts_with("--- ") {
+                // Content after the marker (`--- {a: 1}`) belongs to the next document.
+                self.pending = Some(trimmed[3..].trim_start().to_owned() + "\n");
+                return Some(Ok(doc));
+            }
+            if trimmed == "..." {
+                continue;
+            }
+            doc.push_str(&line);
+        }
+    }
+}
+
+fn open(path: &PathBuf) -> Result<Box<dyn BufRead>> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(BufReader::new(io::stdin().lock())));
+    }
+    let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
+}
+
+/// Parses one document; `Ok(None)` for an empty one.
+fn parse(text: &str, index: usize) -> Result<Option<Document>, Vec<FieldError>> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| {
+        vec![
+            FieldError::error("", format!("invalid YAML: {e}"))
+                .on("document", &format!("#{index}")),
+        ]
+    })?;
+    if value.is_null() {
+        return Ok(None);
+    }
+    kubetrain_api::parse_value(value, index).map(Some)
+}
+
+fn load_runtimes(
+    paths: &[PathBuf],
+    catalog: &mut RuntimeCatalog,
+    errors: &mut Vec<FieldError>,
+) -> Result<()> {
+    for path in paths {
+        let mut index = 0;
+        for text in Documents::new(open(path)?) {
+            let text = text.with_context(|| format!("cannot read {}", path.display()))?;
+            match parse(&text, index) {
+                Ok(Some(doc)) => {
+                    if !catalog.add_document(&doc) {
+                        errors.push(
+                            FieldError::error("kind", "a runtime file holds TrainingRuntime or ClusterTrainingRuntime documents")
+                                .on(doc.kind(), doc.name()),
+                        );
+                    }
+                }
+                Ok(None) => {}
+                Err(mut e) => errors.append(&mut e),
+            }
+            index += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The random source of one TrainJob: from --seed if given, and always from the TrainJob's identity, so that
+/// two TrainJobs in one stream get different keys.
+fn rng_for(job: &TrainJob, seed: Option<u64>) -> ChaCha20Rng {
+    let identity = job.metadata.uid.clone().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            job.metadata
+                .namespace
+                .as_deref()
+                .unwrap_or(DEFAULT_NAMESPACE),
+            job.name()
+        )
+    });
+    let text = match seed {
+        Some(seed) => format!("{seed}/{identity}"),
+        None => identity,
+    };
+    seeded_rng(seed_from_text(&text))
+}
+
+struct Output<W: Write> {
+    out: W,
+    buf: String,
+    format: Format,
+    written: usize,
+}
+
+impl<W: Write> Output<W> {
+    fn begin(&mut self) -> Result<()> {
+        if self.format == Format::Json {
+            self.out.write_all(b"[")?;
+        }
+        Ok(())
+    }
+
+    fn object(&mut self, object: &Object) -> Result<()> {
+        match self.format {
+            Format::Yaml => {
+                if self.written > 0 {
+                    self.out.write_all(b"---\n")?;
+                }
+                self.buf.clear();
+                kubetrain_jobset::yaml::write(&mut self.buf, &serde_json::to_value(object)?);
+                self.out.write_all(self.buf.as_bytes())?;
+            }
+            Format::Json => {
+                self.out
+                    .write_all(if self.written > 0 { b",\n" } else { b"\n" })?;
+                serde_json::to_writer_pretty(&mut self.out, object)?;
+            }
+        }
+        self.written += 1;
+        Ok(())
+    }
+
+    fn end(mut self) -> Result<()> {
+        if self.format == Format::Json {
+            self.out
+                .write_all(if self.written > 0 { b"\n]\n" } else { b"]\n" })?;
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+}
+
+fn render_job(
+    job: &TrainJob,
+    catalog: &RuntimeCatalog,
+    args: &RenderArgs,
+) -> Result<Vec<Object>, Vec<FieldError>> {
+    let seed = args.seed;
+    let found: Vec<FieldError> = if args.no_validate {
+        Vec::new()
+    } else {
+        validate_trainjob(job, catalog)
+    };
+    let (errors, warnings): (Vec<_>, Vec<_>) = found.into_iter().partition(FieldError::is_error);
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let fail = |path: String, message: String| {
+        vec![FieldError::error(path, message).on("TrainJob", job.name())]
+    };
+    let runtime = resolve(catalog, job).map_err(|e| fail(e.field_path(), e.message()))?;
+    let rendered = render(job, runtime, &Observed::default(), &mut rng_for(job, seed))
+        .map_err(|e| fail(e.field_path(), e.message()))?;
+    Ok(rendered.objects)
+}
+
+pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
+    let mut errors: Vec<FieldError> = Vec::new();
+    let mut catalog = RuntimeCatalog::new();
+    load_runtimes(&args.runtimes, &mut catalog, &mut errors)?;
+    for runtime in builtin::runtimes() {
+        catalog.add_cluster_if_absent(runtime);
+    }
+
+    let stdout = io::stdout().lock();
+    let mut out = Output {
+        out: BufWriter::with_capacity(1 << 16, stdout),
+        buf: String::new(),
+        format: args.output,
+        written: 0,
+    };
+    out.begin()?;
+    let mut failed = !errors.is_empty();
+    let mut report = |errors: &mut Vec<FieldError>| {
+        for e in errors.drain(..) {
+            eprintln!("{e}");
+            failed = true;
+        }
+    };
+    report(&mut errors);
+
+    for (index, text) in Documents::new(open(&args.file)?).enumerate() {
+        let text = text.with_context(|| format!("cannot read {}", args.file.display()))?;
+        // With --no-validate, a TrainJob is read straight into its typed form (no unknown-field pass);
+        // anything else takes the checked path below.
+        let fast = if args.no_validate {
+            serde_saphyr::from_str::<TrainJob>(&text).ok()
+        } else {
+            None
+        };
+        let parsed = match fast {
+            Some(job) => Ok(Some(Document::TrainJob(Box::new(job)))),
+            None => parse(&text, index),
+        };
+        let job = match parsed {
+            Ok(None) => continue,
+            Ok(Some(Document::TrainJob(job))) => job,
+            Ok(Some(doc)) => {
+                if !catalog.add_document(&doc) {
+                    errors.push(
+                        FieldError::error("kind", "expected a TrainJob (or a runtime it uses)")
+                            .on(doc.kind(), doc.name()),
+                    );
+                }
+                report(&mut errors);
+                continue;
+            }
+            Err(mut e) => {
+                errors.append(&mut e);
+                report(&mut errors);
+                continue;
+            }
+        };
+        match render_job(&job, &catalog, &args) {
+            Ok(objects) => {
+                for object in &objects {
+                    out.object(object)?;
+                }
+            }
+            Err(mut e) => {
+                errors.append(&mut e);
+                report(&mut errors);
+            }
+        }
+    }
+    out.end()?;
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_split_at_markers() {
+        let input = "a: 1\n---\nb: 2\n--- {c: 3}\n...\n---\n";
+        let docs: Vec<String> = Documents::new(input.as_bytes())
+            .map(|d| d.unwrap())
+            .collect();
+        assert_eq!(docs, ["a: 1\n", "b: 2\n", "{c: 3}\n", ""]);
+    }
+
+    #[test]
+    fn seeds_differ_per_job_and_follow_the_seed_flag() {
+        use rand_core::RngCore;
+        let job = |name: &str| TrainJob::new(name, Default::default());
+        let draw = |j: &TrainJob, s| rng_for(j, s).next_u64();
+        assert_eq!(draw(&job("a"), None), draw(&job("a"), None));
+        assert_ne!(draw(&job("a"), None), draw(&job("b"), None));
+        assert_ne!(draw(&job("a"), Some(1)), draw(&job("a"), Some(2)));
+    }
+}
