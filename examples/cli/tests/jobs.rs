@@ -1,0 +1,233 @@
+//! `kubetrain submit|get|list|logs|wait|delete|runtimes` against a fake API server on loopback, reached
+//! through a real kubeconfig.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+const TRAINJOBS: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs";
+
+fn trainjob(name: &str) -> Value {
+    json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": "team-a", "creationTimestamp": "2026-01-02T03:04:05Z"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}}
+    })
+}
+
+fn pod(index: u32) -> Value {
+    json!({
+        "metadata": {"name": format!("mnist-node-0-{index}-abcde"),
+            "labels": {"jobset.sigs.k8s.io/jobset-name": "mnist", "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                       "batch.kubernetes.io/job-completion-index": index.to_string()}},
+        "spec": {"containers": [{"name": "node"}]},
+        "status": {"phase": "Running"}
+    })
+}
+
+fn list(items: Vec<Value>) -> Value {
+    json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+}
+
+/// Answers like the API server for one TrainJob `mnist` with two running pods.
+fn route(method: &str, target: &str, body: &str) -> (u16, String) {
+    let (path, _query) = target.split_once('?').unwrap_or((target, ""));
+    let json = |v: Value| v.to_string();
+    match (method, path) {
+        ("GET", p) if p == format!("{TRAINJOBS}/mnist") => (200, json(trainjob("mnist"))),
+        ("DELETE", p) if p == format!("{TRAINJOBS}/mnist") => (200, json(trainjob("mnist"))),
+        ("GET", TRAINJOBS) => (200, json(list(vec![trainjob("mnist")]))),
+        ("POST", TRAINJOBS) => (201, body.to_string()),
+        ("GET", "/api/v1/namespaces/team-a/pods") => (200, json(list(vec![pod(0), pod(1)]))),
+        ("GET", "/api/v1/namespaces/team-a/pods/mnist-node-0-0-abcde/log") => {
+            (200, "hello\nworld\n".into())
+        }
+        ("GET", "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes") => {
+            let yaml = kubetrain_jobset::builtin::source("torch-distributed").unwrap();
+            let rt: Value = serde_saphyr::from_str(yaml).unwrap();
+            (200, json(list(vec![rt])))
+        }
+        ("GET", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes") => {
+            (200, json(list(vec![])))
+        }
+        _ => (
+            404,
+            json(
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                        "code": 404, "message": format!("{method} {target} not found")}),
+            ),
+        ),
+    }
+}
+
+/// Serves `route` on a loopback port; returns the port and the log of "METHOD target body" lines.
+fn fake_api_server() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut length = 0usize;
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = header.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let body = String::from_utf8_lossy(&body).into_owned();
+            let mut parts = request_line.split_whitespace();
+            let (method, target) = (
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+            log.lock()
+                .unwrap()
+                .push(format!("{method} {target} {body}"));
+            let (status, answer) = route(method, target, &body);
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+fn kubetrain(args: &[&str]) -> (Output, Vec<String>) {
+    let (port, seen) = fake_api_server();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: fake, user: u, namespace: team-a}}}}]\ncurrent-context: c\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(args)
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", dir.path())
+        .output()
+        .expect("kubetrain runs");
+    let seen = seen.lock().unwrap().clone();
+    (out, seen)
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn get_prints_the_job_and_its_steps() {
+    let (out, seen) = kubetrain(&["get", "mnist"]);
+    let text = stdout(&out);
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "STATUS", "RUNTIME", "NODES", "CREATED"]);
+    assert_eq!(
+        lines[1],
+        [
+            "mnist",
+            "Running",
+            "torch-distributed",
+            "2",
+            "2026-01-02T03:04:05Z"
+        ]
+    );
+    assert!(
+        lines.contains(&vec![
+            "node-1",
+            "Running",
+            "mnist-node-0-1-abcde",
+            "Unknown",
+            "Unknown"
+        ]),
+        "{text}"
+    );
+    assert!(seen[1].contains("labelSelector="), "{seen:?}");
+}
+
+#[test]
+fn list_as_json() {
+    let (out, _) = kubetrain(&["list", "-o", "json"]);
+    let jobs: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(jobs[0]["name"], "mnist");
+    assert_eq!(jobs[0]["status"], "Running");
+    assert_eq!(jobs[0]["steps"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn submit_creates_the_trainjob_in_the_context_namespace() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
+    let (out, seen) = kubetrain(&["submit", "-f", path, "-n", "team-a"]);
+    assert_eq!(
+        stdout(&out),
+        "trainjob.trainer.kubeflow.org/quickstart created\n"
+    );
+    let post = seen.iter().find(|s| s.starts_with("POST")).expect("a POST");
+    let body: Value = serde_json::from_str(post.splitn(3, ' ').nth(2).unwrap()).unwrap();
+    assert_eq!(body["metadata"]["name"], "quickstart");
+    assert_eq!(body["metadata"]["namespace"], "team-a");
+    assert_eq!(body["spec"]["trainer"]["numNodes"], 2);
+}
+
+#[test]
+fn logs_wait_delete_and_runtimes() {
+    let (out, seen) = kubetrain(&["logs", "mnist"]);
+    assert_eq!(stdout(&out), "hello\nworld\n");
+    assert!(seen.last().unwrap().contains("container=node"), "{seen:?}");
+
+    let (out, _) = kubetrain(&["wait", "mnist", "--for", "Running", "--timeout", "5"]);
+    assert_eq!(
+        stdout(&out),
+        "trainjob.trainer.kubeflow.org/mnist Running\n"
+    );
+
+    let (out, _) = kubetrain(&["delete", "mnist"]);
+    assert_eq!(
+        stdout(&out),
+        "trainjob.trainer.kubeflow.org/mnist deleted\n"
+    );
+
+    let (out, _) = kubetrain(&["delete", "ghost"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TrainJob \"ghost\" not found"));
+
+    let (out, _) = kubetrain(&["runtimes"]);
+    let text = stdout(&out);
+    assert!(
+        text.lines().any(|l| l.starts_with("torch-distributed")
+            && l.contains("ClusterTrainingRuntime")
+            && l.contains("torch")),
+        "{text}"
+    );
+}
