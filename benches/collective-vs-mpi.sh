@@ -5,7 +5,7 @@
 # implementations ROUNDS times and the medians are reported, because the machine may be shared.
 #
 # Needs: apt-get install -y openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy
-# Usage: benches/collective-vs-mpi.sh            (ROUNDS=3 ITERS=20 WARMUP=5 RANKS="2 4" by default)
+# Usage: benches/collective-vs-mpi.sh    (ROUNDS=3 ITERS=20 WARMUP=5 RANKS="2 4" MAX=64M by default)
 # Prints a markdown table (the one in docs/benchmarks.md); raw JSON lines are kept in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +19,12 @@ out="${OUT:-$(mktemp -d /tmp/collective-vs-mpi.XXXXXX)}"
 mkdir -p "$out"
 PY="${MPI_PYTHON:-/usr/bin/python3}"
 
-cargo build --release -q -p kubetrain-cli
-bin="$CARGO_TARGET_DIR/release/kubetrain"
+# KUBETRAIN_BIN skips the build (e.g. a binary built elsewhere).
+bin="${KUBETRAIN_BIN:-}"
+if [[ -z "$bin" ]]; then
+  cargo build --release -q -p kubetrain-cli
+  bin="$CARGO_TARGET_DIR/release/kubetrain"
+fi
 max_bytes=$("$PY" -c "import sys; s=sys.argv[1]; m={'K':1<<10,'M':1<<20,'G':1<<30}; print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))" "$MAX")
 
 for round in $(seq 1 "$ROUNDS"); do

@@ -15,26 +15,28 @@ use crate::rendezvous::PeerInfo;
 /// How a waiting rank burns time before it sleeps on a futex.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WaitPolicy {
-    /// Busy-wait iterations (cheap wake-up, costs a core).
-    pub spins: u32,
-    /// `sched_yield` iterations after spinning.
-    pub yields: u32,
+    /// Busy-wait this long (cheapest wake-up, costs a core).
+    pub spin: Duration,
+    /// Then `sched_yield` this long: stays runnable, but lets a peer sharing the core run. On a busy or
+    /// oversubscribed host a futex sleep costs a full scheduling delay per message, so this phase is long.
+    pub yield_for: Duration,
 }
 
 impl WaitPolicy {
-    /// Spin when every local rank has a core; only yield when ranks outnumber cores.
+    /// When every local rank has a core, spin like MPI's shared-memory transport does (`sched_yield` on a
+    /// busy host gives the core away for a whole time slice); when ranks outnumber cores, yield at once.
+    /// Either way a long wait ends in a futex sleep, so idle ranks cost nothing.
     pub(crate) fn for_local_ranks(local_ranks: usize) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        // About 50-100 µs of spinning catches a peer that is mid-copy without starving a descheduled one.
         if local_ranks <= cores {
             WaitPolicy {
-                spins: 2_000,
-                yields: 20,
+                spin: Duration::from_millis(2),
+                yield_for: Duration::from_millis(3),
             }
         } else {
             WaitPolicy {
-                spins: 0,
-                yields: 20,
+                spin: Duration::ZERO,
+                yield_for: Duration::from_millis(5),
             }
         }
     }

@@ -308,17 +308,27 @@ impl ShmQueue {
         if ready(word.load(Ordering::Acquire)) {
             return Ok(());
         }
-        let WaitPolicy { spins, yields } = ctx.wait;
-        for _ in 0..spins {
-            std::hint::spin_loop();
+        let WaitPolicy { spin, yield_for } = ctx.wait;
+        let begin = Instant::now();
+        let mut yielding = spin.is_zero();
+        let mut i = 0u32;
+        loop {
             if ready(word.load(Ordering::Acquire)) {
                 return Ok(());
             }
-        }
-        for _ in 0..yields {
-            std::thread::yield_now();
-            if ready(word.load(Ordering::Acquire)) {
-                return Ok(());
+            i = i.wrapping_add(1);
+            // Reading the clock costs more than a pause: check it every 64 rounds.
+            if i.is_multiple_of(64) {
+                let waited = begin.elapsed();
+                if waited >= spin + yield_for || self.header().abort.load(Ordering::Relaxed) != 0 {
+                    break;
+                }
+                yielding = waited >= spin;
+            }
+            if yielding {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
             }
         }
         let h = self.header();
