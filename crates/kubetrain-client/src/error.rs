@@ -76,6 +76,9 @@ pub enum ClientError {
     /// The TrainJob breaks validation rules (CEL or webhook), one message per rule.
     #[error("the TrainJob is invalid:\n  {}", .0.join("\n  "))]
     Invalid(Vec<String>),
+    /// The job needs more of a resource that cannot be shared (GPUs) than this machine has (Kueue's message).
+    #[error("the TrainJob cannot run on this machine: {0}")]
+    DoesNotFit(String),
     /// The TrainJob failed while waiting for another status.
     #[error("TrainJob {name:?} failed: {message}")]
     JobFailed {

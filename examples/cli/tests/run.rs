@@ -115,3 +115,41 @@ fn an_invalid_trainjob_is_refused_with_its_field_path() {
     assert!(stderr.contains("spec.trainer.env"), "{stderr}");
     assert!(stderr.contains("PET_NODE_RANK"), "{stderr}");
 }
+
+#[test]
+fn a_job_needing_gpus_this_machine_lacks_is_refused_with_kueues_reason() {
+    let has_gpu = std::fs::read_dir("/dev").is_ok_and(|d| {
+        d.filter_map(Result::ok).any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .strip_prefix("nvidia")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+    });
+    if has_gpu {
+        eprintln!("skipped: this machine has NVIDIA GPUs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("gpu.yaml");
+    std::fs::write(
+        &job,
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: gpu}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 2, command: [\"true\"], resourcesPerNode: {limits: {nvidia.com/gpu: 1}}}\n",
+    )
+    .unwrap();
+    let out = kubetrain(&[
+        "run",
+        "-f",
+        job.to_str().unwrap(),
+        "--run-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("cannot run on this machine"), "{stderr}");
+    assert!(
+        stderr.contains("insufficient quota for nvidia.com/gpu"),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).is_empty(), "nothing started");
+}

@@ -41,6 +41,7 @@ pub struct LocalProcessBackend {
     catalog: RuntimeCatalog,
     options: LocalOptions,
     runs_under: Option<std::path::PathBuf>,
+    capacity: Option<super::capacity::Capacity>,
     jobs: Arc<Mutex<BTreeMap<String, Arc<LocalJob>>>>,
 }
 
@@ -71,13 +72,15 @@ struct LocalState {
 }
 
 impl LocalProcessBackend {
-    /// A backend with the built-in runtimes, namespace `default`, `kubetrain` run from `PATH`.
+    /// A backend with the built-in runtimes, namespace `default`, `kubetrain` run from `PATH`, jobs checked
+    /// against this machine's capacity.
     pub fn new() -> Self {
         LocalProcessBackend {
             namespace: "default".into(),
             catalog: kubetrain_jobset::builtin::catalog(),
             options: LocalOptions::default(),
             runs_under: None,
+            capacity: Some(super::capacity::Capacity::of_this_machine()),
             jobs: Arc::default(),
         }
     }
@@ -97,6 +100,13 @@ impl LocalProcessBackend {
     /// Puts each job's run directory at `<dir>/<job name>`.
     pub fn with_runs_under(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.runs_under = Some(dir.into());
+        self
+    }
+
+    /// Checks jobs against `capacity` (default: this machine; `None` checks nothing) with
+    /// [`capacity::check`](super::capacity::check): GPU shortfalls are refused, CPU and memory ones noted.
+    pub fn with_capacity(mut self, capacity: Option<super::capacity::Capacity>) -> Self {
+        self.capacity = capacity;
         self
     }
 
@@ -272,7 +282,14 @@ impl Backend for LocalProcessBackend {
         if let Some(dir) = &self.runs_under {
             options.run_dir = Some(dir.join(&name));
         }
-        let plan = prepare_job(&job, &self.catalog, &options)?;
+        let mut plan = prepare_job(&job, &self.catalog, &options)?;
+        if let Some(capacity) = &self.capacity {
+            match super::capacity::check(&plan, capacity) {
+                Ok(Some(warning)) => plan.notices.push(warning),
+                Ok(None) => {}
+                Err(why) => return Err(ClientError::DoesNotFit(why)),
+            }
+        }
         let (cancel, mut cancel_rx) = watch::channel(false);
         let local = Arc::new(LocalJob {
             job,

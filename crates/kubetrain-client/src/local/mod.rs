@@ -28,6 +28,7 @@
 //! ```
 
 pub mod backend;
+pub mod capacity;
 pub mod exec;
 pub mod plan;
 pub mod rewrite;

@@ -84,6 +84,9 @@ pub struct PodPlan {
     pub containers: Vec<ProcessPlan>,
     /// Device and count of the first container (for the SDK's steps).
     pub device: (String, String),
+    /// Resource requests of the first container (its limits where it requests nothing), for the local
+    /// capacity check.
+    pub requests: BTreeMap<String, String>,
 }
 
 /// One replicated job: its pods and what must happen before they start.
@@ -366,6 +369,7 @@ fn plan_jobset(
                 device: crate::types::device_of(
                     spec.containers.first().and_then(|c| c.resources.as_ref()),
                 ),
+                requests: requests_of(spec.containers.first()),
             });
         }
         replicated_jobs.push(ReplicatedJobPlan {
@@ -408,6 +412,25 @@ fn plan_jobset(
         max_restarts,
         notices,
     })
+}
+
+fn requests_of(container: Option<&Container>) -> BTreeMap<String, String> {
+    let Some(r) = container.and_then(|c| c.resources.as_ref()) else {
+        return BTreeMap::new();
+    };
+    let mut out: BTreeMap<String, String> = r
+        .limits
+        .iter()
+        .flatten()
+        .map(|(k, q)| (k.clone(), q.0.clone()))
+        .collect();
+    out.extend(
+        r.requests
+            .iter()
+            .flatten()
+            .map(|(k, q)| (k.clone(), q.0.clone())),
+    );
+    out
 }
 
 fn check_acyclic(rjobs: &[ReplicatedJobPlan]) -> Result<(), PlanError> {

@@ -28,6 +28,9 @@ pub(crate) struct RunArgs {
     /// Keep declared container ports as they are instead of giving each a free local port.
     #[arg(long)]
     keep_ports: bool,
+    /// Skip the capacity check (this machine as a Kueue ClusterQueue: too few GPUs refuse the job).
+    #[arg(long)]
+    ignore_capacity: bool,
     /// Seconds between progress lines while nothing else happens.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     progress_every: u64,
@@ -158,7 +161,22 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         kubetrain_exe: Some(std::env::current_exe().context("locating the kubetrain binary")?),
         remap_ports: !args.keep_ports,
     };
-    let plan = local::prepare(&yaml, &catalog, &options)?;
+    let mut plan = local::prepare(&yaml, &catalog, &options)?;
+    if !args.ignore_capacity {
+        let capacity = local::capacity::Capacity::of_this_machine();
+        match local::capacity::check(&plan, &capacity) {
+            Ok(Some(warning)) => plan.notices.push(warning),
+            Ok(None) => {}
+            Err(why) => {
+                eprintln!(
+                    "error: TrainJob {} cannot run on this machine: {why}",
+                    plan.name
+                );
+                eprintln!("(use --ignore-capacity to start it anyway)");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
     let width = plan.pods().map(|p| p.name.len()).max().unwrap_or(0);
     let rank_env: Vec<(String, String)> =
         plan.pods().map(|p| (p.name.clone(), rank_env(p))).collect();
