@@ -156,3 +156,103 @@ fn deadline(job: &TrainJob, now: &Time, update: &mut StatusUpdate) {
         update.requeue_after = Some(Duration::from_millis(remaining));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+    use kubetrain_api::jobset::{JobSetStatus, ReplicatedJobStatus};
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn job(suspend: bool, ads: Option<i64>) -> TrainJob {
+        let mut job = TrainJob::new("j", Default::default());
+        job.spec.suspend = Some(suspend);
+        job.spec.active_deadline_seconds = ads;
+        job.metadata.creation_timestamp = Some(at(1_000));
+        job
+    }
+
+    fn find<'a>(s: &'a TrainJobStatus, t: &str) -> &'a Condition {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap_or_else(|| panic!("no {t} condition"))
+    }
+
+    #[test]
+    fn suspend_then_resume() {
+        let suspended = sync_status(&job(true, None), None, &at(1_010)).status;
+        let c = find(&suspended, SUSPENDED);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            ("True", "Suspended", "TrainJob is suspended")
+        );
+        let mut resumed_job = job(false, None);
+        resumed_job.status = Some(suspended);
+        let resumed = sync_status(&resumed_job, None, &at(1_020)).status;
+        let c = find(&resumed, SUSPENDED);
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Resumed"));
+        assert_eq!(c.last_transition_time, at(1_020), "the status flipped");
+        // Never suspended: no condition at all.
+        assert!(
+            sync_status(&job(false, None), None, &at(1_010))
+                .status
+                .conditions
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn completion_and_jobs_status_are_copied_from_the_jobset() {
+        let js = JobSet {
+            status: Some(JobSetStatus {
+                conditions: vec![Condition {
+                    type_: "Completed".into(),
+                    status: "True".into(),
+                    reason: "AllJobsCompleted".into(),
+                    message: "jobset completed successfully".into(),
+                    last_transition_time: at(2_000),
+                    observed_generation: None,
+                }],
+                replicated_jobs_status: vec![ReplicatedJobStatus {
+                    name: "node".into(),
+                    succeeded: 2,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let update = sync_status(&job(false, Some(10)), Some(&js), &at(5_000));
+        let c = find(&update.status, COMPLETE);
+        assert_eq!(
+            (c.reason.as_str(), c.last_transition_time.clone()),
+            ("AllJobsCompleted", at(2_000))
+        );
+        assert_eq!(update.status.jobs_status[0].succeeded, 2);
+        assert!(is_finished(&update.status));
+        assert!(!update.delete_jobset, "a finished TrainJob has no deadline");
+    }
+
+    #[test]
+    fn active_deadline() {
+        let early = sync_status(&job(false, Some(60)), None, &at(1_030));
+        assert_eq!(early.requeue_after, Some(Duration::from_secs(30)));
+        assert!(!early.delete_jobset);
+        let late = sync_status(&job(false, Some(60)), None, &at(1_061));
+        assert!(late.delete_jobset);
+        let c = find(&late.status, FAILED);
+        assert_eq!(
+            (c.reason.as_str(), c.message.as_str()),
+            ("DeadlineExceeded", "TrainJob exceeded its active deadline")
+        );
+        // Suspended TrainJobs do not run down their deadline.
+        assert_eq!(
+            sync_status(&job(true, Some(60)), None, &at(9_999)).requeue_after,
+            None
+        );
+    }
+}

@@ -6,9 +6,9 @@
 //! the same value.
 //!
 //! ```
-//! let v = serde_json::json!({"kind": "ConfigMap", "data": {"hostfile": "a slots=1\n", "n": "1"}});
+//! let v = serde_json::json!({"kind": "ConfigMap", "data": {"hostfile": "a slots=1\n", "count": "1"}});
 //! assert_eq!(kubetrain_jobset::yaml::to_string(&v),
-//!     "data:\n  hostfile: |\n    a slots=1\n  n: \"1\"\nkind: ConfigMap\n");
+//!     "data:\n  count: \"1\"\n  hostfile: |\n    a slots=1\nkind: ConfigMap\n");
 //! ```
 
 use serde_json::{Map, Value};
@@ -124,24 +124,37 @@ fn write_str(out: &mut String, s: &str, level: usize, allow_block: bool) {
 /// Whether a multi-line string can be written as a literal block and read back unchanged.
 fn block_safe(s: &str) -> bool {
     s.contains('\n')
-        && !s.chars().any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{feff}' || c == '\u{85}')
-        && s.split('\n').find(|l| !l.is_empty()).is_some_and(|l| !l.starts_with([' ', '\t']))
-        && !s.split('\n').any(|l| !l.is_empty() && l.trim_matches([' ', '\t']).is_empty())
+        && !s
+            .chars()
+            .any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{feff}' || c == '\u{85}')
+        && s.split('\n')
+            .find(|l| !l.is_empty())
+            .is_some_and(|l| !l.starts_with([' ', '\t']))
+        && !s
+            .split('\n')
+            .any(|l| !l.is_empty() && l.trim_matches([' ', '\t']).is_empty())
 }
 
 /// Words that YAML 1.1 or 1.2 readers turn into booleans or null.
-const RESERVED: [&str; 11] = ["true", "false", "yes", "no", "on", "off", "y", "n", "null", "~", ""];
+const RESERVED: [&str; 11] = [
+    "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~", "",
+];
 
 /// Whether `s` reads back as the same string when written plain, for YAML 1.1 and 1.2 readers alike.
 fn is_plain_safe(s: &str) -> bool {
-    let Some(first) = s.chars().next() else { return false };
+    let Some(first) = s.chars().next() else {
+        return false;
+    };
     if RESERVED.iter().any(|r| r.eq_ignore_ascii_case(s)) {
         return false;
     }
     if "-?:,[]{}#&*!|>'\"%@`.<= ".contains(first) {
         // "-x" stays plain when x cannot start a number, a document marker or an indicator ("-De", "-c").
         let rest = &s[first.len_utf8()..];
-        let dash_word = first == '-' && !rest.is_empty() && !rest.starts_with([' ', '-', '.', '\t']) && !looks_numeric(rest);
+        let dash_word = first == '-'
+            && !rest.is_empty()
+            && !rest.starts_with([' ', '-', '.', '\t'])
+            && !looks_numeric(rest);
         if !dash_word {
             return false;
         }
@@ -149,7 +162,9 @@ fn is_plain_safe(s: &str) -> bool {
     if s.ends_with([' ', ':', '\t']) || s.contains(": ") || s.contains(" #") || s.contains(":\t") {
         return false;
     }
-    if s.chars().any(|c| c.is_control() || c == '\u{feff}' || c == '\u{85}' || c == '\u{2028}' || c == '\u{2029}') {
+    if s.chars().any(|c| {
+        c.is_control() || c == '\u{feff}' || c == '\u{85}' || c == '\u{2028}' || c == '\u{2029}'
+    }) {
         return false;
     }
     if first == '+' || first.is_ascii_digit() {
@@ -161,8 +176,14 @@ fn is_plain_safe(s: &str) -> bool {
 /// Conservative: a string that starts like a number and has no letter that rules out every number, date,
 /// hex, octal, binary or sexagesimal form.
 fn looks_numeric(s: &str) -> bool {
-    let starts = s.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '+' || c == '.');
-    starts && !s.chars().any(|c| c.is_ascii_alphabetic() && !"abcdefABCDEFxXoObBtTzZ".contains(c))
+    let starts = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_digit() || c == '+' || c == '.');
+    starts
+        && !s
+            .chars()
+            .any(|c| c.is_ascii_alphabetic() && !"abcdefABCDEFxXoObBtTzZ".contains(c))
 }
 
 #[cfg(test)]
@@ -196,7 +217,10 @@ mod tests {
             ("a: b", false),
             ("a #b", false),
             (".inf", false),
-            ("metadata.annotations['batch.kubernetes.io/job-completion-index']", true),
+            (
+                "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+                true,
+            ),
             ("-o ConnectionAttempts=10", true),
             ("12:30", false),
             ("2024-01-01", false),
@@ -210,7 +234,13 @@ mod tests {
 
     #[test]
     fn block_literals_keep_their_newlines() {
-        for s in ["a\nb\n", "a\nb", "a\n\nb\n\n", "import os\n  x = 1\n", "\nlead\n"] {
+        for s in [
+            "a\nb\n",
+            "a\nb",
+            "a\n\nb\n\n",
+            "import os\n  x = 1\n",
+            "\nlead\n",
+        ] {
             let v = json!({"cmd": ["-c", s]});
             assert_eq!(read(&to_string(&v)), v, "{s:?}:\n{}", to_string(&v));
         }
@@ -223,7 +253,10 @@ mod tests {
             any::<i64>().prop_map(|n| json!(n)),
             "\\PC{0,12}".prop_map(Value::String),
             "[a-z0-9 :#\\-\\n.]{0,16}".prop_map(Value::String),
-            prop::sample::select(vec!["true", "no", "~", "1.5", "0o17", "-", "- x", "a\n b", "x\n"]).prop_map(|s| json!(s)),
+            prop::sample::select(vec![
+                "true", "no", "~", "1.5", "0o17", "-", "- x", "a\n b", "x\n"
+            ])
+            .prop_map(|s| json!(s)),
         ];
         leaf.prop_recursive(4, 32, 5, |inner| {
             prop_oneof![
