@@ -153,3 +153,27 @@ fn a_job_needing_gpus_this_machine_lacks_is_refused_with_kueues_reason() {
     );
     assert!(text(&out.stdout).is_empty(), "nothing started");
 }
+
+#[test]
+fn kubetrain_inside_a_shell_command_is_this_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("shell.yaml");
+    std::fs::write(
+        &job,
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: shell}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 2, command: [sh, -c, \"kubetrain collective train-demo --steps 3\"]}\n",
+    )
+    .unwrap();
+    let out = kubetrain(&[
+        "run",
+        "-f",
+        job.to_str().unwrap(),
+        "--run-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("shell-node-0-0 | done: final loss"),
+        "{stdout}"
+    );
+}

@@ -48,7 +48,8 @@ use crate::error::{ClientError, PlanError};
 pub struct LocalOptions {
     /// The run directory (default `$TMPDIR/kubetrain-runs/<namespace>/<name>`).
     pub run_dir: Option<PathBuf>,
-    /// The program that runs for `command[0] == "kubetrain"`; `None` looks `kubetrain` up on `PATH`.
+    /// The program that runs for `command[0] == "kubetrain"`; `None` looks `kubetrain` up on `PATH`. When
+    /// it is named `kubetrain`, its directory also leads the pods' `PATH` (for `sh -c "kubetrain ..."`).
     pub kubetrain_exe: Option<PathBuf>,
     /// Give every declared container port a free local port (default true).
     pub remap_ports: bool,

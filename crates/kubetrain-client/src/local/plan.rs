@@ -46,7 +46,8 @@ pub mod labels {
 pub struct PlanOptions {
     /// The run directory; `/workspace` maps to `<run_dir>/workspace`.
     pub run_dir: PathBuf,
-    /// The program that `command[0] == "kubetrain"` runs (default: this executable).
+    /// The program that `command[0] == "kubetrain"` runs (`None`: `kubetrain` from `PATH`); when it is named
+    /// `kubetrain`, its directory also leads `PATH`, so shell commands find it too.
     pub kubetrain_exe: Option<PathBuf>,
     /// Give every declared container port a free local port (pods share this machine's ports).
     pub remap_ports: bool,
@@ -546,6 +547,25 @@ impl ContainerCtx<'_> {
             None => env.push((k, v)),
         };
         set(&mut env, "HOSTNAME".into(), self.facts.name.clone());
+        // `kubetrain` inside a shell command (`sh -c "kubetrain ..."`) finds the same binary first on PATH.
+        if let Some(dir) = self
+            .options
+            .kubetrain_exe
+            .as_deref()
+            .filter(|exe| exe.file_name().is_some_and(|n| n == "kubetrain"))
+            .and_then(Path::parent)
+            .filter(|dir| !dir.as_os_str().is_empty())
+        {
+            let path = env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone());
+            let joined = match path {
+                Some(p) if !p.is_empty() => format!("{}:{p}", dir.display()),
+                _ => dir.display().to_string(),
+            };
+            set(&mut env, "PATH".into(), joined);
+        }
         set(&mut env, "JOB_COMPLETION_INDEX".into(), self.pi.to_string());
         if c.env_from.as_ref().is_some_and(|e| !e.is_empty()) {
             return Err(PlanError::Env {
