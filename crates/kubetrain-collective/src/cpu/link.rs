@@ -23,15 +23,17 @@ pub(crate) struct WaitPolicy {
 }
 
 impl WaitPolicy {
-    /// When every local rank has a core, spin like MPI's shared-memory transport does (`sched_yield` on a
-    /// busy host gives the core away for a whole time slice); when ranks outnumber cores, yield at once.
-    /// Either way a long wait ends in a futex sleep, so idle ranks cost nothing.
+    /// When every local rank has a core, spin first like MPI's shared-memory transport (a handoff then
+    /// takes about a microsecond), but only briefly: if the scheduler put two ranks on one core, a long
+    /// spin would cost each message a time slice. Then yield (stay runnable; let a peer on this core run);
+    /// when ranks outnumber cores, yield at once. A long wait ends in a futex sleep, so idle ranks cost
+    /// nothing.
     pub(crate) fn for_local_ranks(local_ranks: usize) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if local_ranks <= cores {
             WaitPolicy {
-                spin: Duration::from_millis(2),
-                yield_for: Duration::from_millis(3),
+                spin: Duration::from_micros(200),
+                yield_for: Duration::from_millis(5),
             }
         } else {
             WaitPolicy {
