@@ -80,10 +80,14 @@ enum OutputFormat {
     Json,
 }
 
+/// Op names as the command line spells them (`all_reduce`), with the kebab-case spellings as aliases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum OpArg {
+    #[value(name = "all_reduce", alias = "all-reduce")]
     AllReduce,
+    #[value(name = "all_gather", alias = "all-gather")]
     AllGather,
+    #[value(name = "reduce_scatter", alias = "reduce-scatter")]
     ReduceScatter,
     Broadcast,
 }
