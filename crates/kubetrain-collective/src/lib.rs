@@ -15,7 +15,7 @@
 //!   system), device memory and streams through cudarc, init from a unique id handed out by rank 0, and
 //!   a watchdog that aborts the communicator when a peer dies instead of hanging.
 //!
-//! [`bench`] measures either backend the nccl-tests way; [`demo`] is a tiny data-parallel training loop.
+//! [`bench`](mod@bench) measures either backend the nccl-tests way; [`demo`] is a tiny data-parallel training loop.
 //!
 //! ```
 //! use kubetrain_collective::{DataType, ReduceOp};
