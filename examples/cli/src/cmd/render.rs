@@ -83,7 +83,12 @@ impl<R: BufRead> Iterator for Documents<R> {
             let trimmed = line.trim_end();
             if trimmed == "---" || trimmed.starts_with("--- ") {
                 // Content after the marker (`--- {a: 1}`) belongs to the next document.
-                self.pending = Some(trimmed[3..].trim_start().to_owned() + "\n");
+                let rest = trimmed[3..].trim_start();
+                self.pending = Some(if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!("{rest}\n")
+                });
                 return Some(Ok(doc));
             }
             if trimmed == "..." {
@@ -125,8 +130,7 @@ fn load_runtimes(
     errors: &mut Vec<FieldError>,
 ) -> Result<()> {
     for path in paths {
-        let mut index = 0;
-        for text in Documents::new(open(path)?) {
+        for (index, text) in Documents::new(open(path)?).enumerate() {
             let text = text.with_context(|| format!("cannot read {}", path.display()))?;
             match parse(&text, index) {
                 Ok(Some(doc)) => {
@@ -140,7 +144,6 @@ fn load_runtimes(
                 Ok(None) => {}
                 Err(mut e) => errors.append(&mut e),
             }
-            index += 1;
         }
     }
     Ok(())
