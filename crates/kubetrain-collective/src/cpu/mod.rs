@@ -42,6 +42,10 @@ pub struct CpuOptions {
     pub transport: Transport,
     /// Directory for shared memory queues (a tmpfs, normally `/dev/shm`).
     pub shm_dir: PathBuf,
+    /// Pin the calling thread to its own CPU (the n-th allowed CPU for the n-th rank on this host) when
+    /// every local rank has one, as MPI binds ranks to cores. Off by default: it changes the affinity of
+    /// the caller's thread, which a training process may not want.
+    pub pin_to_core: bool,
 }
 
 impl Default for CpuOptions {
@@ -52,6 +56,7 @@ impl Default for CpuOptions {
             slots: 8,
             transport: Transport::Auto,
             shm_dir: PathBuf::from("/dev/shm"),
+            pin_to_core: false,
         }
     }
 }
@@ -151,6 +156,18 @@ impl CpuCommunicator {
             .iter()
             .filter(|p| p.shm && me.shm && p.host == me.host)
             .count();
+        if opts.pin_to_core {
+            let local_index = membership
+                .peers
+                .iter()
+                .filter(|p| p.host == me.host && p.shm == me.shm)
+                .position(|p| p.rank == env.rank)
+                .unwrap_or(0);
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if local_ranks <= cores {
+                sys::pin_to_allowed_cpu(local_index);
+            }
+        }
         let slice_bytes = opts.slice_bytes.clamp(64, 64 << 20).next_multiple_of(64);
         let settings = LinkSettings {
             timeout: opts.timeout,

@@ -72,6 +72,32 @@ pub(crate) fn process_alive(_pid: u32) -> bool {
     true
 }
 
+/// Pins the calling thread to the `index`-th CPU this process may run on (as MPI binds ranks to cores),
+/// so two busy ranks are never scheduled on one core. Returns the CPU, or `None` if it could not pin.
+#[cfg(target_os = "linux")]
+pub(crate) fn pin_to_allowed_cpu(index: usize) -> Option<usize> {
+    // SAFETY: cpu_set_t is plain data; the calls read and write only the set passed to them.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect();
+        let cpu = *allowed.get(index)?;
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        (libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &one) == 0).then_some(cpu)
+    }
+}
+
+/// Pinning is a Linux feature here.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn pin_to_allowed_cpu(_index: usize) -> Option<usize> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

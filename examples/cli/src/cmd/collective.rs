@@ -127,6 +127,9 @@ struct LaunchArgs {
     /// CPU pipeline slice size (bytes; suffixes K, M, G).
     #[arg(long, value_parser = parse_size, default_value = "128K")]
     slice_bytes: usize,
+    /// Do not pin each local rank to its own CPU (pinning only happens when every local rank has one).
+    #[arg(long)]
+    no_pin: bool,
 }
 
 #[derive(Debug, Args)]
@@ -316,6 +319,7 @@ fn cpu_options(launch: &LaunchArgs) -> CpuOptions {
     CpuOptions {
         timeout: Duration::from_secs(launch.timeout_secs.max(1)),
         slice_bytes: launch.slice_bytes,
+        pin_to_core: !launch.no_pin,
         transport: match launch.transport {
             TransportArg::Auto => Transport::Auto,
             TransportArg::Tcp => Transport::Tcp,
