@@ -94,16 +94,21 @@ impl Group {
 
 fn all_reduce(c: &mut Criterion) {
     let mut group = c.benchmark_group("collective_cpu_all_reduce");
-    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     for n in [2usize, 4] {
         for bytes in [8usize, 1 << 20, 64 << 20] {
             let len = bytes / 4;
             let mut g = Group::new(n, len);
             let mut buf = vec![1.0f32; len];
             group.throughput(Throughput::Bytes(bytes as u64));
-            group.bench_with_input(BenchmarkId::new(format!("{n}_ranks"), bytes), &bytes, |b, _| {
-                b.iter_custom(|iters| g.run(&mut buf, iters))
-            });
+            group.bench_with_input(
+                BenchmarkId::new(format!("{n}_ranks"), bytes),
+                &bytes,
+                |b, _| b.iter_custom(|iters| g.run(&mut buf, iters)),
+            );
             g.finish();
         }
     }
@@ -112,7 +117,9 @@ fn all_reduce(c: &mut Criterion) {
 
 fn memcpy(c: &mut Criterion) {
     let mut group = c.benchmark_group("collective_cpu_memcpy");
-    group.sample_size(10).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3));
     let bytes = 64usize << 20;
     let src = vec![1u8; bytes];
     let mut dst = vec![0u8; bytes];

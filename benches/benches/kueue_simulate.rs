@@ -12,7 +12,10 @@ use kubetrain_kueue::sim::engine::simulate;
 use kubetrain_kueue::sim::scenario::ScenarioSpec;
 
 fn model(file: &str) -> Model {
-    let path = format!("{}/../examples/manifests/kueue/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../examples/manifests/kueue/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).expect("generator config");
     let mut setup = Setup::from_yaml(&text).expect("valid generator config");
     setup.expand_generators();

@@ -419,3 +419,28 @@ async fn the_backend_follows_logs_lists_events_and_deletes() {
         Err(ClientError::NotFound(_))
     ));
 }
+
+#[tokio::test]
+async fn initializer_containers_without_a_command_run_kubetrain_init() {
+    let dir = tempfile::tempdir().unwrap();
+    // The built-in torchtune runtime's initializers, like upstream's, rely on their image's entrypoint.
+    let yaml = r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: tune}
+spec:
+  runtimeRef: {name: torchtune-llama3.2-1b}
+  initializer:
+    dataset: {storageUri: "hf://tatsu-lab/alpaca"}
+  trainer: {command: [kubetrain, train]}
+"#;
+    let opts = LocalOptions {
+        kubetrain_exe: Some("echo".into()),
+        ..options(dir.path())
+    };
+    let (summary, logs, _) = run(yaml, &opts, None).await;
+    assert_eq!(summary.status, JobStatus::Complete, "{logs:#?}");
+    assert_eq!(logs["tune-dataset-initializer-0-0"], ["init dataset"]);
+    assert_eq!(logs["tune-model-initializer-0-0"], ["init model"]);
+    assert_eq!(logs["tune-node-0-0"], ["train"]);
+}

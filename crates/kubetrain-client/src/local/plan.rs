@@ -595,18 +595,24 @@ impl ContainerCtx<'_> {
             set(&mut env, var.name.clone(), value);
         }
         let lookup = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        let mut words: Vec<String> = c
-            .command
+        let command = match c.command.as_deref() {
+            Some(command) if !command.is_empty() => command.to_vec(),
+            // Upstream's initializer images run their downloader as the image entrypoint; locally the same
+            // env contract is served by `kubetrain init`.
+            _ => match initializer_entrypoint(&c.name) {
+                Some(entrypoint) => entrypoint,
+                None => {
+                    return Err(PlanError::NoCommand {
+                        path: path.to_string(),
+                    });
+                }
+            },
+        };
+        let mut words: Vec<String> = command
             .iter()
-            .flatten()
             .chain(c.args.iter().flatten())
             .map(|w| self.local(&expand(w, lookup)))
             .collect();
-        if c.command.as_ref().is_none_or(|v| v.is_empty()) {
-            return Err(PlanError::NoCommand {
-                path: path.to_string(),
-            });
-        }
         let first = words.remove(0);
         let program = match (&self.options.kubetrain_exe, first.as_str()) {
             (Some(exe), "kubetrain") => exe.clone(),
@@ -624,6 +630,16 @@ impl ContainerCtx<'_> {
             cwd,
         })
     }
+}
+
+/// The local stand-in for the entrypoint of upstream's initializer images: `kubetrain init dataset|model`.
+fn initializer_entrypoint(container: &str) -> Option<Vec<String>> {
+    let kind = match container {
+        kubetrain_api::constants::DATASET_INITIALIZER => "dataset",
+        kubetrain_api::constants::MODEL_INITIALIZER => "model",
+        _ => return None,
+    };
+    Some(["kubetrain", "init", kind].map(String::from).to_vec())
 }
 
 /// The default run directory of a job: `$TMPDIR/kubetrain-runs/<namespace>/<name>`.

@@ -1,8 +1,8 @@
 //! One module per subcommand.
 
 pub(crate) mod crd;
-pub(crate) mod validate;
 pub(crate) mod render;
+pub(crate) mod validate;
 // modules: render (issue 3)
 pub(crate) mod queue;
 // modules: queue (issue 4)
