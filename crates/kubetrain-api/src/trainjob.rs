@@ -136,11 +136,13 @@ pub struct Initializer {
     pub model: Option<ModelInitializer>,
 }
 
-/// Dataset initializer settings.
+/// Settings of one initializer (dataset or model): where to download from, and the env and credentials of its
+/// container. Upstream has one Go type per role with the same fields; here both roles share this struct.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct DatasetInitializer {
-    /// Where the dataset comes from, e.g. `hf://tatsu-lab/alpaca` or `s3://bucket/prefix`.
+pub struct InitializerSource {
+    /// Where the data comes from, e.g. `hf://tatsu-lab/alpaca`, `hf://meta-llama/Llama-3.2-1B-Instruct` or
+    /// `s3://bucket/prefix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     #[x_kube(validation = kube::core::Rule::new("self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')")
@@ -155,24 +157,11 @@ pub struct DatasetInitializer {
     pub secret_ref: Option<LocalObjectReference>,
 }
 
-/// Model initializer settings.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelInitializer {
-    /// Where the model comes from, e.g. `hf://meta-llama/Llama-3.2-1B-Instruct`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 2048))]
-    #[x_kube(validation = kube::core::Rule::new("self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')")
-        .message("storageUri may be empty, or it must be a valid URI (scheme://...)"))]
-    pub storage_uri: Option<String>,
-    /// Extra env of the initializer container.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 128), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub env: Vec<EnvVar>,
-    /// Secret whose keys become env of the initializer container (credentials).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_ref: Option<LocalObjectReference>,
-}
+/// Dataset initializer settings (`spec.initializer.dataset`), downloaded to `/workspace/dataset`.
+pub type DatasetInitializer = InitializerSource;
+
+/// Model initializer settings (`spec.initializer.model`), downloaded to `/workspace/model`.
+pub type ModelInitializer = InitializerSource;
 
 /// Overrides of the trainer (`node`) container and the node count.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
