@@ -95,17 +95,9 @@ pub fn pod_requests(spec: &PodSpec) -> ResourceList {
 }
 
 /// GPUs per node (`runtime.GetNumGPUPerNode`): the first resource whose name contains "gpu" in requests, else in
-/// limits, rounded up. Upstream's "first" follows Go map order; ours is the sorted order of names.
+/// limits, rounded up. The webhook's torchtune rules count the same way, so both share one implementation.
 pub fn gpus(res: &ResourceRequirements) -> i64 {
-    let first_gpu = |list: Option<&BTreeMap<String, Quantity>>| {
-        parse_list(list)
-            .find(|(k, _)| k.to_lowercase().contains("gpu"))
-            .map_or(0, |(_, a)| a.ceil())
-    };
-    match first_gpu(res.requests.as_ref()) {
-        0 => first_gpu(res.limits.as_ref()),
-        n => n,
-    }
+    kubetrain_api::validation::gpus_per_node(Some(res))
 }
 
 /// CPUs per node (torch `getNumCPUPerNode`): requests.cpu if non-zero, else limits.cpu, rounded up; 0 if none.
