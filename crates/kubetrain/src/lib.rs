@@ -12,6 +12,7 @@
 //! | `collective` | `collective` | `kubetrain-collective`: NCCL / CPU collectives |
 //! | `initializer` | `initializer` | `kubetrain-initializer`: s3:// and hf:// downloads |
 //! | `client` | `client` | `kubetrain-client`: the TrainerClient SDK (Kubernetes and local processes) |
+//! | `controller` | `controller` | `kubetrain-controller`: the operator (controller, webhooks, leader election, metrics) |
 //!
 //! Like kube-rs, the libraries pick no Kubernetes version: enable one `k8s-openapi` version feature in your
 //! binary, e.g. `k8s-openapi = { version = "0.29", features = ["latest"] }`.
@@ -59,3 +60,8 @@ pub use kubetrain_initializer as initializer;
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 #[doc(inline)]
 pub use kubetrain_client as client;
+
+#[cfg(feature = "controller")]
+#[cfg_attr(docsrs, doc(cfg(feature = "controller")))]
+#[doc(inline)]
+pub use kubetrain_controller as controller;
