@@ -58,6 +58,48 @@ pub enum PlanError {
     },
 }
 
+/// Errors of the local queue ([`crate::local::queue`]).
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The job needs more of a resource that cannot be shared (GPUs) than the capacity holds: it would
+    /// wait forever (Kueue's message).
+    #[error("the TrainJob cannot run on this machine: {0}")]
+    NeverFits(String),
+    /// Reading, writing or creating the ledger failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The ledger's lock could not be taken.
+    #[error("locking the local queue {}: {source}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Kueue's model could not be built from the ledger (a ledger entry with a malformed quantity).
+    #[error("{0}")]
+    Model(String),
+    /// The run was not admitted in time.
+    #[error("TrainJob {job} was not admitted within {:.1}s: {pending}", waited.as_secs_f64())]
+    Timeout {
+        /// `namespace/name` of the TrainJob.
+        job: String,
+        /// How long it waited.
+        waited: std::time::Duration,
+        /// Why it still waits.
+        pending: crate::local::queue::Pending,
+    },
+}
+
 /// Errors of the [`TrainerClient`](crate::TrainerClient) and its backends.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -110,6 +152,9 @@ pub enum ClientError {
     /// The kubeconfig or in-cluster config could not be loaded.
     #[error("Kubernetes config: {0}")]
     Config(String),
+    /// The local queue failed (its ledger could not be read or written, or the wait timed out).
+    #[error(transparent)]
+    Queue(QueueError),
     /// A local I/O operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -119,6 +164,16 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<QueueError> for ClientError {
+    /// A job that can never fit is [`ClientError::DoesNotFit`]; the rest is [`ClientError::Queue`].
+    fn from(e: QueueError) -> Self {
+        match e {
+            QueueError::NeverFits(why) => ClientError::DoesNotFit(why),
+            other => ClientError::Queue(other),
+        }
+    }
 }
 
 impl ClientError {

@@ -38,7 +38,7 @@ pub mod local;
 pub mod types;
 
 pub use backend::{Backend, LogStream, TrainerClient};
-pub use error::{ClientError, PlanError, Result};
+pub use error::{ClientError, PlanError, QueueError, Result};
 pub use kubernetes::KubernetesBackend;
 pub use local::LocalProcessBackend;
 pub use types::{

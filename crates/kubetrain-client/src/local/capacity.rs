@@ -1,15 +1,12 @@
 //! This machine's capacity as a Kueue ClusterQueue: a job whose pods' requests can never fit is refused with
 //! Kueue's own message before anything starts.
 
-use std::collections::BTreeMap;
-
-use kubetrain_kueue::bridge::{PodSetInput, workload_for_trainjob};
-use kubetrain_kueue::load::Setup;
-use kubetrain_kueue::model::Model;
 use kubetrain_kueue::quantity::Quantity;
-use kubetrain_kueue::sched::{Scheduler, conditions};
 
 use super::plan::JobPlan;
+use super::queue::QueueingStrategy;
+use super::queue::decide::{Verdict, decide};
+use super::queue::ledger::{Entry, EntryState, PodSetEntry};
 
 /// What this machine offers to local pods.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +47,109 @@ impl Capacity {
 
 const GPU: &str = "nvidia.com/gpu";
 
+/// The flavor of this machine's ClusterQueue.
+pub const FLAVOR: &str = "this-machine";
+
+/// The ClusterQueue (and LocalQueue) name.
+pub const CLUSTER_QUEUE: &str = "local";
+
+/// The resources the local ClusterQueue covers: `cpu`, `nvidia.com/gpu` and, when known, `memory`.
+pub fn covered_resources(capacity: &Capacity) -> Vec<&'static str> {
+    let mut covered = vec!["cpu", GPU];
+    if capacity.memory.is_some() {
+        covered.push("memory");
+    }
+    covered
+}
+
+/// The Kueue objects of the local queue: ResourceFlavor `this-machine`, ClusterQueue `local` whose nominal
+/// quota is `capacity`, and LocalQueue `local` in `namespace`.
+pub(crate) fn cluster_queue_yaml(
+    capacity: &Capacity,
+    strategy: QueueingStrategy,
+    namespace: &str,
+) -> String {
+    let mut resources = vec![
+        ("cpu", capacity.cpu.to_string()),
+        (GPU, capacity.gpus.to_string()),
+    ];
+    if let Some(m) = capacity.memory {
+        resources.push(("memory", m.to_string()));
+    }
+    let covered: Vec<&str> = resources.iter().map(|(r, _)| *r).collect();
+    let quotas: Vec<String> = resources
+        .iter()
+        .map(|(r, q)| format!("{{name: {r}, nominalQuota: \"{q}\"}}"))
+        .collect();
+    format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: {FLAVOR}}}\n---\n\
+         apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {CLUSTER_QUEUE}}}\nspec:\n  \
+         namespaceSelector: {{}}\n  queueingStrategy: {}\n  resourceGroups:\n  - coveredResources: [{}]\n    \
+         flavors: [{{name: {FLAVOR}, resources: [{}]}}]\n---\napiVersion: kueue.x-k8s.io/v1beta2\n\
+         kind: LocalQueue\nmetadata: {{name: {CLUSTER_QUEUE}, namespace: {namespace}}}\n\
+         spec: {{clusterQueue: {CLUSTER_QUEUE}}}\n",
+        strategy.as_str(),
+        covered.join(", "),
+        quotas.join(", "),
+    )
+}
+
+/// The pod sets of `plan`'s Workload: one per replicated job with the requests of its first pod,
+/// restricted to the [covered resources](covered_resources).
+pub fn requested_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> {
+    let covered = covered_resources(capacity);
+    plan.replicated_jobs
+        .iter()
+        .filter(|r| !r.pods.is_empty())
+        .map(|r| PodSetEntry {
+            name: r.name.clone(),
+            count: r.pods.len() as i32,
+            requests: r.pods[0]
+                .requests
+                .iter()
+                .filter(|(k, v)| covered.contains(&k.as_str()) && Quantity::parse(v).is_ok())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The pod sets of `plan` as the local queue records them: [`requested_pod_sets`], with CPU or memory that
+/// the whole job asks beyond `capacity` scaled down to `capacity` (processes can oversubscribe them), so
+/// such a job waits for the whole machine instead of forever.
+pub fn queued_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> {
+    let mut sets = requested_pod_sets(plan, capacity);
+    let limits = [
+        ("cpu", i128::from(capacity.cpu) * 1000),
+        ("memory", capacity.memory.map_or(i128::MAX, i128::from)),
+    ];
+    let amount = |set: &PodSetEntry, resource: &str| {
+        let q = Quantity::parse(set.requests.get(resource)?).ok()?;
+        Some(i128::from(q.amount_for(resource)))
+    };
+    for (resource, limit) in limits {
+        let total: i128 = sets
+            .iter()
+            .filter_map(|s| Some(i128::from(s.count) * amount(s, resource)?))
+            .sum();
+        if total <= limit {
+            continue;
+        }
+        for set in &mut sets {
+            if let Some(per_pod) = amount(set, resource) {
+                let scaled = per_pod * limit / total;
+                let text = if resource == "cpu" {
+                    format!("{scaled}m")
+                } else {
+                    scaled.to_string()
+                };
+                set.requests.insert(resource.to_string(), text);
+            }
+        }
+    }
+    sets
+}
+
 /// Admits `plan` to a ClusterQueue holding `capacity` with Kueue's scheduling cycle: `Ok` when it fits,
 /// else Kueue's pending message (`couldn't assign flavors to pod set node: insufficient quota for cpu ...`).
 ///
@@ -66,66 +166,25 @@ const GPU: &str = "nvidia.com/gpu";
 /// assert!(why.contains("insufficient quota for cpu"), "{why}");
 /// ```
 pub fn admit(plan: &JobPlan, capacity: &Capacity) -> Result<(), String> {
-    let mut resources = vec![
-        ("cpu", capacity.cpu.to_string()),
-        (GPU, capacity.gpus.to_string()),
-    ];
-    if let Some(m) = capacity.memory {
-        resources.push(("memory", m.to_string()));
-    }
-    let covered: Vec<&str> = resources.iter().map(|(r, _)| *r).collect();
-    let quotas: Vec<String> = resources
-        .iter()
-        .map(|(r, q)| format!("{{name: {r}, nominalQuota: \"{q}\"}}"))
-        .collect();
-    let yaml = format!(
-        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: this-machine}}\n---\n\
-         apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: local}}\nspec:\n  \
-         namespaceSelector: {{}}\n  resourceGroups:\n  - coveredResources: [{}]\n    flavors: \
-         [{{name: this-machine, resources: [{}]}}]\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\n\
-         metadata: {{name: local, namespace: {}}}\nspec: {{clusterQueue: local}}\n",
-        covered.join(", "),
-        quotas.join(", "),
-        plan.namespace
-    );
-    let mut setup = Setup::from_yaml(&yaml).map_err(|e| format!("local capacity queue: {e}"))?;
-    let pod_sets: Vec<PodSetInput> = plan
-        .replicated_jobs
-        .iter()
-        .filter(|r| !r.pods.is_empty())
-        .map(|r| {
-            let requests: BTreeMap<String, Quantity> = r.pods[0]
-                .requests
-                .iter()
-                .filter(|(k, _)| covered.contains(&k.as_str()))
-                .filter_map(|(k, v)| Some((k.clone(), Quantity::parse(v).ok()?)))
-                .collect();
-            PodSetInput {
-                name: r.name.clone(),
-                count: r.pods.len() as i32,
-                requests,
-                ..PodSetInput::default()
-            }
-        })
-        .collect();
-    if pod_sets.iter().all(|p| p.requests.is_empty()) {
-        return Ok(());
-    }
-    setup.workloads.push(workload_for_trainjob(
-        &plan.namespace,
-        &plan.name,
-        "local",
-        0,
-        &pod_sets,
-    ));
-    let model = Model::build(&setup).map_err(|e| format!("local capacity queue: {e}"))?;
-    let mut scheduler = Scheduler::new(model);
-    scheduler.arrive_all();
-    scheduler.cycle();
-    let wl = scheduler.wls.first().ok_or("the workload did not arrive")?;
-    match conditions::find(&wl.conditions, "QuotaReserved") {
-        Some(c) if c.status == "True" => Ok(()),
-        Some(c) => Err(c.message.clone()),
+    let entry = Entry {
+        id: format!("trainjob-{}", plan.name),
+        job: format!("{}/{}", plan.namespace, plan.name),
+        seq: 1,
+        pid: std::process::id(),
+        start_ticks: None,
+        state: EntryState::Waiting,
+        queued_at_ms: 0,
+        pod_sets: requested_pod_sets(plan, capacity),
+    };
+    match decide(
+        std::slice::from_ref(&entry),
+        capacity,
+        QueueingStrategy::default(),
+    )?
+    .remove(&entry.id)
+    {
+        Some(Verdict::Wait(why)) => Err(why),
+        Some(Verdict::Admit) => Ok(()),
         None => Err("the workload was not considered".into()),
     }
 }

@@ -31,6 +31,7 @@ pub mod backend;
 pub mod capacity;
 pub mod exec;
 pub mod plan;
+pub mod queue;
 pub mod rewrite;
 
 use std::path::PathBuf;
