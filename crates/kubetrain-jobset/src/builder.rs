@@ -82,35 +82,38 @@ fn initializer(rjob: &mut ReplicatedJob, job: &TrainJob, container: &str) {
     }
 }
 
-fn trainer(
-    rjob: &mut ReplicatedJob,
-    job: &TrainJob,
-    command: Option<&Vec<String>>,
-    launcher_as_node: bool,
-) {
+fn trainer(rjob: &mut ReplicatedJob, job: &TrainJob, info: &Info, launcher_as_node: bool) {
     let is_trainer = ancestor_of(rjob) == Some(ANCESTOR_TRAINER);
     let is_node_job = rjob.name == NODE;
     if is_trainer {
         rjob.replicas = Some(1);
     }
-    let Some(t) = &job.spec.trainer else { return };
+    let trainer = job.spec.trainer.as_ref();
+    // The command and args come from the info: plugins may rewrite them (torchtune, Flux). Without
+    // `spec.trainer` both are unset unless Flux wrapped the runtime's command.
+    let (command, args) = (info.trainer_command.as_ref(), info.trainer_args.as_ref());
+    if trainer.is_none() && command.is_none() {
+        return;
+    }
     for c in pod_spec_mut(rjob)
         .containers
         .iter_mut()
         .filter(|c| c.name == NODE)
     {
         if is_trainer {
-            if let Some(image) = &t.image {
+            if let Some(image) = trainer.and_then(|t| t.image.as_ref()) {
                 c.image = Some(image.clone());
             }
             if let Some(command) = command {
                 c.command = Some(command.clone());
             }
-            if let Some(args) = &t.args {
+            if let Some(args) = args {
                 c.args = Some(args.clone());
             }
         }
-        if is_trainer || (launcher_as_node && is_node_job) {
+        if let Some(t) = trainer
+            && (is_trainer || (launcher_as_node && is_node_job))
+        {
             upsert::env(&mut c.env, &t.env);
         }
     }
@@ -134,7 +137,7 @@ pub fn build_jobset(info: &Info, job: &TrainJob) -> JobSet {
             Some(MODEL_INITIALIZER) => initializer(rjob, job, MODEL_INITIALIZER),
             _ => {}
         }
-        trainer(rjob, job, info.trainer_command.as_ref(), launcher_as_node);
+        trainer(rjob, job, info, launcher_as_node);
         let template = &mut rjob
             .template
             .spec

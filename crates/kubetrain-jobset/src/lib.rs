@@ -28,11 +28,13 @@
 //! - [`resolve()`]: `runtimeRef` resolution against a `RuntimeCatalog`, e.g. [`builtin::catalog`].
 //! - [`status::sync_status`]: JobSet status → TrainJob status.
 //! - [`ssh`]: MPI key material in upstream's format.
+//! - [`flux`]: the Flux entrypoint ConfigMap and CURVE certificate Secret.
 //! - [`yaml`]: the fast block-YAML writer `kubetrain render` prints with.
 
 pub mod builder;
 pub mod builtin;
 pub mod companions;
+pub mod flux;
 pub mod object;
 mod render;
 mod runtimes;

@@ -114,6 +114,12 @@ pub fn render<R: RngCore + CryptoRng>(
         }
         objects.push(Object::ConfigMap(Box::new(hostfile_config_map(&info, job))));
     }
+    if let Some(MLPolicySource::Flux(_)) = info.ml_source() {
+        objects.push(Object::ConfigMap(Box::new(
+            crate::flux::entrypoint_config_map(&info, job),
+        )));
+        objects.push(Object::Secret(Box::new(crate::flux::curve_secret(job))));
+    }
     if !observed.pod_group_exists || suspended {
         match info
             .pod_group_policy

@@ -180,6 +180,33 @@ fn specific_facts(job: &TrainJob, r: &Rendered) {
             assert_eq!(parallelism(js, "node"), (Some(2), Some(2)));
             assert_eq!(parallelism(js, "dataset-initializer"), (Some(1), Some(1)));
         }
+        "lammps-flux" | "lammps-flux-interactive" => {
+            // flux.go: the command is wrapped by the entrypoint, the init container installs the view.
+            let node = container(js, "node", "node");
+            let command = node.command.as_ref().unwrap();
+            assert_eq!(
+                command[..2],
+                ["/bin/bash", "/etc/flux-config/entrypoint.sh"]
+            );
+            let original = job.spec.trainer.as_ref().unwrap().command.as_ref().unwrap();
+            assert_eq!(command[2], original.join(" "));
+            let installer = &pod(js, "node").init_containers.as_ref().unwrap()[0];
+            assert_eq!(installer.name, "flux-installer");
+            assert_eq!(
+                installer.image.as_deref(),
+                Some("ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy")
+            );
+            let nodes = job.spec.trainer.as_ref().unwrap().num_nodes.unwrap();
+            assert_eq!(parallelism(js, "node"), (Some(nodes), Some(nodes)));
+            let Some(Object::ConfigMap(cm)) =
+                find(r, "ConfigMap", &format!("{}-flux-entrypoint", job.name()))
+            else {
+                panic!("{}: no entrypoint ConfigMap", job.name())
+            };
+            let hosts = format!("hosts=\"{}-node-0-[0-{}]\"", job.name(), nodes - 1);
+            assert!(cm.data.as_ref().unwrap()["init.sh"].contains(&hosts));
+            assert!(find(r, "Secret", &format!("{}-flux-curve", job.name())).is_some());
+        }
         _ => {}
     }
 }
@@ -222,16 +249,6 @@ fn every_upstream_example_renders_with_upstream_facts() {
             );
             continue;
         };
-        if matches!(
-            runtime.ml_policy.as_ref().and_then(|p| p.source.as_ref()),
-            Some(MLPolicySource::Flux(_))
-        ) {
-            eprintln!(
-                "{file}: {} uses the flux policy, which kubetrain does not render yet",
-                job.name()
-            );
-            continue;
-        }
         let r = render(job, runtime, &Observed::default(), &mut seeded_rng(7))
             .unwrap_or_else(|e| panic!("{file}: {e}"));
         check_invariants(job, &r);
@@ -246,6 +263,8 @@ fn every_upstream_example_renders_with_upstream_facts() {
         "kueue-example",
         "volcano-example",
         "multi-step-example",
+        "lammps-flux",
+        "lammps-flux-interactive",
     ] {
         assert!(rendered.contains_key(name), "{name} was rendered");
     }

@@ -37,7 +37,8 @@ pub enum MergeError {
         "runtime mlPolicy.mpi.mpiImplementation: MPI implementation {0:?} is not supported; use OpenMPI"
     )]
     UnsupportedMpiImplementation(String),
-    /// An ML policy this version cannot render.
+    /// An ML policy this version cannot render (every policy of the v1alpha1 API renders today; kept so that
+    /// callers matching on it keep compiling).
     #[error("runtime mlPolicy.{0}: rendering this ML policy is not supported by kubetrain yet")]
     UnsupportedPolicy(&'static str),
 }

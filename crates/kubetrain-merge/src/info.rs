@@ -54,8 +54,11 @@ pub struct Info {
     pub spec: JobSetSpec,
     /// One pod set per replicatedJob, index-aligned with `spec.replicated_jobs`.
     pub pod_sets: Vec<PodSet>,
-    /// The trainer command the JobSet builder writes: `spec.trainer.command`, possibly rewritten (torchtune).
+    /// The trainer command the JobSet builder writes: `spec.trainer.command`, possibly rewritten (torchtune,
+    /// Flux).
     pub trainer_command: Option<Vec<String>>,
+    /// The trainer args the JobSet builder writes: `spec.trainer.args`; Flux clears them (the runtime's stay).
+    pub trainer_args: Option<Vec<String>>,
 }
 
 impl Info {
@@ -158,6 +161,7 @@ impl Info {
             spec,
             pod_sets,
             trainer_command: job.spec.trainer.as_ref().and_then(|t| t.command.clone()),
+            trainer_args: job.spec.trainer.as_ref().and_then(|t| t.args.clone()),
         })
     }
 
@@ -207,6 +211,15 @@ impl Info {
     }
 
     /// The trainer container: container `node` of the first pod set whose ancestor is `trainer`.
+    pub fn trainer_container(&self) -> Option<&Container> {
+        let index = self.pod_set_by_ancestor(ANCESTOR_TRAINER)?;
+        self.pod_spec(index)?
+            .containers
+            .iter()
+            .find(|c| c.name == NODE)
+    }
+
+    /// The trainer container, mutable: container `node` of the first pod set whose ancestor is `trainer`.
     pub fn trainer_container_mut(&mut self) -> Option<&mut Container> {
         let index = self.pod_set_by_ancestor(ANCESTOR_TRAINER)?;
         let pod = self.pod_spec_mut(index);

@@ -10,13 +10,14 @@
 //! | | mpi | [`mpi::Mpi`] |
 //! | | jax | [`jax::Jax`] |
 //! | | xgboost | [`xgboost::Xgboost`] |
-//! | | flux | not supported yet (error) |
+//! | | flux | [`flux::Flux`] (PlainML's effects, then the Flux view) |
 //! | EnforcePodGroupPolicy | coscheduling | [`coscheduling::Coscheduling`] |
 //! | | volcano | [`volcano::Volcano`] |
 //!
 //! The component builders (JobSet, MPI Secret and hostfile, PodGroups) live in `kubetrain-jobset`.
 
 pub mod coscheduling;
+pub mod flux;
 pub mod jax;
 pub mod mpi;
 pub mod plainml;
@@ -62,7 +63,7 @@ pub fn ml_policy_plugin(
         Some(MLPolicySource::Mpi(_)) => &mpi::Mpi,
         Some(MLPolicySource::Jax(_)) => &jax::Jax,
         Some(MLPolicySource::Xgboost(_)) => &xgboost::Xgboost,
-        Some(MLPolicySource::Flux(_)) => return Err(MergeError::UnsupportedPolicy("flux")),
+        Some(MLPolicySource::Flux(_)) => &flux::Flux,
     })
 }
 
