@@ -7,3 +7,5 @@
 pub mod leadership;
 // modules: controller (ctl helper)
 // modules: webhook, leader election, http endpoints (op helper)
+mod serving;
+pub mod webhook;

@@ -1,0 +1,254 @@
+//! AdmissionReview v1 in, AdmissionReview v1 out: decoding the objects, running the rules, and turning their
+//! findings into a verdict (denial message, warnings) or a JSON patch.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kubetrain_api::defaulting::stamp_runtime_patch_times;
+use kubetrain_api::validation::{
+    validate_cluster_training_runtime, validate_training_runtime, validate_trainjob,
+    validate_trainjob_update,
+};
+use kubetrain_api::{ClusterTrainingRuntime, FieldError, TrainJob, TrainingRuntime};
+use serde::de::DeserializeOwned;
+
+use super::Route;
+use super::cluster::ClusterReader;
+
+/// A request body that is not an AdmissionReview with a request in it; answered with HTTP 400.
+#[derive(Debug, thiserror::Error)]
+#[error("not an AdmissionReview with a request: {0}")]
+pub struct BadReview(String);
+
+/// The admission logic of every [`Route`], independent of the HTTP server.
+pub struct Admission {
+    reader: ClusterReader,
+    now: fn() -> Time,
+}
+
+impl Admission {
+    /// Admission that reads runtimes and JobSets through `client` and stamps the wall-clock time.
+    pub fn new(client: Client) -> Self {
+        Self {
+            reader: ClusterReader::new(client),
+            now: || Time(k8s_openapi::jiff::Timestamp::now()),
+        }
+    }
+
+    /// Uses `now` instead of the wall clock for runtime-patch times (tests).
+    pub fn with_clock(mut self, now: fn() -> Time) -> Self {
+        self.now = now;
+        self
+    }
+
+    /// Answers one AdmissionReview posted to `route`.
+    ///
+    /// Problems with the object (it does not decode, a rule fails, the runtime cannot be read) are answered
+    /// with a denial in the review; only a body that is not an AdmissionReview at all is an error.
+    pub async fn review(
+        &self,
+        route: Route,
+        body: &[u8],
+    ) -> Result<AdmissionReview<DynamicObject>, BadReview> {
+        let review: AdmissionReview<DynamicObject> =
+            serde_json::from_slice(body).map_err(|e| BadReview(e.to_string()))?;
+        let request: AdmissionRequest<DynamicObject> = review
+            .try_into()
+            .map_err(|_| BadReview("the review carries no request".to_owned()))?;
+        let response = AdmissionResponse::from(&request);
+        let response = if matches!(request.operation, Operation::Create | Operation::Update) {
+            match self.decide(route, &request, response.clone()).await {
+                Ok(response) => response,
+                Err(reject) => reject.apply(response),
+            }
+        } else {
+            // Deletes and connects are not registered; allow whatever arrives anyway.
+            response
+        };
+        tracing::debug!(
+            route = route.path(),
+            uid = %request.uid,
+            name = %request.name,
+            allowed = response.allowed,
+            "admission reviewed"
+        );
+        Ok(response.into_review())
+    }
+
+    async fn decide(
+        &self,
+        route: Route,
+        request: &AdmissionRequest<DynamicObject>,
+        response: AdmissionResponse,
+    ) -> Result<AdmissionResponse, Reject> {
+        let update = request.operation == Operation::Update;
+        match route {
+            Route::MutateTrainJob => {
+                let job: TrainJob = object(request)?;
+                let old: Option<TrainJob> = if update {
+                    Some(old_object(request)?)
+                } else {
+                    None
+                };
+                let mut stamped = job.clone();
+                stamp_runtime_patch_times(old.as_ref(), &mut stamped, &(self.now)());
+                let patch = time_patch(&job, &stamped);
+                if patch.0.is_empty() {
+                    return Ok(response);
+                }
+                response
+                    .with_patch(patch)
+                    .map_err(|e| Reject::Internal(e.to_string()))
+            }
+            Route::ValidateTrainJob => {
+                let job: TrainJob = object(request)?;
+                let catalog = self.reader.catalog_for(&job).await.map_err(|e| {
+                    Reject::Internal(format!(
+                        "spec.runtimeRef: cannot read runtime {:?}: {e}",
+                        job.spec.runtime_ref.name
+                    ))
+                })?;
+                let findings = if update {
+                    let old: TrainJob = old_object(request)?;
+                    // The JobSet only matters when the runtime patches change.
+                    let jobset = if old.spec.runtime_patches != job.spec.runtime_patches {
+                        self.reader.jobset_of(&job).await.map_err(|e| {
+                            Reject::Internal(format!("cannot read the JobSet of the TrainJob: {e}"))
+                        })?
+                    } else {
+                        None
+                    };
+                    validate_trainjob_update(&old, &job, &catalog, jobset.as_ref())
+                } else {
+                    validate_trainjob(&job, &catalog)
+                };
+                Ok(verdict(response, &findings, true))
+            }
+            Route::ValidateTrainingRuntime => {
+                // Upstream validates TrainingRuntimes on create only.
+                if update {
+                    return Ok(response);
+                }
+                let runtime: TrainingRuntime = object(request)?;
+                Ok(verdict(
+                    response,
+                    &validate_training_runtime(&runtime),
+                    true,
+                ))
+            }
+            Route::ValidateClusterTrainingRuntime => {
+                let runtime: ClusterTrainingRuntime = object(request)?;
+                let findings = validate_cluster_training_runtime(&runtime);
+                // Upstream warns about a deprecated runtime on create only.
+                Ok(verdict(response, &findings, !update))
+            }
+        }
+    }
+}
+
+/// Why a request is refused before any rule ran.
+enum Reject {
+    /// The object does not decode (HTTP-level 400 in the review's status).
+    Decode(String),
+    /// Something on our side failed (500): the cluster could not be read, a patch could not be encoded.
+    Internal(String),
+}
+
+impl Reject {
+    fn apply(self, response: AdmissionResponse) -> AdmissionResponse {
+        let (code, reason, message) = match self {
+            Reject::Decode(message) => (400, "BadRequest", message),
+            Reject::Internal(message) => (500, "InternalError", message),
+        };
+        let mut response = response.deny(message);
+        response.result.code = code;
+        response.result.reason = reason.to_owned();
+        response
+    }
+}
+
+fn object<T: DeserializeOwned>(request: &AdmissionRequest<DynamicObject>) -> Result<T, Reject> {
+    decode(request.object.as_ref(), "object")
+}
+
+fn old_object<T: DeserializeOwned>(request: &AdmissionRequest<DynamicObject>) -> Result<T, Reject> {
+    decode(request.old_object.as_ref(), "oldObject")
+}
+
+fn decode<T: DeserializeOwned>(object: Option<&DynamicObject>, field: &str) -> Result<T, Reject> {
+    let object = object.ok_or_else(|| Reject::Decode(format!("request.{field} is missing")))?;
+    let value = serde_json::to_value(object).map_err(|e| Reject::Decode(e.to_string()))?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        Reject::Decode(format!("request.{field}: {path}: {}", e.inner()))
+    })
+}
+
+/// Allowed unless a finding is an error; errors become one message, warnings pass through (when `warn`).
+fn verdict(response: AdmissionResponse, findings: &[FieldError], warn: bool) -> AdmissionResponse {
+    let warnings: Vec<String> = findings
+        .iter()
+        .filter(|f| !f.is_error())
+        .map(|f| f.message.clone())
+        .collect();
+    let errors: Vec<String> = findings
+        .iter()
+        .filter(|f| f.is_error())
+        .map(|f| {
+            if f.path.is_empty() {
+                f.message.clone()
+            } else {
+                format!("{}: {}", f.path, f.message)
+            }
+        })
+        .collect();
+    let mut response = response;
+    if warn && !warnings.is_empty() {
+        response.warnings = Some(warnings);
+    }
+    if errors.is_empty() {
+        return response;
+    }
+    // Upstream's aggregate of field errors: one bare, several in brackets.
+    let message = if errors.len() == 1 {
+        errors.into_iter().next().unwrap_or_default()
+    } else {
+        format!("[{}]", errors.join(", "))
+    };
+    let mut response = response.deny(message);
+    response.result.code = 403;
+    response.result.reason = "Forbidden".to_owned();
+    response
+}
+
+/// One operation per runtime-patch time that stamping changed: `add` (which also replaces an existing
+/// member) for a new time, `remove` where an unchanged patch's old time was empty.
+fn time_patch(before: &TrainJob, after: &TrainJob) -> Patch {
+    let operations = after
+        .spec
+        .runtime_patches
+        .iter()
+        .zip(&before.spec.runtime_patches)
+        .enumerate()
+        .filter(|(_, (stamped, original))| stamped.time != original.time)
+        .filter_map(|(index, (stamped, _))| {
+            let path = PointerBuf::from_tokens([
+                "spec".to_owned(),
+                "runtimePatches".to_owned(),
+                index.to_string(),
+                "time".to_owned(),
+            ]);
+            Some(match &stamped.time {
+                Some(time) => PatchOperation::Add(AddOperation {
+                    path,
+                    value: serde_json::to_value(time).ok()?,
+                }),
+                None => PatchOperation::Remove(RemoveOperation { path }),
+            })
+        })
+        .collect();
+    Patch(operations)
+}

@@ -1,0 +1,89 @@
+//! The admission webhooks, served over HTTPS at upstream's paths so that upstream's webhook configurations
+//! (and ours in `examples/manifests/deploy/`) work unchanged.
+//!
+//! | Path | Kind | Operations | Does |
+//! |---|---|---|---|
+//! | `/mutate-trainer-kubeflow-org-v1alpha1-trainjob` | TrainJob | CREATE, UPDATE | stamps `spec.runtimePatches[].time` (JSON patch) |
+//! | `/validate-trainer-kubeflow-org-v1alpha1-trainjob` | TrainJob | CREATE, UPDATE | schema, CEL and webhook rules against the referenced runtime |
+//! | `/validate-trainer-kubeflow-org-v1alpha1-trainingruntime` | TrainingRuntime | CREATE | runtime rules |
+//! | `/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime` | ClusterTrainingRuntime | CREATE, UPDATE | runtime rules, deprecation warning |
+//!
+//! The rules themselves live in [`kubetrain_api::validation`] and [`kubetrain_api::defaulting`]; this module
+//! reads what they need from the cluster (the runtime, the JobSet) and speaks AdmissionReview v1.
+//!
+//! ```
+//! use kubetrain_controller::webhook::Route;
+//!
+//! let route = Route::from_path("/validate-trainer-kubeflow-org-v1alpha1-trainjob").unwrap();
+//! assert_eq!(route, Route::ValidateTrainJob);
+//! assert_eq!(Route::ALL.len(), 4);
+//! assert!(Route::from_path("/validate-something-else").is_none());
+//! ```
+
+mod admission;
+mod cluster;
+mod server;
+pub mod tls;
+
+pub use admission::{Admission, BadReview};
+pub use cluster::ClusterReader;
+pub use server::{WebhookError, WebhookServer};
+
+/// One admission endpoint of the operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// Defaulting of TrainJobs (`defaulter.trainjob.trainer.kubeflow.org`).
+    MutateTrainJob,
+    /// Validation of TrainJobs (`validator.trainjob.trainer.kubeflow.org`).
+    ValidateTrainJob,
+    /// Validation of TrainingRuntimes (`validator.trainingruntime.trainer.kubeflow.org`).
+    ValidateTrainingRuntime,
+    /// Validation of ClusterTrainingRuntimes (`validator.clustertrainingruntime.trainer.kubeflow.org`).
+    ValidateClusterTrainingRuntime,
+}
+
+impl Route {
+    /// Every route, in the order the table above lists them.
+    pub const ALL: [Route; 4] = [
+        Route::MutateTrainJob,
+        Route::ValidateTrainJob,
+        Route::ValidateTrainingRuntime,
+        Route::ValidateClusterTrainingRuntime,
+    ];
+
+    /// The URL path the API server posts to (upstream's, from controller-runtime's naming scheme).
+    pub fn path(self) -> &'static str {
+        match self {
+            Route::MutateTrainJob => "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+            Route::ValidateTrainJob => "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+            Route::ValidateTrainingRuntime => {
+                "/validate-trainer-kubeflow-org-v1alpha1-trainingruntime"
+            }
+            Route::ValidateClusterTrainingRuntime => {
+                "/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime"
+            }
+        }
+    }
+
+    /// The webhook's name in the webhook configurations (upstream's).
+    pub fn webhook_name(self) -> &'static str {
+        match self {
+            Route::MutateTrainJob => "defaulter.trainjob.trainer.kubeflow.org",
+            Route::ValidateTrainJob => "validator.trainjob.trainer.kubeflow.org",
+            Route::ValidateTrainingRuntime => "validator.trainingruntime.trainer.kubeflow.org",
+            Route::ValidateClusterTrainingRuntime => {
+                "validator.clustertrainingruntime.trainer.kubeflow.org"
+            }
+        }
+    }
+
+    /// Whether the route answers with patches (a mutating webhook) rather than a verdict.
+    pub fn is_mutating(self) -> bool {
+        self == Route::MutateTrainJob
+    }
+
+    /// The route served at `path`, if any.
+    pub fn from_path(path: &str) -> Option<Route> {
+        Route::ALL.into_iter().find(|r| r.path() == path)
+    }
+}
