@@ -4,8 +4,25 @@
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
 
+pub mod apply;
+pub mod backoff;
+pub mod controller;
+mod error;
+pub mod events;
+#[cfg(test)]
+mod fixtures;
 pub mod leadership;
+pub mod metrics;
+pub mod permissions;
+pub mod reconcile;
+#[cfg(test)]
+mod scenarios;
+mod settings;
+
+pub use controller::run;
+pub use error::{Error, Result};
+pub use leadership::Leadership;
+pub use metrics::Metrics;
+pub use settings::{EVENT_REPORTER, FIELD_MANAGER, Settings};
 // modules: controller (ctl helper)
 // modules: webhook, leader election, http endpoints (op helper)
-mod serving;
-pub mod webhook;

@@ -29,6 +29,24 @@ pub use admission::{Admission, BadReview};
 pub use cluster::ClusterReader;
 pub use server::{WebhookError, WebhookServer};
 
+/// The RBAC the webhooks need (cluster-wide reads only): the runtime a TrainJob references and, for
+/// runtime-patch updates, its JobSet. Verbs are sorted, so rules compare as data.
+pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
+    let rule = |group: &str, resources: &[&str]| k8s_openapi::api::rbac::v1::PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+        verbs: vec!["get".to_owned()],
+        ..Default::default()
+    };
+    vec![
+        rule(
+            "trainer.kubeflow.org",
+            &["clustertrainingruntimes", "trainingruntimes"],
+        ),
+        rule("jobset.x-k8s.io", &["jobsets"]),
+    ]
+}
+
 /// One admission endpoint of the operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Route {

@@ -1,0 +1,442 @@
+//! The TrainJob controller: kube-runtime's `Controller` over TrainJobs, owning JobSets, ConfigMaps, Secrets and
+//! PodGroups, with a level-triggered [`reconcile`] (read what exists, render the full desired state, apply it)
+//! and a per-TrainJob exponential [`error_policy`].
+//!
+//! One reconcile, in request order:
+//!
+//! 1. `GET` the JobSet named like the TrainJob.
+//! 2. Unless the TrainJob is finished or names an unsupported runtime kind: `GET` the runtime snapshot
+//!    ConfigMap, or else `GET` the (Cluster)TrainingRuntime; `GET` the MPI Secret / PodGroup when the runtime
+//!    has them; render; then, as leader, apply the snapshot (first reconcile only) and every rendered object.
+//! 3. Compute the status; as leader `DELETE` the JobSet after the active deadline and merge-patch the status
+//!    subresource when it changed.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use kubetrain_api::jobset::JobSet;
+use kubetrain_api::podgroup::{coscheduling, volcano};
+use kubetrain_api::{ClusterTrainingRuntime, TrainJob, TrainingRuntime, TrainingRuntimeSpec};
+use kubetrain_jobset::status::is_finished;
+use kubetrain_merge::plugins::mpi::ssh_auth_secret_name;
+use rand_core::OsRng;
+
+use crate::apply::{apply_config_map, apply_object, apply_params};
+use crate::backoff::{Backoff, Key};
+use crate::error::{Error, Result};
+use crate::events;
+use crate::leadership::Leadership;
+use crate::metrics::Metrics;
+use crate::reconcile::{self, FetchedRuntime, PodGroupKind, RuntimeKind};
+use crate::settings::Settings;
+
+/// What every reconcile shares: the client, settings, leadership view, metrics, event recorder and backoff.
+pub struct Context {
+    client: Client,
+    settings: Settings,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    recorder: Recorder,
+    backoff: Backoff,
+    apply: PatchParams,
+}
+
+impl Context {
+    /// A context for reconciles through `client`.
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        leadership: Leadership,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: settings.event_reporter.clone(),
+                instance: settings.event_instance.clone(),
+            },
+        );
+        Self {
+            backoff: Backoff::new(settings.backoff_base, settings.backoff_max),
+            apply: apply_params(&settings.field_manager),
+            client,
+            settings,
+            leadership,
+            metrics,
+            recorder,
+        }
+    }
+
+    /// The per-TrainJob failure counts.
+    pub fn backoff(&self) -> &Backoff {
+        &self.backoff
+    }
+
+    /// The metrics reconciles record into.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn leader(&self) -> bool {
+        self.leadership.is_leader()
+    }
+}
+
+/// Namespace and name of a TrainJob.
+pub fn key_of(job: &TrainJob) -> Key {
+    (
+        job.metadata.namespace.clone().unwrap_or_default(),
+        job.name().to_owned(),
+    )
+}
+
+/// Reconciles one TrainJob (level-triggered: the outcome depends only on what exists now).
+pub async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Context>) -> Result<Action> {
+    let key = key_of(&job);
+    let _measure = ctx.metrics.reconcile_started();
+    match reconcile_job(&job, &ctx).await {
+        Ok(requeue_after) => {
+            ctx.backoff.succeeded(&key);
+            ctx.metrics.requeue(&key, requeue_after);
+            Ok(requeue_after.map_or_else(Action::await_change, Action::requeue))
+        }
+        Err(error) => {
+            ctx.metrics.error(error.metric_label());
+            Err(error)
+        }
+    }
+}
+
+/// After a failed reconcile: retry after `base × 2^(failures-1)` (capped), counted per TrainJob. Conflicts
+/// (409, another writer came first) take the same path, so a hot object is retried without hammering it.
+pub fn error_policy(job: Arc<TrainJob>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = key_of(&job);
+    let delay = ctx.backoff.failed(&key);
+    ctx.metrics.requeue(&key, Some(delay));
+    tracing::warn!(
+        trainjob = %format_args!("{}/{}", key.0, key.1),
+        %error,
+        kind = error.metric_label(),
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>> {
+    if let Some(skip) = reconcile::skip(job) {
+        tracing::debug!(trainjob = job.name(), ?skip, "skipping TrainJob");
+        return Ok(None);
+    }
+    let (namespace, name) = key_of(job);
+    let mut jobset = Api::<JobSet>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(&name)
+        .await
+        .map_err(|e| Error::kube(format!("reading JobSet {namespace}/{name}"), e))?;
+
+    let finished = job.status.as_ref().is_some_and(is_finished);
+    let mut failure = None;
+    let mut unsupported = None;
+    match reconcile::runtime_kind(job) {
+        Err(key) => unsupported = Some(key),
+        Ok(_) if finished => {}
+        Ok(kind) => match sync_children(job, kind, jobset.as_ref(), ctx).await {
+            Ok(Some(applied)) => jobset = Some(applied),
+            Ok(None) => {}
+            Err(error) => {
+                if ctx.leader() {
+                    let event = events::resources_creation_failed(&error.to_string());
+                    events::publish(&ctx.recorder, &event, &job.object_ref(&())).await;
+                }
+                failure = Some(error);
+            }
+        },
+    }
+
+    let now = Time(Timestamp::now());
+    let decision = reconcile::decide_status(job, jobset.as_ref(), unsupported.as_deref(), &now);
+    if !ctx.leader() {
+        // Followers compute (their caches stay warm) and look again later; they never write.
+        return match failure {
+            Some(error) => Err(error),
+            None => Ok(Some(
+                decision
+                    .requeue_after
+                    .map(whole_seconds)
+                    .map_or(ctx.settings.follower_requeue, |d| {
+                        d.min(ctx.settings.follower_requeue)
+                    }),
+            )),
+        };
+    }
+    if decision.delete_jobset {
+        let deleted = Api::<JobSet>::namespaced(ctx.client.clone(), &namespace)
+            .delete(&name, &DeleteParams::background())
+            .await;
+        match deleted {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
+            // Upstream logs and carries on: the Failed condition is what matters.
+            Err(error) => tracing::warn!(%error, "deleting the JobSet after the deadline failed"),
+        }
+    }
+    if let Some(patch) = &decision.patch {
+        let params = PatchParams {
+            field_manager: Some(ctx.settings.field_manager.clone()),
+            ..Default::default()
+        };
+        let patched = Api::<TrainJob>::namespaced(ctx.client.clone(), &namespace)
+            .patch_status(&name, &params, &Patch::Merge(patch))
+            .await
+            .map_err(|e| Error::kube(format!("patching status of TrainJob {namespace}/{name}"), e));
+        if let Err(error) = patched {
+            match &failure {
+                None => failure = Some(error),
+                Some(_) => tracing::warn!(%error, "status patch failed too"),
+            }
+        }
+    }
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    if jobset.is_none() && unsupported.is_none() && !is_finished(&decision.status) {
+        return Err(Error::JobSetMissing(format!("{namespace}/{name}")));
+    }
+    Ok(decision.requeue_after.map(whole_seconds))
+}
+
+/// Rounds a requeue delay up to whole seconds, so that a deadline check runs after the deadline, not just
+/// before it.
+fn whole_seconds(d: Duration) -> Duration {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    Duration::from_secs(secs.max(1))
+}
+
+/// Reads the runtime (snapshot first) and the children's facts, renders, and applies as leader. Returns the
+/// JobSet as stored after the apply, if it was applied.
+async fn sync_children(
+    job: &TrainJob,
+    kind: RuntimeKind,
+    jobset: Option<&JobSet>,
+    ctx: &Context,
+) -> Result<Option<JobSet>> {
+    let (namespace, name) = key_of(job);
+    let client = &ctx.client;
+    let snapshot_name = reconcile::snapshot_name(job);
+    let snapshot = Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+        .get_opt(&snapshot_name)
+        .await
+        .map_err(|e| Error::kube(format!("reading ConfigMap {namespace}/{snapshot_name}"), e))?;
+    let (runtime, new_snapshot): (TrainingRuntimeSpec, _) = match snapshot {
+        Some(cm) => (reconcile::read_snapshot(job, &cm)?, None),
+        None => {
+            let fetched = fetch_runtime(job, kind, client, &namespace).await?;
+            let cm = reconcile::snapshot_config_map(job, &fetched)?;
+            (fetched.into_spec(), Some(cm))
+        }
+    };
+
+    let reads = reconcile::reads(&runtime);
+    let ssh_secret_exists = if reads.ssh_secret {
+        let secret = ssh_auth_secret_name(job.name());
+        Api::<Secret>::namespaced(client.clone(), &namespace)
+            .get_metadata_opt(&secret)
+            .await
+            .map_err(|e| Error::kube(format!("reading Secret {namespace}/{secret}"), e))?
+            .is_some()
+    } else {
+        false
+    };
+    let pod_group_exists = match reads.pod_group {
+        None => false,
+        Some(PodGroupKind::Coscheduling) => {
+            Api::<coscheduling::PodGroup>::namespaced(client.clone(), &namespace)
+                .get_metadata_opt(&name)
+                .await
+                .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))?
+                .is_some()
+        }
+        Some(PodGroupKind::Volcano) => {
+            Api::<volcano::PodGroup>::namespaced(client.clone(), &namespace)
+                .get_metadata_opt(&name)
+                .await
+                .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))?
+                .is_some()
+        }
+    };
+    let observed = reconcile::observed(
+        jobset.map(|j| j.spec.suspend),
+        ssh_secret_exists,
+        pod_group_exists,
+    );
+    // Operator keys must be unpredictable: the OS random source, never a seed.
+    let rendered = kubetrain_jobset::render(job, &runtime, &observed, &mut OsRng)?;
+
+    if !ctx.leader() {
+        return Ok(None);
+    }
+    if let Some(cm) = &new_snapshot {
+        apply_config_map(client, &namespace, cm, &ctx.apply).await?;
+    }
+    let mut applied = None;
+    for object in &rendered.objects {
+        if !ctx.leader() {
+            // Leadership lost mid-way: the new leader re-applies everything.
+            return Ok(None);
+        }
+        if let Some(js) = apply_object(client, &namespace, object, &ctx.apply).await? {
+            applied = Some(js);
+        }
+    }
+    Ok(applied)
+}
+
+async fn fetch_runtime(
+    job: &TrainJob,
+    kind: RuntimeKind,
+    client: &Client,
+    namespace: &str,
+) -> Result<FetchedRuntime> {
+    let name = &job.spec.runtime_ref.name;
+    match kind {
+        RuntimeKind::Namespaced => Api::<TrainingRuntime>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("reading TrainingRuntime {namespace}/{name}"), e))?
+            .map(|r| FetchedRuntime::Namespaced(Box::new(r)))
+            .ok_or_else(|| Error::RuntimeNotFound {
+                message: format!(
+                    "TrainingRuntime specified in TrainJob is not found: trainingruntimes.trainer.kubeflow.org {name:?} not found"
+                ),
+            }),
+        RuntimeKind::Cluster => Api::<ClusterTrainingRuntime>::all(client.clone())
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("reading ClusterTrainingRuntime {name}"), e))?
+            .map(|r| FetchedRuntime::Cluster(Box::new(r)))
+            .ok_or_else(|| Error::RuntimeNotFound {
+                message: format!(
+                    "not found ClusterTrainingRuntime specified in TrainJob: clustertrainingruntimes.trainer.kubeflow.org {name:?} not found"
+                ),
+            }),
+    }
+}
+
+/// Whether the API server serves `resource` in `api_version` (e.g. PodGroups only exist where a gang scheduler
+/// is installed; watching a missing kind would fail forever).
+async fn served(client: &Client, api_version: &str, resource: &str) -> Result<bool> {
+    match client.list_api_group_resources(api_version).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == resource)),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(false),
+        Err(e) => Err(Error::kube(format!("discovering {api_version}"), e)),
+    }
+}
+
+/// A stream that yields each time this replica becomes the leader (checked every `poll`), so that a new leader
+/// reconciles every TrainJob at once instead of waiting for the follower re-check.
+fn leadership_gained(leadership: Leadership, poll: Duration) -> impl Stream<Item = ()> + Send {
+    let was = leadership.is_leader();
+    futures_util::stream::unfold((leadership, was), move |(leadership, mut was)| async move {
+        loop {
+            tokio::time::sleep(poll).await;
+            let now = leadership.is_leader();
+            let gained = now && !was;
+            was = now;
+            if gained {
+                return Some(((), (leadership, was)));
+            }
+        }
+    })
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the TrainJob controller until `shutdown` resolves, then lets running reconciles finish.
+///
+/// Writes (applies, deletes, status patches, events) happen only while `leadership` says this replica leads;
+/// followers keep reading and computing. PodGroup kinds are watched only where the API server serves them.
+///
+/// # Errors
+///
+/// [`Error::Startup`] when the TrainJob API (`trainer.kubeflow.org/v1alpha1`) is not served (install the CRDs
+/// first), [`Error::Kube`] when discovery itself fails.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    if !served(&client, kubetrain_api::constants::API_VERSION, "trainjobs").await? {
+        return Err(Error::Startup(format!(
+            "the API server does not serve trainjobs.{}; install the kubetrain CRDs first",
+            kubetrain_api::constants::API_VERSION
+        )));
+    }
+    let coscheduling = served(&client, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?;
+    let volcano = served(&client, "scheduling.volcano.sh/v1beta1", "podgroups").await?;
+    tracing::info!(
+        namespace = settings.namespace.as_deref().unwrap_or("<all>"),
+        coscheduling,
+        volcano,
+        "starting the TrainJob controller"
+    );
+
+    let ns = settings.namespace.as_deref();
+    let wc = watcher::Config::default();
+    let config = Config::default()
+        .concurrency(settings.concurrency)
+        .debounce(settings.debounce);
+    let mut controller = Controller::new(api::<TrainJob>(&client, ns), wc.clone())
+        .with_config(config)
+        .owns(api::<JobSet>(&client, ns), wc.clone())
+        .owns(api::<ConfigMap>(&client, ns), wc.clone())
+        .owns(api::<Secret>(&client, ns), wc.clone());
+    if coscheduling {
+        controller = controller.owns(api::<coscheduling::PodGroup>(&client, ns), wc.clone());
+    }
+    if volcano {
+        controller = controller.owns(api::<volcano::PodGroup>(&client, ns), wc.clone());
+    }
+    metrics.observe_store(controller.store());
+
+    // kube-runtime wants a `Sync` trigger; a oneshot receiver is one, whatever `shutdown` is.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(());
+    });
+    let poll = settings.leadership_poll;
+    let ctx = Arc::new(Context::new(client, settings, leadership.clone(), metrics));
+    controller
+        .graceful_shutdown_on(async move {
+            let _ = stopped.await;
+        })
+        .reconcile_all_on(leadership_gained(leadership, poll))
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller stream");
+            }
+        })
+        .await;
+    Ok(())
+}

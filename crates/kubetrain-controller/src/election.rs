@@ -1,0 +1,463 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease, as client-go's `leaderelection` does it, driving
+//! the [`Leadership`](crate::leadership::Leadership) view that gates the controller's writes.
+//!
+//! Every replica runs the loop; one holds the Lease:
+//! - a missing Lease is created, an expired one (renewTime + leaseDurationSeconds in the past, or no holder)
+//!   is taken over with `leaseTransitions + 1`;
+//! - the holder renews every retry period; writes carry the resourceVersion that was read, so two replicas
+//!   racing for the same Lease cannot both win (the loser gets 409 Conflict and is not leader this round);
+//! - a leader that cannot renew for the renew deadline (shorter than the lease duration) steps down before
+//!   any other replica may take over, so two leaders never overlap;
+//! - on graceful shutdown the leader stops writing first, then clears the holder so a successor takes over
+//!   at once instead of waiting for the Lease to expire.
+//!
+//! Expiry compares the Lease's `renewTime` with this replica's clock: keep node clocks in sync (NTP), as for
+//! any Kubernetes control plane.
+//!
+//! ```
+//! use std::time::Duration;
+//! use kubetrain_controller::election::ElectionConfig;
+//!
+//! let config = ElectionConfig::new("kubeflow-system", "trainer.kubeflow.org", "pod-a")
+//!     .lease_duration(Duration::from_secs(15))
+//!     .renew_deadline(Duration::from_secs(10))
+//!     .retry_period(Duration::from_secs(2));
+//! assert!(config.validate().is_ok());
+//! let inverted = config.clone().renew_deadline(Duration::from_secs(20));
+//! assert!(inverted.validate().unwrap_err().to_string().contains("--leader-elect-renew-deadline"));
+//! ```
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// Lease name upstream's trainer controller manager uses.
+pub const DEFAULT_LEASE_NAME: &str = "trainer.kubeflow.org";
+
+/// Why leader election could not run or a round failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ElectionError {
+    /// The timings cannot give a safe hand-over.
+    #[error("invalid leader election timings: {0}")]
+    Config(String),
+    /// The API server refused or failed a Lease request.
+    #[error("lease {namespace}/{name}: {source}")]
+    Api {
+        /// Namespace of the Lease.
+        namespace: String,
+        /// Name of the Lease.
+        name: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Which Lease to hold, as whom, and how fast to act.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElectionConfig {
+    /// Namespace of the Lease (the operator's own namespace).
+    pub namespace: String,
+    /// Name of the Lease.
+    pub name: String,
+    /// This replica's identity, written as `holderIdentity` (unique per process).
+    pub identity: String,
+    /// How long a Lease stays valid after its last renewal (default 15 s).
+    pub lease_duration: Duration,
+    /// How long a leader keeps leading without a successful renewal (default 10 s).
+    pub renew_deadline: Duration,
+    /// Time between two attempts to acquire or renew (default 2 s).
+    pub retry_period: Duration,
+}
+
+impl ElectionConfig {
+    /// A config with upstream's timings (15 s / 10 s / 2 s).
+    pub fn new(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    /// Sets the lease duration.
+    pub fn lease_duration(mut self, duration: Duration) -> Self {
+        self.lease_duration = duration;
+        self
+    }
+
+    /// Sets the renew deadline.
+    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+        self.renew_deadline = deadline;
+        self
+    }
+
+    /// Sets the retry period.
+    pub fn retry_period(mut self, period: Duration) -> Self {
+        self.retry_period = period;
+        self
+    }
+
+    /// Checks retry period < renew deadline < lease duration (client-go's rule) and a non-empty identity.
+    pub fn validate(&self) -> Result<(), ElectionError> {
+        let fail = |message: String| Err(ElectionError::Config(message));
+        if self.identity.is_empty() {
+            return fail("the identity is empty (set --leader-elect-identity or POD_NAME)".into());
+        }
+        if self.lease_duration.as_secs() < 1 {
+            return fail("--leader-elect-lease-duration must be at least 1s".into());
+        }
+        if self.renew_deadline >= self.lease_duration {
+            return fail(format!(
+                "--leader-elect-renew-deadline ({:?}) must be shorter than --leader-elect-lease-duration ({:?})",
+                self.renew_deadline, self.lease_duration
+            ));
+        }
+        if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
+            return fail(format!(
+                "--leader-elect-retry-period ({:?}) must be positive and shorter than --leader-elect-renew-deadline ({:?})",
+                self.retry_period, self.renew_deadline
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What one attempt to acquire or renew found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Round {
+    /// The Lease was free, missing or expired and is ours now (with its new transition count).
+    Acquired {
+        /// `leaseTransitions` after the take-over.
+        transitions: i32,
+    },
+    /// We held the Lease and renewed it.
+    Renewed,
+    /// Another replica holds a live Lease.
+    HeldBy {
+        /// Its `holderIdentity`.
+        holder: String,
+    },
+    /// Someone else wrote the Lease between our read and our write; we are not leader this round.
+    Conflict,
+}
+
+impl Round {
+    /// Whether this replica holds the Lease after the round.
+    pub fn is_leader(&self) -> bool {
+        matches!(self, Round::Acquired { .. } | Round::Renewed)
+    }
+}
+
+/// Runs rounds of Lease election against the API server.
+pub struct LeaderElector {
+    api: Api<Lease>,
+    config: ElectionConfig,
+}
+
+impl LeaderElector {
+    /// An elector for the Lease in `config`, through `client`.
+    pub fn new(client: Client, config: ElectionConfig) -> Self {
+        Self {
+            api: Api::namespaced(client, &config.namespace),
+            config,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ElectionConfig {
+        &self.config
+    }
+
+    /// One round: read the Lease, then create, renew or take it over as the rules allow.
+    pub async fn try_acquire_or_renew(&self) -> Result<Round, ElectionError> {
+        let now = Timestamp::now();
+        let Some(mut lease) = self
+            .api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(|e| self.error(e))?
+        else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.config.name.clone()),
+                    namespace: Some(self.config.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(self.held_spec(now, 0)),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(Round::Acquired { transitions: 0 }),
+                Err(error) if is_conflict(&error) => Ok(Round::Conflict),
+                Err(error) => Err(self.error(error)),
+            };
+        };
+        let spec = lease.spec.take().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let round = if holder.as_deref() == Some(self.config.identity.as_str()) {
+            lease.spec = Some(LeaseSpec {
+                renew_time: Some(MicroTime(now)),
+                lease_duration_seconds: Some(self.lease_seconds()),
+                ..spec
+            });
+            Round::Renewed
+        } else if let Some(holder) = holder.filter(|_| !expired(&spec, now, self.lease_seconds())) {
+            return Ok(Round::HeldBy { holder });
+        } else {
+            let transitions = spec.lease_transitions.unwrap_or(0).saturating_add(1);
+            lease.spec = Some(self.held_spec(now, transitions));
+            Round::Acquired { transitions }
+        };
+        // `replace` sends the resourceVersion we read: a concurrent writer makes this fail with 409.
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(round),
+            Err(error) if is_conflict(&error) => Ok(Round::Conflict),
+            Err(error) => Err(self.error(error)),
+        }
+    }
+
+    /// Clears the holder if this replica holds the Lease; returns whether it did.
+    pub async fn release(&self) -> Result<bool, ElectionError> {
+        let Some(mut lease) = self
+            .api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(|e| self.error(e))?
+        else {
+            return Ok(false);
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(false);
+        };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return Ok(false);
+        }
+        // client-go's release: no holder, a one-second lease, renewed now.
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(error) if is_conflict(&error) => Ok(false),
+            Err(error) => Err(self.error(error)),
+        }
+    }
+
+    /// Runs rounds every retry period until `shutdown`, publishing leadership on `leader`; then, if leading,
+    /// publishes `false` (writes stop) and releases the Lease.
+    pub async fn run(
+        self,
+        leader: watch::Sender<bool>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ElectionError> {
+        self.config.validate()?;
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut ticks = tokio::time::interval(self.config.retry_period);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut last_renewal: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                _ = ticks.tick() => {}
+            }
+            let leading = *leader.borrow();
+            // A round may not outlast the renew deadline, or a hung request would keep a stale leader.
+            let round =
+                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew()).await;
+            match round {
+                Ok(Ok(round)) if round.is_leader() => {
+                    last_renewal = Some(Instant::now());
+                    if !leading {
+                        tracing::info!(lease = %self.config.name, identity = %self.config.identity, ?round, "became leader");
+                        leader.send_replace(true);
+                    }
+                }
+                Ok(Ok(Round::HeldBy { holder })) => {
+                    if leading {
+                        tracing::warn!(%holder, "lease taken over by another replica; stepping down");
+                        leader.send_replace(false);
+                    } else {
+                        tracing::debug!(%holder, "lease held by another replica");
+                    }
+                }
+                other => {
+                    match other {
+                        Ok(Err(error)) => tracing::warn!(%error, "lease round failed"),
+                        Err(_) => tracing::warn!("lease round timed out"),
+                        _ => tracing::debug!("lease changed concurrently; retrying"),
+                    }
+                    let stale =
+                        last_renewal.is_none_or(|at| at.elapsed() >= self.config.renew_deadline);
+                    if leading && stale {
+                        tracing::warn!(deadline = ?self.config.renew_deadline, "could not renew the lease in time; stepping down");
+                        leader.send_replace(false);
+                    }
+                }
+            }
+        }
+        if *leader.borrow() {
+            leader.send_replace(false);
+            match self.release().await {
+                Ok(true) => tracing::info!(lease = %self.config.name, "released the lease"),
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "could not release the lease; it expires on its own")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lease_seconds(&self) -> i32 {
+        i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+
+    fn held_spec(&self, now: Timestamp, transitions: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(self.config.identity.clone()),
+            lease_duration_seconds: Some(self.lease_seconds()),
+            acquire_time: Some(MicroTime(now)),
+            renew_time: Some(MicroTime(now)),
+            lease_transitions: Some(transitions),
+            ..LeaseSpec::default()
+        }
+    }
+
+    fn error(&self, source: kube::Error) -> ElectionError {
+        ElectionError::Api {
+            namespace: self.config.namespace.clone(),
+            name: self.config.name.clone(),
+            source,
+        }
+    }
+}
+
+/// Whether a Lease's last renewal is older than its duration (ours when it names none).
+fn expired(spec: &LeaseSpec, now: Timestamp, default_seconds: i32) -> bool {
+    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
+        return true;
+    };
+    let seconds = spec.lease_duration_seconds.unwrap_or(default_seconds);
+    match renewed
+        .0
+        .checked_add(SignedDuration::from_secs(i64::from(seconds)))
+    {
+        Ok(valid_until) => valid_until < now,
+        Err(_) => false,
+    }
+}
+
+/// The RBAC the election needs, in the Lease's namespace (a namespaced Role): read, create, and renew or take
+/// over with `update`. Verbs are sorted, so rules compare as data.
+pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
+    vec![k8s_openapi::api::rbac::v1::PolicyRule {
+        api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
+        resources: Some(vec!["leases".to_owned()]),
+        verbs: ["create", "get", "update"].map(str::to_owned).to_vec(),
+        ..Default::default()
+    }]
+}
+
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+}
+
+/// A process-unique identity: the pod name (or host name) plus a per-process suffix, so that two processes
+/// on one host never both believe they hold the Lease.
+pub fn default_identity(pod_name: Option<&str>) -> String {
+    let host = pod_name
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| "kubetrain-operator".to_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}_{:x}{nanos:08x}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(renewed_secs_ago: i64, duration: Option<i32>) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some("other".into()),
+            renew_time: Some(MicroTime(
+                Timestamp::now() - SignedDuration::from_secs(renewed_secs_ago),
+            )),
+            lease_duration_seconds: duration,
+            ..LeaseSpec::default()
+        }
+    }
+
+    #[test]
+    fn expiry_follows_the_leases_own_duration() {
+        let now = Timestamp::now();
+        assert!(!expired(&spec(5, Some(15)), now, 15));
+        assert!(expired(&spec(20, Some(15)), now, 15));
+        assert!(
+            !expired(&spec(20, Some(60)), now, 15),
+            "the lease's duration wins"
+        );
+        assert!(expired(&spec(20, None), now, 15), "ours when it names none");
+        assert!(expired(&LeaseSpec::default(), now, 15), "never renewed");
+    }
+
+    #[test]
+    fn timings_must_hand_over_safely() {
+        let ok = ElectionConfig::new("ns", "l", "me");
+        assert!(ok.validate().is_ok());
+        assert!(ok.clone().identity_is("").validate().is_err());
+        assert!(
+            ok.clone()
+                .retry_period(Duration::from_secs(10))
+                .validate()
+                .is_err()
+        );
+        assert!(ok.clone().retry_period(Duration::ZERO).validate().is_err());
+        assert!(
+            ok.clone()
+                .lease_duration(Duration::from_millis(500))
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn identities_start_with_the_pod_name() {
+        let id = default_identity(Some("op-7d9f"));
+        assert!(id.starts_with("op-7d9f_"), "{id}");
+        assert!(!default_identity(None).is_empty());
+    }
+
+    impl ElectionConfig {
+        fn identity_is(mut self, identity: &str) -> Self {
+            self.identity = identity.to_owned();
+            self
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The RBAC rules the TrainJob controller needs, exactly: what it watches, reads and writes. The install
+//! manifests' ClusterRole is checked against [`required_rules`] (leader election and webhooks add their own).
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        ..Default::default()
+    }
+}
+
+/// Every API group, resource and verb the controller uses:
+///
+/// - TrainJobs are listed and watched (the reconcile reads the cache) and their status is merge-patched.
+/// - Runtimes are read with `get` on the first reconcile of a TrainJob (later renders use the snapshot).
+/// - Children (JobSets, ConfigMaps, Secrets, both PodGroup kinds) are read with `get`, watched (`list`,
+///   `watch`) to trigger reconciles, and written with server-side apply, which is a `patch` that also needs
+///   `create` when the object does not exist yet. JobSets are `delete`d after the active deadline.
+/// - Events are created, and patched when they repeat (an event series).
+///
+/// Verbs are sorted, so the rules compare as data.
+pub fn required_rules() -> Vec<PolicyRule> {
+    const CHILD: &[&str] = &["create", "get", "list", "patch", "watch"];
+    vec![
+        rule("trainer.kubeflow.org", &["trainjobs"], &["list", "watch"]),
+        rule("trainer.kubeflow.org", &["trainjobs/status"], &["patch"]),
+        rule(
+            "trainer.kubeflow.org",
+            &["clustertrainingruntimes", "trainingruntimes"],
+            &["get"],
+        ),
+        rule(
+            "jobset.x-k8s.io",
+            &["jobsets"],
+            &["create", "delete", "get", "list", "patch", "watch"],
+        ),
+        rule("", &["configmaps", "secrets"], CHILD),
+        rule("scheduling.x-k8s.io", &["podgroups"], CHILD),
+        rule("scheduling.volcano.sh", &["podgroups"], CHILD),
+        rule("events.k8s.io", &["events"], &["create", "patch"]),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allows(group: &str, resource: &str, verb: &str) -> bool {
+        required_rules().iter().any(|r| {
+            r.api_groups.iter().flatten().any(|g| g == group)
+                && r.resources.iter().flatten().any(|x| x == resource)
+                && r.verbs.iter().any(|v| v == verb)
+        })
+    }
+
+    #[test]
+    fn covers_every_call_the_controller_makes() {
+        for (group, resource, verb) in [
+            ("trainer.kubeflow.org", "trainjobs", "watch"),
+            ("trainer.kubeflow.org", "trainjobs/status", "patch"),
+            ("trainer.kubeflow.org", "trainingruntimes", "get"),
+            ("trainer.kubeflow.org", "clustertrainingruntimes", "get"),
+            ("jobset.x-k8s.io", "jobsets", "create"),
+            ("jobset.x-k8s.io", "jobsets", "delete"),
+            ("", "configmaps", "patch"),
+            ("", "secrets", "get"),
+            ("scheduling.x-k8s.io", "podgroups", "patch"),
+            ("scheduling.volcano.sh", "podgroups", "watch"),
+            ("events.k8s.io", "events", "create"),
+        ] {
+            assert!(allows(group, resource, verb), "{verb} {group}/{resource}");
+        }
+    }
+
+    #[test]
+    fn asks_for_nothing_it_does_not_use() {
+        for (group, resource, verb) in [
+            ("trainer.kubeflow.org", "trainjobs", "update"),
+            ("trainer.kubeflow.org", "trainjobs", "delete"),
+            ("trainer.kubeflow.org", "trainingruntimes", "list"),
+            ("", "secrets", "delete"),
+            ("", "pods", "get"),
+            ("coordination.k8s.io", "leases", "get"),
+        ] {
+            assert!(!allows(group, resource, verb), "{verb} {group}/{resource}");
+        }
+        for r in required_rules() {
+            let mut sorted = r.verbs.clone();
+            sorted.sort();
+            assert_eq!(r.verbs, sorted);
+        }
+    }
+}

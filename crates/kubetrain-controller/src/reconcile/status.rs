@@ -1,0 +1,115 @@
+//! The status decision: upstream's sequence of `setFailedCondition` (unsupported runtime), `setSuspendedCondition`,
+//! `setTrainJobStatus` (JobSet → TrainJob, keeping a `DeadlineExceeded` failure) and `reconcileDeadline`, as one
+//! pure function, plus the merge patch that writes only what changed.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kubetrain_api::conditions::{DEADLINE_EXCEEDED, FAILED, TRAINING_RUNTIME_NOT_SUPPORTED};
+use kubetrain_api::jobset::JobSet;
+use kubetrain_api::{TrainJob, TrainJobStatus};
+use kubetrain_jobset::status::{set_condition, sync_status};
+use serde_json::{Map, Value};
+
+/// What to write after a reconcile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusDecision {
+    /// The TrainJob status after this reconcile.
+    pub status: TrainJobStatus,
+    /// The JSON merge patch for the status subresource (`{"status": {...}}`), or `None` when nothing changed.
+    pub patch: Option<Value>,
+    /// `activeDeadlineSeconds` passed: delete the JobSet.
+    pub delete_jobset: bool,
+    /// Reconcile again after this long (the active deadline).
+    pub requeue_after: Option<Duration>,
+}
+
+/// Computes the TrainJob's status from the TrainJob, its JobSet (as read or as just applied) and the time.
+///
+/// `unsupported_runtime` is upstream's registry key of a runtime kind the controller does not serve; the
+/// TrainJob then fails with reason `TrainingRuntimeNotSupported`.
+pub fn decide_status(
+    job: &TrainJob,
+    jobset: Option<&JobSet>,
+    unsupported_runtime: Option<&str>,
+    now: &Time,
+) -> StatusDecision {
+    let before = job.status.clone().unwrap_or_default();
+    let kept_deadline = before
+        .conditions
+        .iter()
+        .find(|c| c.type_ == FAILED && c.reason == DEADLINE_EXCEEDED)
+        .cloned();
+
+    let update = match unsupported_runtime {
+        None => sync_status(job, jobset, now),
+        Some(key) => {
+            let mut failed = job.clone();
+            let status = failed.status.get_or_insert_with(Default::default);
+            let message = format!("unsupported runtime: {key}");
+            set_condition(
+                &mut status.conditions,
+                Condition {
+                    type_: FAILED.to_owned(),
+                    status: "True".to_owned(),
+                    reason: TRAINING_RUNTIME_NOT_SUPPORTED.to_owned(),
+                    message,
+                    last_transition_time: now.clone(),
+                    observed_generation: None,
+                },
+            );
+            // Upstream reads no JobSet here: the runtime that would own it is unknown.
+            sync_status(&failed, None, now)
+        }
+    };
+    let mut status = update.status;
+    if let Some(deadline) = kept_deadline {
+        set_condition(&mut status.conditions, deadline);
+    }
+    StatusDecision {
+        patch: merge_patch(&before, &status),
+        status,
+        delete_jobset: update.delete_jobset,
+        requeue_after: update.requeue_after,
+    }
+}
+
+/// The JSON merge patch (RFC 7386) turning `before` into `after`, wrapped as `{"status": ...}`; `None` if equal.
+/// Lists are replaced whole, removed fields become `null` (upstream's `client.MergeFrom`).
+pub fn merge_patch(before: &TrainJobStatus, after: &TrainJobStatus) -> Option<Value> {
+    if before == after {
+        return None;
+    }
+    let before = serde_json::to_value(before).unwrap_or(Value::Null);
+    let after = serde_json::to_value(after).unwrap_or(Value::Null);
+    let diff = diff(&before, &after)?;
+    Some(Value::Object(Map::from_iter([("status".to_owned(), diff)])))
+}
+
+fn diff(before: &Value, after: &Value) -> Option<Value> {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let mut out = Map::new();
+            for (key, old) in b {
+                match a.get(key) {
+                    None => {
+                        out.insert(key.clone(), Value::Null);
+                    }
+                    Some(new) => {
+                        if let Some(d) = diff(old, new) {
+                            out.insert(key.clone(), d);
+                        }
+                    }
+                }
+            }
+            for (key, new) in a {
+                if !b.contains_key(key) {
+                    out.insert(key.clone(), new.clone());
+                }
+            }
+            (!out.is_empty()).then_some(Value::Object(out))
+        }
+        (b, a) if b == a => None,
+        (_, a) => Some(a.clone()),
+    }
+}

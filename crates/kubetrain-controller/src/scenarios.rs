@@ -1,0 +1,431 @@
+//! Controller I/O as call sequences against the `ApiServerVerifier`: each test reconciles one TrainJob and
+//! asserts every request (method, path, query, body facts) and that nothing else is called.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use kubetrain_api::TrainJob;
+use serde_json::{Value, json};
+
+use crate::controller::{error_policy, reconcile};
+use crate::fixtures::*;
+use crate::leadership::Leadership;
+
+/// Reconciles `job` against `calls`; returns the result and asserts no further call.
+async fn scenario(
+    job: &TrainJob,
+    leadership: Leadership,
+    calls: Vec<Call>,
+) -> (crate::Result<Action>, Arc<crate::controller::Context>) {
+    let (client, verifier) = mock_client();
+    let server = verifier.run(calls);
+    let ctx = context(client, leadership);
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        reconcile(Arc::new(job.clone()), ctx.clone()),
+    )
+    .await
+    .expect("reconcile finished");
+    let mut handle = server.await.expect("every expected call came, as expected");
+    assert_silent(&mut handle).await;
+    (result, ctx)
+}
+
+fn owned_by(job: &TrainJob) -> impl Fn(&Value) + Send + Sync + 'static {
+    let owner = owner_json(job);
+    move |body: &Value| {
+        assert_eq!(body["metadata"]["ownerReferences"], json!([owner.clone()]));
+    }
+}
+
+fn condition_of<'a>(patch: &'a Value, type_: &str) -> &'a Value {
+    patch["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition in {patch}"))
+}
+
+#[tokio::test]
+async fn create_applies_snapshot_and_jobset_with_one_field_manager() {
+    let job = trainjob("mnist");
+    let (result, ctx) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("mnist")).not_found(),
+            Call::get(configmap_path("mnist-runtime-snapshot")).not_found(),
+            Call::get(cluster_runtime_path("torch-distributed"))
+                .ok(cluster_runtime_json("torch-distributed")),
+            Call::apply(configmap_path("mnist-runtime-snapshot"))
+                .check(owned_by(&job))
+                .check(|body| {
+                    assert_eq!(body["kind"], "ConfigMap");
+                    let yaml = body["data"]["runtime"].as_str().expect("runtime key");
+                    assert!(yaml.contains("kind: ClusterTrainingRuntime"), "{yaml}");
+                    assert!(yaml.contains("name: torch-distributed"), "{yaml}");
+                }),
+            Call::apply(jobset_path("mnist"))
+                .check(owned_by(&job))
+                .check(|body| {
+                    assert_eq!(body["apiVersion"], "jobset.x-k8s.io/v1alpha2");
+                    assert_eq!(body["kind"], "JobSet");
+                    assert_eq!(body["spec"]["suspend"], false);
+                    let node = &body["spec"]["replicatedJobs"][0]["template"]["spec"];
+                    assert_eq!(node["parallelism"], 2);
+                    let env = &node["template"]["spec"]["containers"][0]["env"];
+                    assert!(
+                        env.as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|e| e["name"] == "PET_NNODES" && e["value"] == "2"),
+                        "{env}"
+                    );
+                }),
+        ],
+    )
+    .await;
+    // The applied JobSet has no status yet: nothing to write, nothing to wait for.
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+    assert_eq!(ctx.metrics().reconciles(), 1);
+}
+
+#[tokio::test]
+async fn status_follows_a_finished_jobset() {
+    let job = trainjob("mnist");
+    let completed = condition("Completed", "True", "AllJobsCompleted", ago(5));
+    let (result, _) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("mnist")).ok(jobset_json(&job, false, Some(completed), 0)),
+            Call::get(configmap_path("mnist-runtime-snapshot"))
+                .ok(snapshot_json(&job, "torch-distributed")),
+            // Running JobSet: never re-applied. Straight to the status.
+            Call::merge_status(status_path("mnist")).check(|patch| {
+                let c = condition_of(patch, "Complete");
+                assert_eq!(
+                    (&c["status"], &c["reason"]),
+                    (&json!("True"), &json!("AllJobsCompleted"))
+                );
+                assert_eq!(patch["status"]["jobsStatus"][0]["name"], "node");
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+}
+
+#[tokio::test]
+async fn suspended_jobsets_are_reapplied_with_kueue_patches_running_ones_never() {
+    let kueue = "kueue.x-k8s.io/manager";
+    // 1. Suspended TrainJob (queued by Kueue), suspended JobSet: re-applied, Suspended=True written.
+    let queued = trainjob("llm").suspend(true);
+    let (result, _) = scenario(
+        &queued,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("llm")).ok(jobset_json(&queued, true, None, 0)),
+            Call::get(configmap_path("llm-runtime-snapshot"))
+                .ok(snapshot_json(&queued, "torch-distributed")),
+            Call::apply(jobset_path("llm")).check(|body| assert_eq!(body["spec"]["suspend"], true)),
+            Call::merge_status(status_path("llm")).check(|patch| {
+                let c = condition_of(patch, "Suspended");
+                assert_eq!(
+                    (&c["status"], &c["reason"]),
+                    (&json!("True"), &json!("Suspended"))
+                );
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+
+    // 2. Kueue admits: adds its runtime patch and flips suspend in one update. The JobSet is still suspended,
+    //    so it is applied once more, unsuspended and with the flavor's nodeSelector.
+    let admitted = trainjob("llm")
+        .node_selector_patch(kueue, "cloud.example.com/flavor", "a100")
+        .conditions(vec![condition("Suspended", "True", "Suspended", ago(30))]);
+    let (result, _) = scenario(
+        &admitted,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("llm")).ok(jobset_json(&admitted, true, None, 0)),
+            Call::get(configmap_path("llm-runtime-snapshot"))
+                .ok(snapshot_json(&admitted, "torch-distributed")),
+            Call::apply(jobset_path("llm")).check(|body| {
+                assert_eq!(body["spec"]["suspend"], false);
+                let pod =
+                    &body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"];
+                assert_eq!(pod["nodeSelector"]["cloud.example.com/flavor"], "a100");
+            }),
+            Call::merge_status(status_path("llm")).check(|patch| {
+                let c = condition_of(patch, "Suspended");
+                assert_eq!(
+                    (&c["status"], &c["reason"]),
+                    (&json!("False"), &json!("Resumed"))
+                );
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+
+    // 3. Running: the JobSet is not touched again, and an unchanged status is not written.
+    let running = trainjob("llm")
+        .node_selector_patch(kueue, "cloud.example.com/flavor", "a100")
+        .conditions(vec![condition("Suspended", "False", "Resumed", ago(20))]);
+    let mut status = running.status.clone().unwrap();
+    status.jobs_status = vec![kubetrain_api::JobStatus {
+        name: "node".into(),
+        active: 1,
+        ..Default::default()
+    }];
+    let running = TrainJob {
+        status: Some(status),
+        ..running
+    };
+    let (result, _) = scenario(
+        &running,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("llm")).ok(jobset_json(&running, false, None, 1)),
+            Call::get(configmap_path("llm-runtime-snapshot"))
+                .ok(snapshot_json(&running, "torch-distributed")),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+}
+
+#[tokio::test]
+async fn active_deadline_fails_the_job_and_deletes_the_jobset() {
+    let job = trainjob("slow").deadline(60, 3600);
+    let (result, _) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("slow")).ok(jobset_json(&job, false, None, 1)),
+            Call::get(configmap_path("slow-runtime-snapshot"))
+                .ok(snapshot_json(&job, "torch-distributed")),
+            Call::delete(jobset_path("slow"))
+                .check(|body| assert_eq!(body["propagationPolicy"], "Background"))
+                .ok(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+            Call::merge_status(status_path("slow")).check(|patch| {
+                let c = condition_of(patch, "Failed");
+                assert_eq!(
+                    (&c["status"], &c["reason"]),
+                    (&json!("True"), &json!("DeadlineExceeded"))
+                );
+                assert_eq!(c["message"], "TrainJob exceeded its active deadline");
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+
+    // Before the deadline: requeue when it falls due.
+    let job = trainjob("slow").deadline(600, 100);
+    let (result, _) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("slow")).ok(jobset_json(&job, false, None, 1)),
+            Call::get(configmap_path("slow-runtime-snapshot"))
+                .ok(snapshot_json(&job, "torch-distributed")),
+            Call::merge_status(status_path("slow"))
+                .check(|patch| assert_eq!(patch["status"]["jobsStatus"][0]["active"], 1)),
+        ],
+    )
+    .await;
+    // Requeued when the deadline falls due (rounded up to a whole second, so the next look is past it).
+    assert_eq!(
+        result.expect("reconciled"),
+        Action::requeue(Duration::from_secs(500))
+    );
+}
+
+#[tokio::test]
+async fn missing_runtime_is_an_event_and_a_retry_without_writes() {
+    let job = trainjob("orphan");
+    let (result, ctx) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("orphan")).not_found(),
+            Call::get(configmap_path("orphan-runtime-snapshot")).not_found(),
+            Call::get(cluster_runtime_path("torch-distributed")).not_found(),
+            Call::post(events_path()).check(|event| {
+                assert_eq!(event["type"], "Warning");
+                assert_eq!(event["reason"], "TrainJobResourcesCreationFailed");
+                assert_eq!(event["action"], "Reconciling");
+                assert_eq!(event["regarding"]["kind"], "TrainJob");
+                assert_eq!(event["regarding"]["name"], "orphan");
+                assert_eq!(event["reportingController"], "trainer-trainjob-controller");
+                let note = event["note"].as_str().unwrap();
+                assert!(
+                    note.starts_with(
+                        "TrainJob resources reconciliation failed: not found ClusterTrainingRuntime specified in TrainJob"
+                    ),
+                    "{note}"
+                );
+            }),
+        ],
+    )
+    .await;
+    let error = result.expect_err("no runtime");
+    assert_eq!(error.metric_label(), "runtime_not_found");
+    assert_eq!(ctx.metrics().errors("runtime_not_found"), 1);
+    let job = Arc::new(job);
+    assert_eq!(
+        error_policy(job.clone(), &error, ctx.clone()),
+        Action::requeue(Duration::from_millis(500))
+    );
+    assert_eq!(
+        error_policy(job, &error, ctx),
+        Action::requeue(Duration::from_secs(1))
+    );
+}
+
+#[tokio::test]
+async fn unsupported_runtime_kind_fails_the_job_without_reading_runtimes() {
+    let job = trainjob("odd").runtime("x", "FancyRuntime");
+    let (result, _) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("odd")).not_found(),
+            Call::merge_status(status_path("odd")).check(|patch| {
+                let c = condition_of(patch, "Failed");
+                assert_eq!(c["reason"], "TrainingRuntimeNotSupported");
+                assert_eq!(
+                    c["message"],
+                    "unsupported runtime: FancyRuntime.trainer.kubeflow.org"
+                );
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+}
+
+#[tokio::test]
+async fn conflicts_are_errors_that_back_off_and_reset_on_success() {
+    let job = trainjob("busy");
+    let (result, ctx) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("busy")).not_found(),
+            Call::get(configmap_path("busy-runtime-snapshot")).not_found(),
+            Call::get(cluster_runtime_path("torch-distributed"))
+                .ok(cluster_runtime_json("torch-distributed")),
+            Call::apply(configmap_path("busy-runtime-snapshot")),
+            Call::apply(jobset_path("busy")).fail(409, "Conflict"),
+            Call::post(events_path()).check(|event| {
+                assert!(
+                    event["note"]
+                        .as_str()
+                        .unwrap()
+                        .contains("applying JobSet team-a/busy")
+                );
+            }),
+        ],
+    )
+    .await;
+    let error = result.expect_err("conflict");
+    assert!(error.is_conflict(), "{error}");
+    assert_eq!(ctx.metrics().errors("conflict"), 1);
+    let key = crate::controller::key_of(&job);
+    let job = Arc::new(job);
+    for expected in [500, 1000, 2000] {
+        assert_eq!(
+            error_policy(job.clone(), &error, ctx.clone()),
+            Action::requeue(Duration::from_millis(expected))
+        );
+    }
+    assert_eq!(ctx.backoff().failures(&key), 3);
+    ctx.backoff().succeeded(&key);
+    assert_eq!(
+        error_policy(job, &error, ctx),
+        Action::requeue(Duration::from_millis(500))
+    );
+}
+
+#[tokio::test]
+async fn other_managers_jobs_get_no_calls() {
+    let job = trainjob("remote").managed_by("kueue.x-k8s.io/multikueue");
+    let (result, _) = scenario(&job, Leadership::always(), vec![]).await;
+    assert_eq!(result.expect("skipped"), Action::await_change());
+}
+
+#[tokio::test]
+async fn followers_read_and_compute_but_never_write() {
+    let (_tx, follower) = Leadership::channel();
+    let job = trainjob("mnist").suspend(true);
+    let (result, _) = scenario(
+        &job,
+        follower,
+        vec![
+            Call::get(jobset_path("mnist")).not_found(),
+            Call::get(configmap_path("mnist-runtime-snapshot")).not_found(),
+            Call::get(cluster_runtime_path("torch-distributed"))
+                .ok(cluster_runtime_json("torch-distributed")),
+        ],
+    )
+    .await;
+    assert_eq!(
+        result.expect("computed"),
+        Action::requeue(Duration::from_secs(30))
+    );
+}
+
+#[tokio::test]
+async fn mpi_jobs_get_a_fresh_ssh_secret_once_and_a_hostfile_each_time() {
+    let job = trainjob("ds").runtime("deepspeed-distributed", "ClusterTrainingRuntime");
+    let (result, _) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("ds")).not_found(),
+            Call::get(configmap_path("ds-runtime-snapshot")).not_found(),
+            Call::get(cluster_runtime_path("deepspeed-distributed"))
+                .ok(cluster_runtime_json("deepspeed-distributed")),
+            Call::get(secret_path("ds-mpi-ssh-auth")).not_found(),
+            Call::apply(configmap_path("ds-runtime-snapshot")),
+            Call::apply(jobset_path("ds")),
+            Call::apply(configmap_path("ds-mpi-hostfile")).check(|body| {
+                let hostfile = body["data"]["hostfile"].as_str().unwrap();
+                assert!(hostfile.contains("ds-node-0-0.ds slots=1"), "{hostfile}");
+            }),
+            Call::apply(secret_path("ds-mpi-ssh-auth"))
+                .check(owned_by(&job))
+                .check(|body| {
+                    assert_eq!(body["type"], "kubernetes.io/ssh-auth");
+                    assert_eq!(body["immutable"], true);
+                    let key = body["data"]["ssh-privatekey"].as_str().unwrap();
+                    assert!(!key.is_empty());
+                }),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+
+    // The Secret exists: no new key, the hostfile is applied again.
+    let (result, _) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("ds")).ok(jobset_json(&job, true, None, 0)),
+            Call::get(configmap_path("ds-runtime-snapshot"))
+                .ok(snapshot_json(&job, "deepspeed-distributed")),
+            Call::get(secret_path("ds-mpi-ssh-auth")).ok(json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "metadata": {"name": "ds-mpi-ssh-auth", "namespace": NS}})),
+            Call::apply(jobset_path("ds")),
+            Call::apply(configmap_path("ds-mpi-hostfile")),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+}

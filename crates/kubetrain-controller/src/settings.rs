@@ -1,0 +1,65 @@
+//! What an operator deployment can tune about the TrainJob controller.
+
+use std::time::Duration;
+
+/// The server-side apply field manager every object and status write uses.
+pub const FIELD_MANAGER: &str = "trainer.kubeflow.org/kubetrain";
+
+/// The `reportingController` of the events the controller publishes (upstream's event recorder name).
+pub const EVENT_REPORTER: &str = "trainer-trainjob-controller";
+
+/// Settings of the TrainJob controller; [`Settings::default`] suits a single-namespace or cluster-wide
+/// deployment alike.
+///
+/// ```
+/// use std::time::Duration;
+/// use kubetrain_controller::Settings;
+///
+/// let settings = Settings {
+///     namespace: Some("team-a".into()),
+///     concurrency: 8,
+///     ..Settings::default()
+/// };
+/// assert_eq!(settings.field_manager, "trainer.kubeflow.org/kubetrain");
+/// assert_eq!(settings.backoff_max, Duration::from_secs(300));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Field manager of every server-side apply (one manager for all objects), default [`FIELD_MANAGER`].
+    pub field_manager: String,
+    /// Namespace to watch; `None` watches TrainJobs in every namespace.
+    pub namespace: Option<String>,
+    /// Reconciles that may run at once (upstream's `groupKindConcurrency` for TrainJob is 5); 0 = unbounded.
+    pub concurrency: u16,
+    /// Debounce of reconcile requests for one TrainJob (bursts of child events collapse into one reconcile).
+    pub debounce: Duration,
+    /// First retry delay after a failed reconcile; doubled on each further failure of the same TrainJob.
+    pub backoff_base: Duration,
+    /// The longest retry delay.
+    pub backoff_max: Duration,
+    /// How often a replica that is not the leader re-computes a TrainJob (it never writes).
+    pub follower_requeue: Duration,
+    /// How often a follower checks whether it became the leader (then every TrainJob is reconciled at once).
+    pub leadership_poll: Duration,
+    /// `reportingController` of published events, default [`EVENT_REPORTER`].
+    pub event_reporter: String,
+    /// `reportingInstance` of published events (e.g. the pod name); `None` uses the host name.
+    pub event_instance: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            field_manager: FIELD_MANAGER.to_owned(),
+            namespace: None,
+            concurrency: 5,
+            debounce: Duration::from_millis(100),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(300),
+            follower_requeue: Duration::from_secs(30),
+            leadership_poll: Duration::from_secs(1),
+            event_reporter: EVENT_REPORTER.to_owned(),
+            event_instance: None,
+        }
+    }
+}
