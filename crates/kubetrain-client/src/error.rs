@@ -85,7 +85,7 @@ pub enum QueueError {
         #[source]
         source: std::io::Error,
     },
-    /// Kueue's model could not be built from the ledger (a ledger entry with a malformed quantity).
+    /// Kueue's model of the queue could not be built (the message says which object).
     #[error("{0}")]
     Model(String),
     /// The run was not admitted in time.

@@ -141,6 +141,41 @@ fn list(kind: &str, items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "1"}, "items": items})
 }
 
+/// The two requests `get_job("mnist")` makes: the TrainJob (with `conditions`) and its pods (one per
+/// phase, indexes in order).
+fn get_mnist(conditions: Value, phases: &[&str]) -> [Expect; 2] {
+    let pods = phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| pod("mnist", i as u32, p))
+        .collect();
+    [
+        expect(
+            Method::GET,
+            &format!("{TRAINJOBS}/mnist"),
+            200,
+            trainjob_json("mnist", conditions),
+        ),
+        expect(
+            Method::GET,
+            &pods_query("mnist"),
+            200,
+            list("PodList", pods),
+        ),
+    ]
+}
+
+/// Waits for mnist to be Complete, polling every `every`.
+async fn wait_mnist_complete(
+    client: &TrainerClient<KubernetesBackend>,
+    timeout: Duration,
+    every: Duration,
+) -> Result<kubetrain_client::TrainJobView, ClientError> {
+    client
+        .wait_for_job_status("mnist", &[JobStatus::Complete], timeout, every)
+        .await
+}
+
 fn condition(kind: &str, message: &str) -> Value {
     json!([{"type": kind, "status": "True", "reason": kind, "message": message,
             "lastTransitionTime": "2026-01-02T03:05:00Z"}])
@@ -262,28 +297,7 @@ async fn get_job_maps_conditions_and_pods_to_statuses() {
     ];
     for (conditions, phases, want) in table {
         let (client, handle) = client();
-        let pods: Vec<Value> = phases
-            .iter()
-            .enumerate()
-            .map(|(i, p)| pod("mnist", i as u32, p))
-            .collect();
-        let server = serve(
-            handle,
-            vec![
-                expect(
-                    Method::GET,
-                    &format!("{TRAINJOBS}/mnist"),
-                    200,
-                    trainjob_json("mnist", conditions.clone()),
-                ),
-                expect(
-                    Method::GET,
-                    &pods_query("mnist"),
-                    200,
-                    list("PodList", pods),
-                ),
-            ],
-        );
+        let server = serve(handle, get_mnist(conditions.clone(), &phases).into());
         let job = client.get_job("mnist").await.unwrap();
         server.await.unwrap();
         assert_eq!(job.status, want, "{conditions} {phases:?}");
@@ -338,34 +352,12 @@ async fn wait_polls_until_complete() {
             vec!["Succeeded", "Succeeded"],
         ),
     ];
-    let mut script = Vec::new();
-    for (conditions, phases) in rounds {
-        script.push(expect(
-            Method::GET,
-            &format!("{TRAINJOBS}/mnist"),
-            200,
-            trainjob_json("mnist", conditions),
-        ));
-        let pods = phases
-            .iter()
-            .enumerate()
-            .map(|(i, p)| pod("mnist", i as u32, p))
-            .collect();
-        script.push(expect(
-            Method::GET,
-            &pods_query("mnist"),
-            200,
-            list("PodList", pods),
-        ));
-    }
+    let script = rounds
+        .into_iter()
+        .flat_map(|(conditions, phases)| get_mnist(conditions, &phases))
+        .collect();
     let server = serve(handle, script);
-    let job = client
-        .wait_for_job_status(
-            "mnist",
-            &[JobStatus::Complete],
-            Duration::from_secs(10),
-            Duration::from_millis(1),
-        )
+    let job = wait_mnist_complete(&client, Duration::from_secs(10), Duration::from_millis(1))
         .await
         .unwrap();
     assert_eq!(job.status, JobStatus::Complete);
@@ -377,28 +369,9 @@ async fn wait_stops_at_failed_with_its_message() {
     let (client, handle) = client();
     let server = serve(
         handle,
-        vec![
-            expect(
-                Method::GET,
-                &format!("{TRAINJOBS}/mnist"),
-                200,
-                trainjob_json("mnist", condition("Failed", "backoff limit")),
-            ),
-            expect(
-                Method::GET,
-                &pods_query("mnist"),
-                200,
-                list("PodList", vec![]),
-            ),
-        ],
+        get_mnist(condition("Failed", "backoff limit"), &[]).into(),
     );
-    let err = client
-        .wait_for_job_status(
-            "mnist",
-            &[JobStatus::Complete],
-            Duration::from_secs(10),
-            Duration::from_millis(1),
-        )
+    let err = wait_mnist_complete(&client, Duration::from_secs(10), Duration::from_millis(1))
         .await
         .unwrap_err();
     assert!(
@@ -411,31 +384,17 @@ async fn wait_stops_at_failed_with_its_message() {
 #[tokio::test]
 async fn wait_times_out_with_the_current_status() {
     let (client, handle) = client();
-    let mut script = Vec::new();
-    for _ in 0..2 {
-        script.push(expect(
-            Method::GET,
-            &format!("{TRAINJOBS}/mnist"),
-            200,
-            trainjob_json("mnist", json!([])),
-        ));
-        script.push(expect(
-            Method::GET,
-            &pods_query("mnist"),
-            200,
-            list("PodList", vec![pod("mnist", 0, "Pending")]),
-        ));
-    }
+    let script = (0..2)
+        .flat_map(|_| get_mnist(json!([]), &["Pending"]))
+        .collect();
     let server = serve(handle, script);
-    let err = client
-        .wait_for_job_status(
-            "mnist",
-            &[JobStatus::Complete],
-            Duration::from_millis(30),
-            Duration::from_millis(30),
-        )
-        .await
-        .unwrap_err();
+    let err = wait_mnist_complete(
+        &client,
+        Duration::from_millis(30),
+        Duration::from_millis(30),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(&err, ClientError::Timeout { current, .. } if current == "Created"),
         "{err:?}"
@@ -446,32 +405,14 @@ async fn wait_times_out_with_the_current_status() {
 #[tokio::test]
 async fn logs_follow_the_step_container() {
     let (client, handle) = client();
-    let server = serve(
-        handle,
-        vec![
-            expect(
-                Method::GET,
-                &format!("{TRAINJOBS}/mnist"),
-                200,
-                trainjob_json("mnist", json!([])),
-            ),
-            expect(
-                Method::GET,
-                &pods_query("mnist"),
-                200,
-                list(
-                    "PodList",
-                    vec![pod("mnist", 0, "Running"), pod("mnist", 1, "Running")],
-                ),
-            ),
-            expect(
-                Method::GET,
-                &format!("{PODS}/mnist-node-0-1-abcde/log?&container=node&follow=true"),
-                200,
-                Value::String("epoch 1 loss 0.9\nepoch 2 loss 0.4\n".into()),
-            ),
-        ],
-    );
+    let mut script = Vec::from(get_mnist(json!([]), &["Running", "Running"]));
+    script.push(expect(
+        Method::GET,
+        &format!("{PODS}/mnist-node-0-1-abcde/log?&container=node&follow=true"),
+        200,
+        Value::String("epoch 1 loss 0.9\nepoch 2 loss 0.4\n".into()),
+    ));
+    let server = serve(handle, script);
     let options = LogOptions {
         step: "node-1".into(),
         follow: true,

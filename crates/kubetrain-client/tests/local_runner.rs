@@ -1,34 +1,15 @@
 //! The local runner end to end: real processes, real env, real process groups.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
 use kubetrain_client::{ClientError, JobStatus, PlanError};
 use tokio::sync::mpsc;
 
-fn trainjob(name: &str, nodes: i32, script: &str) -> String {
-    format!(
-        r#"
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata: {{name: {name}, namespace: default}}
-spec:
-  runtimeRef: {{name: torch-distributed}}
-  trainer:
-    numNodes: {nodes}
-    command: [sh, -c, {script:?}]
-"#
-    )
-}
-
-fn options(dir: &Path) -> LocalOptions {
-    LocalOptions {
-        run_dir: Some(dir.to_path_buf()),
-        ..LocalOptions::default()
-    }
-}
+use common::{options, trainjob, wait_for};
 
 /// Runs `yaml` and returns the summary and every pod's log lines.
 async fn run(
@@ -55,6 +36,19 @@ async fn run(
         events.push(e);
     }
     (summary, logs, events)
+}
+
+/// Runs `yaml` in `dir` with `echo` standing in for `kubetrain`, so a pod prints its kubetrain arguments.
+async fn run_with_echo_as_kubetrain(
+    yaml: &str,
+    dir: &std::path::Path,
+) -> (RunSummary, BTreeMap<String, Vec<String>>) {
+    let opts = LocalOptions {
+        kubetrain_exe: Some("echo".into()),
+        ..options(dir)
+    };
+    let (summary, logs, _) = run(yaml, &opts, None).await;
+    (summary, logs)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,11 +224,7 @@ spec:
   runtimeRef: {name: torch-distributed}
   trainer: {command: [kubetrain, hello, "$(PET_NODE_RANK)"]}
 "#;
-    let opts = LocalOptions {
-        kubetrain_exe: Some("echo".into()),
-        ..options(dir.path())
-    };
-    let (summary, logs, _) = run(yaml, &opts, None).await;
+    let (summary, logs) = run_with_echo_as_kubetrain(yaml, dir.path()).await;
     assert_eq!(summary.status, JobStatus::Complete);
     assert_eq!(logs["exejob-node-0-0"], ["hello 0"]);
 }
@@ -365,15 +355,7 @@ async fn the_backend_follows_logs_lists_events_and_deletes() {
         .collect()
         .await;
     assert_eq!(lines, ["one", "two"]);
-    let job = client
-        .wait_for_job_status(
-            &name,
-            &[JobStatus::Complete],
-            Duration::from_secs(20),
-            Duration::from_millis(20),
-        )
-        .await
-        .unwrap();
+    let job = wait_for(&client, &name, &[JobStatus::Complete]).await;
     assert_eq!(job.steps[0].status, "Succeeded");
     let reasons: Vec<String> = client
         .get_job_events(&name)
@@ -402,15 +384,7 @@ async fn the_backend_follows_logs_lists_events_and_deletes() {
         .train(None, Some(&forever), None, &TrainOptions::default())
         .await
         .unwrap();
-    client
-        .wait_for_job_status(
-            &long,
-            &[JobStatus::Running],
-            Duration::from_secs(20),
-            Duration::from_millis(20),
-        )
-        .await
-        .unwrap();
+    wait_for(&client, &long, &[JobStatus::Running]).await;
     let start = Instant::now();
     client.delete_job(&long).await.unwrap();
     assert!(start.elapsed() < Duration::from_secs(5));
@@ -434,11 +408,7 @@ spec:
     dataset: {storageUri: "hf://tatsu-lab/alpaca"}
   trainer: {command: [kubetrain, train]}
 "#;
-    let opts = LocalOptions {
-        kubetrain_exe: Some("echo".into()),
-        ..options(dir.path())
-    };
-    let (summary, logs, _) = run(yaml, &opts, None).await;
+    let (summary, logs) = run_with_echo_as_kubetrain(yaml, dir.path()).await;
     assert_eq!(summary.status, JobStatus::Complete, "{logs:#?}");
     assert_eq!(logs["tune-dataset-initializer-0-0"], ["init dataset"]);
     assert_eq!(logs["tune-model-initializer-0-0"], ["init model"]);

@@ -1,6 +1,8 @@
-//! `kubetrain run` as a user runs it: the quick start on this machine, and a failing rank.
+//! `kubetrain run` as a user runs it: the quick start on this machine, a failing rank, and concurrent runs
+//! queueing for a small (declared) capacity.
 
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn kubetrain(args: &[&str]) -> Output {
@@ -12,6 +14,38 @@ fn kubetrain(args: &[&str]) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A TrainJob `name` on torch-distributed whose trainer is `trainer` (a YAML flow mapping's content).
+fn trainjob(name: &str, trainer: &str) -> String {
+    format!(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: {name}}}\nspec:\n  \
+         runtimeRef: {{name: torch-distributed}}\n  trainer: {{{trainer}}}\n"
+    )
+}
+
+/// Writes `yaml` to `dir/<file>` and returns the `kubetrain run` arguments for it, its run directory being
+/// `dir/<file>.run`, followed by `extra`.
+fn run_args(dir: &Path, file: &str, yaml: &str, extra: &[&str]) -> Vec<String> {
+    let job = dir.join(file);
+    std::fs::write(&job, yaml).unwrap();
+    let run_dir = dir.join(format!("{file}.run"));
+    let mut args: Vec<String> = ["run", "-f", path(&job), "--run-dir", path(&run_dir)]
+        .map(String::from)
+        .into();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 temp path")
+}
+
+/// Runs `yaml` with `kubetrain run` in a fresh temporary directory.
+fn run_job(yaml: &str, extra: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let args = run_args(dir.path(), "job.yaml", yaml, extra);
+    kubetrain(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 #[test]
@@ -52,30 +86,16 @@ fn quickstart_runs_every_rank_and_the_loss_goes_down() {
 
 #[test]
 fn a_failing_rank_fails_the_run_with_its_log_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("failing.yaml");
-    std::fs::write(
-        &job,
-        r#"
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata: {name: failing}
-spec:
-  runtimeRef: {name: torch-distributed}
-  trainer:
-    numNodes: 2
-    command: [sh, -c, "if [ $PET_NODE_RANK = 1 ]; then echo fatal: rank 1 lost its data; exit 7; fi; sleep 60"]
-"#,
-    )
-    .unwrap();
+    let script =
+        "if [ $PET_NODE_RANK = 1 ]; then echo fatal: rank 1 lost its data; exit 7; fi; sleep 60";
     let start = Instant::now();
-    let out = kubetrain(&[
-        "run",
-        "-f",
-        job.to_str().unwrap(),
-        "--run-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = run_job(
+        &trainjob(
+            "failing",
+            &format!("numNodes: 2, command: [sh, -c, {script:?}]"),
+        ),
+        &[],
+    );
     assert!(
         start.elapsed() < Duration::from_secs(15),
         "took {:?}",
@@ -96,20 +116,13 @@ spec:
 
 #[test]
 fn an_invalid_trainjob_is_refused_with_its_field_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("bad.yaml");
-    std::fs::write(
-        &job,
-        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: bad}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {command: [\"true\"], env: [{name: PET_NODE_RANK, value: '0'}]}\n",
-    )
-    .unwrap();
-    let out = kubetrain(&[
-        "run",
-        "-f",
-        job.to_str().unwrap(),
-        "--run-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = run_job(
+        &trainjob(
+            "bad",
+            "command: [\"true\"], env: [{name: PET_NODE_RANK, value: '0'}]",
+        ),
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("spec.trainer.env"), "{stderr}");
@@ -118,32 +131,16 @@ fn an_invalid_trainjob_is_refused_with_its_field_path() {
 
 #[test]
 fn a_job_needing_gpus_this_machine_lacks_is_refused_with_kueues_reason() {
-    let has_gpu = std::fs::read_dir("/dev").is_ok_and(|d| {
-        d.filter_map(Result::ok).any(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .strip_prefix("nvidia")
-                .is_some_and(|n| n.parse::<u32>().is_ok())
-        })
-    });
-    if has_gpu {
-        eprintln!("skipped: this machine has NVIDIA GPUs");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("gpu.yaml");
-    std::fs::write(
-        &job,
-        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: gpu}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 2, command: [\"true\"], resourcesPerNode: {limits: {nvidia.com/gpu: 1}}}\n",
-    )
-    .unwrap();
-    let out = kubetrain(&[
-        "run",
-        "-f",
-        job.to_str().unwrap(),
-        "--run-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    // A declared capacity without GPUs, so the test holds on machines with GPUs too.
+    let gpu = trainjob(
+        "gpu",
+        "numNodes: 2, command: [\"true\"], resourcesPerNode: {limits: {nvidia.com/gpu: 1}}",
+    );
+    let queue = tempfile::tempdir().unwrap();
+    let out = run_job(
+        &gpu,
+        &["--capacity", "gpu=0", "--queue-dir", path(queue.path())],
+    );
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("cannot run on this machine"), "{stderr}");
@@ -156,24 +153,165 @@ fn a_job_needing_gpus_this_machine_lacks_is_refused_with_kueues_reason() {
 
 #[test]
 fn kubetrain_inside_a_shell_command_is_this_binary() {
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("shell.yaml");
-    std::fs::write(
-        &job,
-        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: shell}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 2, command: [sh, -c, \"kubetrain collective train-demo --steps 3\"]}\n",
-    )
-    .unwrap();
-    let out = kubetrain(&[
-        "run",
-        "-f",
-        job.to_str().unwrap(),
-        "--run-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = run_job(
+        &trainjob(
+            "shell",
+            "numNodes: 2, command: [sh, -c, \"kubetrain collective train-demo --steps 3\"]",
+        ),
+        &[],
+    );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(
         stdout.contains("shell-node-0-0 | done: final loss"),
         "{stdout}"
     );
+}
+
+/// A one-pod job asking for 2 cores, running `script`, as `kubetrain run` arguments on a declared 2-core
+/// machine whose queue ledger lives in `queue`.
+fn two_core_run(dir: &Path, queue: &Path, name: &str, script: &str, extra: &[&str]) -> Vec<String> {
+    let yaml = trainjob(
+        name,
+        &format!("command: [sh, -c, {script:?}], resourcesPerNode: {{requests: {{cpu: '2'}}}}"),
+    );
+    let mut more = vec!["--capacity", "cpu=2", "--queue-dir", path(queue)];
+    more.extend_from_slice(extra);
+    run_args(dir, &format!("{name}.yaml"), &yaml, &more)
+}
+
+fn spawn(args: &[String]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubetrain starts")
+}
+
+/// Waits (up to 20 s) until the queue ledger in `queue` satisfies `ready`.
+fn wait_for_ledger(queue: &Path, what: &str, ready: impl Fn(&str) -> bool) {
+    let ledger: PathBuf = queue.join("ledger.json");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&ledger).is_ok_and(|l| ready(&l)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never saw {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn concurrent_runs_queue_for_the_declared_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = dir.path().join("queue");
+    let release = dir.path().join("release");
+    let marker = dir.path().join("first-done");
+    // The first run holds the 2 cores until the test releases it.
+    let hold = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; touch {}",
+        release.display(),
+        marker.display()
+    );
+    let first = spawn(&two_core_run(dir.path(), &queue, "first", &hold, &[]));
+    wait_for_ledger(&queue, "the first run admitted", |l| {
+        l.contains("\"admitted\"")
+    });
+
+    // The second waits for the first, shows why, and starts once it is done.
+    let check = format!("test -e {} && echo after-first", marker.display());
+    let second = spawn(&two_core_run(dir.path(), &queue, "second", &check, &[]));
+    wait_for_ledger(&queue, "the second run queued", |l| {
+        l.contains("default/second")
+    });
+    // A third gives up quickly; a fourth is interrupted while waiting; a fifth skips the queue.
+    let impatient = two_core_run(
+        dir.path(),
+        &queue,
+        "impatient",
+        "true",
+        &["--queue-timeout", "300ms"],
+    );
+    let timed_out = kubetrain(&impatient.iter().map(String::as_str).collect::<Vec<_>>());
+    let interrupted = spawn(&two_core_run(
+        dir.path(),
+        &queue,
+        "interrupted",
+        "true",
+        &[],
+    ));
+    wait_for_ledger(&queue, "the interrupted run queued", |l| {
+        l.contains("default/interrupted")
+    });
+    let sigint = Command::new("kill")
+        .args(["-INT", &interrupted.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sigint.success());
+    let interrupted = interrupted.wait_with_output().unwrap();
+    let unqueued = two_core_run(
+        dir.path(),
+        &queue,
+        "unqueued",
+        "echo started",
+        &["--no-queue"],
+    );
+    let unqueued = kubetrain(&unqueued.iter().map(String::as_str).collect::<Vec<_>>());
+    std::fs::write(&release, "").unwrap();
+
+    let first = first.wait_with_output().unwrap();
+    let second = second.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let out = text(&second.stdout);
+    assert!(second.status.success(), "{out}\n{}", text(&second.stderr));
+    assert!(
+        out.contains("Pending: couldn't assign flavors to pod set node: insufficient unused quota for cpu in flavor this-machine"),
+        "{out}"
+    );
+    assert!(out.contains("(position 1 of "), "{out}");
+    assert!(out.contains("admitted by the local queue after"), "{out}");
+    assert!(out.contains("second-node-0-0 | after-first"), "{out}");
+    assert!(out.find("Pending:") < out.find("running TrainJob"), "{out}");
+
+    let (stdout, stderr) = (text(&timed_out.stdout), text(&timed_out.stderr));
+    assert_eq!(timed_out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("TrainJob default/impatient was not admitted within"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("(position 2 of 2 waiting)"), "{stdout}");
+
+    let stderr = text(&interrupted.stderr);
+    assert_eq!(interrupted.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted while waiting in the local queue"));
+
+    assert!(unqueued.status.success(), "{}", text(&unqueued.stderr));
+    let stdout = text(&unqueued.stdout);
+    assert!(stdout.contains("unqueued-node-0-0 | started") && !stdout.contains("Pending:"));
+
+    // Every run ended: the ledger holds none of them.
+    let ledger = std::fs::read_to_string(queue.join("ledger.json")).unwrap();
+    assert!(!ledger.contains("default/"), "{ledger}");
+}
+
+#[test]
+fn bad_queue_flags_are_refused_with_the_fix() {
+    let table = [
+        (vec!["--queue-timeout", "soon"], "not a duration"),
+        (vec!["--queue-timeout", "5d"], "unknown unit"),
+        (
+            vec!["--capacity", "cpu=lots"],
+            "not a whole number of cores",
+        ),
+        (vec!["--capacity", "disk=1"], "use cpu, memory or gpu"),
+        (vec!["--capacity", "memory=12X"], "memory"),
+        (vec!["--queueing-strategy", "LIFO"], "StrictFIFO"),
+    ];
+    for (flags, want) in table {
+        let out = run_job(&trainjob("flags", "command: [\"true\"]"), &flags);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains(want), "{flags:?}: {err}");
+    }
 }

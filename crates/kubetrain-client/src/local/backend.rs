@@ -8,8 +8,10 @@ use k8s_openapi::jiff::Timestamp;
 use kubetrain_api::{RuntimeCatalog, TrainJob};
 use tokio::sync::{mpsc, watch};
 
-use super::exec::{PodPhase, RunEvent, RunSummary, execute};
+use super::capacity::Capacity;
+use super::exec::{PodPhase, PodSummary, RunEvent, RunSummary, execute};
 use super::plan::JobPlan;
+use super::queue::{LocalQueue, Pending, QueueState, Ticket};
 use super::{LocalOptions, prepare_job};
 use crate::backend::{Backend, LogStream};
 use crate::error::{ClientError, Result};
@@ -41,7 +43,8 @@ pub struct LocalProcessBackend {
     catalog: RuntimeCatalog,
     options: LocalOptions,
     runs_under: Option<std::path::PathBuf>,
-    capacity: Option<super::capacity::Capacity>,
+    capacity: Option<Capacity>,
+    queue: Option<LocalQueue>,
     jobs: Arc<Mutex<BTreeMap<String, Arc<LocalJob>>>>,
 }
 
@@ -65,6 +68,8 @@ struct LocalJob {
 
 #[derive(Debug, Default)]
 struct LocalState {
+    /// Why the job still waits in the local queue.
+    pending: Option<Pending>,
     pods: BTreeMap<String, PodPhase>,
     logs: BTreeMap<String, Vec<String>>,
     events: Vec<Event>,
@@ -72,15 +77,17 @@ struct LocalState {
 }
 
 impl LocalProcessBackend {
-    /// A backend with the built-in runtimes, namespace `default`, `kubetrain` run from `PATH`, jobs checked
-    /// against this machine's capacity.
+    /// A backend with the built-in runtimes, namespace `default`, `kubetrain` run from `PATH`, jobs queued
+    /// in the [shared local queue](LocalQueue::shared) of this machine's capacity.
     pub fn new() -> Self {
+        let queue = LocalQueue::shared();
         LocalProcessBackend {
             namespace: "default".into(),
             catalog: kubetrain_jobset::builtin::catalog(),
             options: LocalOptions::default(),
             runs_under: None,
-            capacity: Some(super::capacity::Capacity::of_this_machine()),
+            capacity: Some(queue.capacity().clone()),
+            queue: Some(queue),
             jobs: Arc::default(),
         }
     }
@@ -103,10 +110,27 @@ impl LocalProcessBackend {
         self
     }
 
-    /// Checks jobs against `capacity` (default: this machine; `None` checks nothing) with
-    /// [`capacity::check`](super::capacity::check): GPU shortfalls are refused, CPU and memory ones noted.
-    pub fn with_capacity(mut self, capacity: Option<super::capacity::Capacity>) -> Self {
+    /// Checks jobs against `capacity` (default: this machine) with
+    /// [`capacity::check`](super::capacity::check): GPU shortfalls are refused, CPU and memory ones noted;
+    /// the local queue (if any) holds `capacity` too. `None` checks nothing and queues nothing.
+    pub fn with_capacity(mut self, capacity: Option<Capacity>) -> Self {
+        self.queue = match &capacity {
+            Some(c) => self.queue.map(|q| q.with_capacity(c.clone())),
+            None => None,
+        };
         self.capacity = capacity;
+        self
+    }
+
+    /// Queues jobs in `queue` (default: [`LocalQueue::shared`]) before they start: a job that does not fit
+    /// next to the admitted ones waits, its view's message says why (`Pending: ...`) and a `Pending` event
+    /// is recorded whenever the reason or position changes. `None` starts every job at once (still
+    /// checked against the capacity). The queue's capacity becomes the backend's.
+    pub fn with_queue(mut self, queue: Option<LocalQueue>) -> Self {
+        if let Some(q) = &queue {
+            self.capacity = Some(q.capacity().clone());
+        }
+        self.queue = queue;
         self
     }
 
@@ -130,6 +154,63 @@ fn event(object: String, reason: &str, message: String, warning: bool) -> Event 
 }
 
 impl LocalJob {
+    /// Waits in the local queue, keeping the pending reason and position in the state (and an event at
+    /// every change of them).
+    async fn queue(&self, mut ticket: Ticket) -> std::result::Result<Ticket, crate::QueueError> {
+        let object = format!("TrainJob/{}", self.plan.name);
+        ticket
+            .wait(|pending| {
+                let Ok(mut st) = self.state.lock() else {
+                    return;
+                };
+                if st.pending.as_ref() == Some(pending) {
+                    return;
+                }
+                st.events
+                    .push(event(object.clone(), "Pending", pending.to_string(), false));
+                st.pending = Some(pending.clone());
+                drop(st);
+                self.version.send_modify(|v| *v += 1);
+            })
+            .await?;
+        if let Ok(mut st) = self.state.lock()
+            && st.pending.take().is_some()
+        {
+            st.events.push(event(
+                object,
+                "Admitted",
+                "admitted by the local queue".into(),
+                false,
+            ));
+        }
+        self.version.send_modify(|v| *v += 1);
+        Ok(ticket)
+    }
+
+    /// The summary of a job that never started (its wait in the queue failed).
+    fn not_started(&self, message: String, elapsed: std::time::Duration) -> RunSummary {
+        RunSummary {
+            name: self.plan.name.clone(),
+            status: JobStatus::Failed,
+            message,
+            cancelled: false,
+            elapsed,
+            restarts: 0,
+            pods: self
+                .plan
+                .pods()
+                .map(|p| PodSummary {
+                    name: p.name.clone(),
+                    replicated_job: p.replicated_job.clone(),
+                    phase: PodPhase::Pending,
+                    detail: None,
+                    duration: None,
+                    log_tail: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
     fn apply(&self, e: RunEvent) {
         let Ok(mut st) = self.state.lock() else {
             return;
@@ -223,6 +304,7 @@ impl LocalJob {
                 }
             }
         };
+        let pending = st.as_ref().and_then(|s| s.pending.as_ref());
         TrainJobView {
             name: self.plan.name.clone(),
             runtime: self.job.spec.runtime_ref.name.clone(),
@@ -236,7 +318,9 @@ impl LocalJob {
             steps,
             creation_timestamp: Some(self.created.to_string()),
             status,
-            message: summary.map(|s| s.message.clone()),
+            message: summary
+                .map(|s| s.message.clone())
+                .or_else(|| pending.map(|p| format!("Pending: {p}"))),
         }
     }
 }
@@ -283,7 +367,21 @@ impl Backend for LocalProcessBackend {
             options.run_dir = Some(dir.join(&name));
         }
         let mut plan = prepare_job(&job, &self.catalog, &options)?;
-        if let Some(capacity) = &self.capacity {
+        let mut ticket = None;
+        let mut state = LocalState::default();
+        if let Some(queue) = &self.queue {
+            let mut t = queue.enqueue(&plan)?;
+            // Asked once now, so the job's view says why it waits from the start.
+            if let QueueState::Pending(p) = t.poll()? {
+                let object = format!("TrainJob/{}", plan.name);
+                state
+                    .events
+                    .push(event(object, "Pending", p.to_string(), false));
+                state.pending = Some(p);
+            }
+            plan.notices.extend(t.take_notices());
+            ticket = Some(t);
+        } else if let Some(capacity) = &self.capacity {
             match super::capacity::check(&plan, capacity) {
                 Ok(Some(warning)) => plan.notices.push(warning),
                 Ok(None) => {}
@@ -295,7 +393,7 @@ impl Backend for LocalProcessBackend {
             job,
             plan,
             created: Timestamp::now(),
-            state: Mutex::default(),
+            state: Mutex::new(state),
             version: watch::channel(0).0,
             cancel,
             run: tokio::sync::Mutex::new(None),
@@ -310,6 +408,26 @@ impl Backend for LocalProcessBackend {
                         job.apply(e);
                     }
                 })
+            };
+            // Holding the ticket holds the job's share of the machine until the run ends.
+            let _admitted = match ticket {
+                Some(t) => {
+                    let start = std::time::Instant::now();
+                    tokio::select! {
+                        admitted = runner.queue(t) => match admitted {
+                            Ok(t) => Some(t),
+                            Err(e) => {
+                                drop(tx);
+                                let _ = forward.await;
+                                runner.finish(runner.not_started(e.to_string(), start.elapsed()));
+                                return;
+                            }
+                        },
+                        // Deleted while waiting: nothing started, nothing to report.
+                        () = async { let _ = cancel_rx.wait_for(|c| *c).await; } => return,
+                    }
+                }
+                None => None,
             };
             let cancelled = async move {
                 let _ = cancel_rx.wait_for(|c| *c).await;

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use kubetrain_api::{Document, RuntimeCatalog};
+use kubetrain_client::QueueError;
+use kubetrain_client::local::capacity::Capacity;
+use kubetrain_client::local::queue::{LocalQueue, Pending, QueueingStrategy, Ticket};
 use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
 use tokio::sync::mpsc;
 
@@ -28,12 +31,109 @@ pub(crate) struct RunArgs {
     /// Keep declared container ports as they are instead of giving each a free local port.
     #[arg(long)]
     keep_ports: bool,
-    /// Skip the capacity check (this machine as a Kueue ClusterQueue: too few GPUs refuse the job).
+    /// Skip the capacity check and the local queue (this machine as a Kueue ClusterQueue: too few GPUs
+    /// refuse the job, a job that does not fit next to the running ones waits).
     #[arg(long)]
     ignore_capacity: bool,
+    /// Start at once instead of waiting in the local queue for the runs admitted before (the capacity check
+    /// still applies).
+    #[arg(long)]
+    no_queue: bool,
+    /// Give up (exit 1) when the job is not admitted within DURATION (`90s`, `5m`, `1h`, `500ms`; a bare
+    /// number is seconds). Default: wait for ever.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    queue_timeout: Option<Duration>,
+    /// The local queue's ledger directory, shared by every `kubetrain run` that should queue together;
+    /// default `$TMPDIR/kubetrain-runs/queue-<uid>`.
+    #[arg(long, value_name = "DIR", env = "KUBETRAIN_QUEUE_DIR")]
+    queue_dir: Option<PathBuf>,
+    /// Kueue's queueing strategy of the local ClusterQueue: BestEffortFIFO (a run that fits may pass one
+    /// that does not) or StrictFIFO.
+    #[arg(long, value_name = "STRATEGY", default_value = "BestEffortFIFO")]
+    queueing_strategy: QueueingStrategy,
+    /// The capacity runs share instead of this machine's, e.g. `cpu=8,memory=32Gi,gpu=1` (what is not
+    /// given stays as detected).
+    #[arg(long, value_name = "cpu=N,memory=Q,gpu=N", value_parser = parse_capacity)]
+    capacity: Option<CapacityOverride>,
     /// Seconds between progress lines while nothing else happens.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     progress_every: u64,
+}
+
+/// `90s`, `5m`, `1h`, `500ms`, or a number of seconds.
+fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (use 90s, 5m, 1h or 500ms)"))?;
+    let seconds = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// `--capacity`: the parts of the capacity given on the command line.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CapacityOverride {
+    cpu: Option<u64>,
+    memory: Option<u64>,
+    gpus: Option<u64>,
+}
+
+impl CapacityOverride {
+    fn apply(&self, mut capacity: Capacity) -> Capacity {
+        capacity.cpu = self.cpu.unwrap_or(capacity.cpu);
+        capacity.memory = self.memory.or(capacity.memory);
+        capacity.gpus = self.gpus.unwrap_or(capacity.gpus);
+        capacity
+    }
+}
+
+/// `cpu=8,memory=32Gi,gpu=1` (any subset).
+fn parse_capacity(text: &str) -> std::result::Result<CapacityOverride, String> {
+    let mut out = CapacityOverride::default();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected KEY=VALUE (cpu=8,memory=32Gi,gpu=1)"))?;
+        let count = |what: &str| {
+            value
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("{key}: {value:?} is not a whole number of {what}"))
+        };
+        match key.trim() {
+            "cpu" => out.cpu = Some(count("cores")?),
+            "gpu" | "gpus" | "nvidia.com/gpu" => out.gpus = Some(count("GPUs")?),
+            "memory" => {
+                let q = kubetrain_kueue::quantity::Quantity::parse(value.trim())
+                    .map_err(|e| format!("memory: {value:?}: {e}"))?;
+                let bytes = q.amount_for("memory");
+                out.memory = Some(
+                    u64::try_from(bytes)
+                        .map_err(|_| format!("memory: {value:?} is out of range"))?,
+                );
+            }
+            other => {
+                return Err(format!(
+                    "unknown resource {other:?} (use cpu, memory or gpu)"
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn catalog(paths: &[PathBuf]) -> Result<RuntimeCatalog> {
@@ -151,6 +251,51 @@ fn rank_env(pod: &local::PodPlan) -> String {
     }
 }
 
+/// Waits until the local queue admits the run, printing `Pending: <reason> (position i of n waiting)` when
+/// the reason or position changes and every `progress_every` seconds; `Err` holds the exit code when the wait
+/// timed out (1) or was interrupted (130).
+async fn wait_in_queue(
+    mut ticket: Ticket,
+    progress_every: u64,
+) -> std::result::Result<Ticket, ExitCode> {
+    let start = Instant::now();
+    let every = Duration::from_secs(progress_every.max(1));
+    let mut shown: Option<(Pending, Instant)> = None;
+    let waited = tokio::select! {
+        r = ticket.wait(|pending| {
+            let due = shown
+                .as_ref()
+                .is_none_or(|(last, at)| last != pending || at.elapsed() >= every);
+            if due {
+                println!("Pending: {pending}  [{:.1}s]", start.elapsed().as_secs_f64());
+                shown = Some((pending.clone(), Instant::now()));
+            }
+        }) => r,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted while waiting in the local queue");
+            return Err(ExitCode::from(130));
+        }
+    };
+    for notice in ticket.take_notices() {
+        eprintln!("note: {notice}");
+    }
+    match waited {
+        Ok(()) => {
+            if shown.is_some() {
+                println!(
+                    "admitted by the local queue after {:.1}s",
+                    start.elapsed().as_secs_f64()
+                );
+            }
+            Ok(ticket)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
 /// Runs `kubetrain run`.
 pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     let yaml = super::read_input(&args.file)?;
@@ -162,21 +307,58 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         remap_ports: !args.keep_ports,
     };
     let mut plan = local::prepare(&yaml, &catalog, &options)?;
+    let mut ticket = None;
     if !args.ignore_capacity {
-        let capacity = local::capacity::Capacity::of_this_machine();
-        match local::capacity::check(&plan, &capacity) {
-            Ok(Some(warning)) => plan.notices.push(warning),
-            Ok(None) => {}
-            Err(why) => {
-                eprintln!(
-                    "error: TrainJob {} cannot run on this machine: {why}",
-                    plan.name
-                );
-                eprintln!("(use --ignore-capacity to start it anyway)");
-                return Ok(ExitCode::FAILURE);
+        let capacity = args
+            .capacity
+            .clone()
+            .unwrap_or_default()
+            .apply(Capacity::of_this_machine());
+        let refused = |why: &str| {
+            eprintln!(
+                "error: TrainJob {} cannot run on this machine: {why}",
+                plan.name
+            );
+            eprintln!("(use --ignore-capacity to start it anyway)");
+            Ok(ExitCode::FAILURE)
+        };
+        if args.no_queue {
+            match local::capacity::check(&plan, &capacity) {
+                Ok(Some(warning)) => plan.notices.push(warning),
+                Ok(None) => {}
+                Err(why) => return refused(&why),
+            }
+        } else {
+            let queue = LocalQueue::new(
+                args.queue_dir
+                    .clone()
+                    .unwrap_or_else(LocalQueue::default_dir),
+                capacity,
+            )
+            .with_strategy(args.queueing_strategy)
+            .with_timeout(args.queue_timeout);
+            match queue.enqueue(&plan) {
+                Ok(mut t) => {
+                    plan.notices.extend(t.take_notices());
+                    ticket = Some(t);
+                }
+                Err(QueueError::NeverFits(why)) => return refused(&why),
+                Err(e) => return Err(e).context("queueing the run in the local queue"),
             }
         }
     }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // Holding the ticket holds the run's share of the machine until the run ends.
+    let _ticket = match ticket {
+        Some(t) => match runtime.block_on(wait_in_queue(t, args.progress_every)) {
+            Ok(t) => Some(t),
+            Err(code) => return Ok(code),
+        },
+        None => None,
+    };
     let width = plan.pods().map(|p| p.name.len()).max().unwrap_or(0);
     let rank_env: Vec<(String, String)> =
         plan.pods().map(|p| (p.name.clone(), rank_env(p))).collect();
@@ -187,10 +369,6 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         plan.pods().count(),
         plan.run_dir.display()
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
     let summary = runtime.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut progress = Progress {

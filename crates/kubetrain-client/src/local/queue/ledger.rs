@@ -282,6 +282,20 @@ pub fn parse(bytes: &[u8]) -> Result<Ledger, String> {
             ledger.version
         ));
     }
+    for (i, e) in ledger.entries.iter().enumerate() {
+        for (j, p) in e.pod_sets.iter().enumerate() {
+            if p.count < 0 {
+                return Err(format!(
+                    "entries[{i}].podSets[{j}].count: {} is negative",
+                    p.count
+                ));
+            }
+            for (k, v) in &p.requests {
+                kubetrain_kueue::quantity::Quantity::parse(v)
+                    .map_err(|e| format!("entries[{i}].podSets[{j}].requests.{k}: {v:?}: {e}"))?;
+            }
+        }
+    }
     Ok(ledger)
 }
 
@@ -344,6 +358,15 @@ mod tests {
                 .contains("version 9")
         );
         assert!(parse(br#"{"version": 1, "nextSeq": 1, "entries": [{"id": 3}]}"#).is_err());
+        let bad_quantity =
+            br#"{"version": 1, "nextSeq": 2, "entries": [{"id": "x", "job": "default/x",
+            "seq": 1, "pid": 1, "state": "admitted", "queuedAtMs": 0,
+            "podSets": [{"name": "node", "count": 1, "requests": {"cpu": "lots"}}]}]}"#;
+        let why = parse(bad_quantity).unwrap_err();
+        assert!(
+            why.starts_with("entries[0].podSets[0].requests.cpu: \"lots\""),
+            "{why}"
+        );
         assert_eq!(
             parse(br#"{"version": 1, "nextSeq": 1, "entries": []}"#).unwrap(),
             Ledger::new()
