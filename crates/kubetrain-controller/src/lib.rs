@@ -26,3 +26,6 @@ pub use metrics::Metrics;
 pub use settings::{EVENT_REPORTER, FIELD_MANAGER, Settings};
 // modules: controller (ctl helper)
 // modules: webhook, leader election, http endpoints (op helper)
+pub mod election;
+mod serving;
+pub mod webhook;
