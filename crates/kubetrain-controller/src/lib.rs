@@ -27,5 +27,6 @@ pub use settings::{EVENT_REPORTER, FIELD_MANAGER, Settings};
 // modules: controller (ctl helper)
 // modules: webhook, leader election, http endpoints (op helper)
 pub mod election;
+pub mod http;
 mod serving;
 pub mod webhook;
