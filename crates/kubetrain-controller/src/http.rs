@@ -34,8 +34,11 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 /// Named readiness checks; ready when all of them are.
 #[derive(Clone, Debug, Default)]
 pub struct Health {
-    checks: Arc<Mutex<Vec<(String, Arc<AtomicBool>)>>>,
+    checks: Arc<Mutex<Checks>>,
 }
+
+/// Each check's name and whether it passes, in registration order.
+type Checks = Vec<(String, Arc<AtomicBool>)>;
 
 /// One readiness check, flipped by the part of the operator it stands for.
 #[derive(Clone, Debug)]
@@ -70,7 +73,7 @@ impl Health {
             .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<AtomicBool>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Checks> {
         self.checks.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
