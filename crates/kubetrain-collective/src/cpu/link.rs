@@ -25,9 +25,11 @@ pub(crate) struct WaitPolicy {
 impl WaitPolicy {
     /// When every local rank has a core, spin first like MPI's shared-memory transport (a handoff then
     /// takes about a microsecond), but only briefly: if the scheduler put two ranks on one core, a long
-    /// spin would cost each message a time slice. Then yield (stay runnable; let a peer on this core run);
-    /// when ranks outnumber cores, yield at once. A long wait ends in a futex sleep, so idle ranks cost
-    /// nothing.
+    /// spin would cost each message a time slice. Then yield (stay runnable; let a peer on this core run).
+    /// When ranks outnumber cores, sleep on the futex at once: the peer that must run next is waiting for
+    /// a core, and a spinning or yielding rank only delays it (measured: 4 ranks on 2 busy cores, 64 MiB
+    /// all-reduce about 20 % faster and 8 B no slower than yielding first). A long wait always ends in a
+    /// futex sleep, so idle ranks cost nothing.
     pub(crate) fn for_local_ranks(local_ranks: usize) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if local_ranks <= cores {
@@ -38,7 +40,7 @@ impl WaitPolicy {
         } else {
             WaitPolicy {
                 spin: Duration::ZERO,
-                yield_for: Duration::from_millis(5),
+                yield_for: Duration::ZERO,
             }
         }
     }

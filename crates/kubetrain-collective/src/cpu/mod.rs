@@ -52,8 +52,8 @@ impl Default for CpuOptions {
     fn default() -> Self {
         CpuOptions {
             timeout: Duration::from_secs(300),
-            slice_bytes: 128 * 1024,
-            slots: 8,
+            slice_bytes: 512 * 1024,
+            slots: 4,
             transport: Transport::Auto,
             shm_dir: PathBuf::from("/dev/shm"),
             pin_to_core: false,

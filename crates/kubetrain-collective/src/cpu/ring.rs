@@ -27,6 +27,40 @@ fn typed_mut<T: Element>(b: &mut [u8]) -> &mut [T] {
     bytemuck::cast_slice_mut(b)
 }
 
+/// Bytes per tile when one pass over a message writes two outputs: small enough that the tile is still
+/// in L1 when it is read the second time.
+const TILE_BYTES: usize = 8 * 1024;
+
+/// The last reduction step of a chunk: `dst = inp op own` (or `dst op= inp` in place), divided by `n` for
+/// [`ReduceOp::Avg`], and copied to `fwd` if given, tile by tile.
+fn reduce_final_tiles<T: Element>(
+    op: ReduceOp,
+    n: usize,
+    own: Option<&[T]>,
+    dst: &mut [T],
+    inp: &[T],
+    mut fwd: Option<&mut [T]>,
+) {
+    let tile = (TILE_BYTES / size_of::<T>()).max(1);
+    let mut start = 0;
+    while start < dst.len() {
+        let rg = start..(start + tile).min(dst.len());
+        let d = &mut dst[rg.clone()];
+        match own {
+            Some(own) => T::reduce_into(op, d, &inp[rg.clone()], &own[rg.clone()]),
+            // Every operator is commutative, so `own op in` equals `in op own` bit for bit.
+            None => T::reduce_assign(op, d, &inp[rg.clone()]),
+        }
+        if op == ReduceOp::Avg {
+            T::div_assign(d, n);
+        }
+        if let Some(f) = fwd.as_deref_mut() {
+            f[rg.clone()].copy_from_slice(d);
+        }
+        start = rg.end;
+    }
+}
+
 /// Near-equal chunks: the first `len % n` are one element longer.
 pub(crate) fn chunk_ranges(len: usize, n: usize) -> Vec<Range<usize>> {
     let (base, extra) = (len / n, len % n);
@@ -93,7 +127,8 @@ impl Ring<'_> {
     }
 
     /// Receives the last partial result, stores the final value in `dst` (reducing `own`, or `dst` itself
-    /// when in place), and passes it on if `forward`.
+    /// when in place), and passes it on if `forward`. The forwarded copy is written tile by tile right
+    /// after the tile is reduced, while it is still in L1, instead of re-reading `dst` afterwards.
     fn recv_reduce_final<T: Element>(
         &mut self,
         op: ReduceOp,
@@ -105,37 +140,39 @@ impl Ring<'_> {
         let (tx, during, tag, n) = (&mut *self.tx, self.during, self.tag, self.n);
         self.rx.recv(during, tag, len, |inp| {
             let inp = typed::<T>(inp);
-            match own {
-                Some(own) => T::reduce_into(op, dst, inp, own),
-                // Every operator is commutative, so `own op in` equals `in op own` bit for bit.
-                None => T::reduce_assign(op, dst, inp),
-            }
-            if op == ReduceOp::Avg {
-                T::div_assign(dst, n);
-            }
             if !forward {
+                reduce_final_tiles(op, n, own, dst, inp, None);
                 return Ok(());
             }
             tx.send(during, tag, len, |out| {
-                out.copy_from_slice(as_bytes(dst));
+                reduce_final_tiles(op, n, own, dst, inp, Some(typed_mut(out)));
                 Ok(())
             })
         })
     }
 
-    /// Receives final values into `dst` and passes them on if `forward`.
+    /// Receives final values into `dst` and passes them on if `forward` (both copies tile by tile, so the
+    /// received tile is read from memory once).
     fn recv_copy<T: Element>(&mut self, dst: &mut [T], forward: bool) -> Result<()> {
         let len = size_of_val(dst);
         let (tx, during, tag) = (&mut *self.tx, self.during, self.tag);
         self.rx.recv(during, tag, len, |inp| {
-            dst.copy_from_slice(typed::<T>(inp));
-            if forward {
-                tx.send(during, tag, len, |out| {
-                    out.copy_from_slice(inp);
-                    Ok(())
-                })?;
+            if !forward {
+                dst.copy_from_slice(typed::<T>(inp));
+                return Ok(());
             }
-            Ok(())
+            tx.send(during, tag, len, |out| {
+                let dst = bytemuck::cast_slice_mut::<T, u8>(dst);
+                for ((d, o), i) in dst
+                    .chunks_mut(TILE_BYTES)
+                    .zip(out.chunks_mut(TILE_BYTES))
+                    .zip(inp.chunks(TILE_BYTES))
+                {
+                    d.copy_from_slice(i);
+                    o.copy_from_slice(i);
+                }
+                Ok(())
+            })
         })
     }
 

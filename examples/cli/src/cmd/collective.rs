@@ -125,7 +125,7 @@ struct LaunchArgs {
     #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
     transport: TransportArg,
     /// CPU pipeline slice size (bytes; suffixes K, M, G).
-    #[arg(long, value_parser = parse_size, default_value = "128K")]
+    #[arg(long, value_parser = parse_size, default_value = "512K")]
     slice_bytes: usize,
     /// Do not pin each local rank to its own CPU (pinning only happens when every local rank has one).
     #[arg(long)]
