@@ -265,6 +265,27 @@ fn a_ticket_whose_entry_vanished_takes_its_place_again() {
     assert!(matches!(second.poll().unwrap(), QueueState::Pending(_)));
 }
 
+#[tokio::test]
+async fn a_running_run_books_its_share_again_after_the_ledger_was_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = queue(dir.path(), 2);
+    let mut running = ticket(&q, dir.path(), "running", "2");
+    assert_eq!(running.poll().unwrap(), QueueState::Admitted);
+    let ledger = q.dir().join(LEDGER_FILE);
+    let runs = running
+        .hold_while(async {
+            std::fs::write(&ledger, b"garbage").unwrap();
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            q.runs().unwrap()
+        })
+        .await;
+    let runs: Vec<(String, QueueState)> = runs.into_iter().map(|r| (r.job, r.state)).collect();
+    assert_eq!(
+        runs,
+        [("default/running".to_string(), QueueState::Admitted)]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_can_never_fit_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();

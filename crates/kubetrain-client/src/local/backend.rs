@@ -409,8 +409,9 @@ impl Backend for LocalProcessBackend {
                     }
                 })
             };
-            // Holding the ticket holds the job's share of the machine until the run ends.
-            let _admitted = match ticket {
+            // Holding the ticket (and booking it again should the ledger be rebuilt) holds the job's
+            // share of the machine until the run ends.
+            let admitted = match ticket {
                 Some(t) => {
                     let start = std::time::Instant::now();
                     tokio::select! {
@@ -432,7 +433,14 @@ impl Backend for LocalProcessBackend {
             let cancelled = async move {
                 let _ = cancel_rx.wait_for(|c| *c).await;
             };
-            let summary = execute(&runner.plan, &tx, cancelled).await;
+            let summary = match admitted {
+                Some(mut ticket) => {
+                    ticket
+                        .hold_while(execute(&runner.plan, &tx, cancelled))
+                        .await
+                }
+                None => execute(&runner.plan, &tx, cancelled).await,
+            };
             drop(tx);
             let _ = forward.await;
             runner.finish(summary);

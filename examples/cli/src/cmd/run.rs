@@ -351,8 +351,9 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    // Holding the ticket holds the run's share of the machine until the run ends.
-    let _ticket = match ticket {
+    // Holding the ticket (and booking it again should the ledger be rebuilt) holds the run's share of
+    // the machine until the run ends.
+    let mut ticket = match ticket {
         Some(t) => match runtime.block_on(wait_in_queue(t, args.progress_every)) {
             Ok(t) => Some(t),
             Err(code) => return Ok(code),
@@ -416,7 +417,10 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
                 std::future::pending::<()>().await;
             }
         };
-        let summary = local::execute(&plan, &tx, cancel).await;
+        let summary = match &mut ticket {
+            Some(t) => t.hold_while(local::execute(&plan, &tx, cancel)).await,
+            None => local::execute(&plan, &tx, cancel).await,
+        };
         drop(tx);
         let _ = printer.await;
         summary

@@ -4,7 +4,7 @@
 //! Every run takes a [`Ticket`]: an entry in a ledger file shared by all processes of the user
 //! ([`LocalQueue::default_dir`]), guarded by an exclusive `flock`. The ledger holds the admitted runs (their
 //! pod sets' requests are the ClusterQueue's usage) and the waiting ones (in arrival order). A waiting run
-//! asks Kueue's model ([`decide`]) whether it fits next to them; if not it keeps polling and shows
+//! asks Kueue's model ([`decide::decide`]) whether it fits next to them; if not it keeps polling and shows
 //! Kueue's reason and its position. Dropping the ticket (the run ended, failed or was interrupted) removes
 //! the entry; entries of processes that are gone are reclaimed by the next run that opens the ledger.
 //!
@@ -416,6 +416,23 @@ impl Ticket {
                         () = tokio::time::sleep(nap) => {}
                         () = changed => {}
                     }
+                }
+            }
+        }
+    }
+
+    /// Runs `work` (the admitted run) while keeping this ticket's entry in the ledger: every second (or
+    /// every poll interval, when longer) it checks that the entry is still there and books it again if
+    /// the ledger was rebuilt meanwhile, so other runs keep counting this run's share.
+    pub async fn hold_while<F: std::future::Future>(&mut self, work: F) -> F::Output {
+        let every = self.queue.poll.max(Duration::from_secs(1));
+        let mut work = std::pin::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                () = tokio::time::sleep(every) => {
+                    // A ledger that cannot be read now is tried again at the next tick.
+                    let _ = self.poll();
                 }
             }
         }
