@@ -151,6 +151,7 @@ pub fn build_jobset(info: &Info, job: &TrainJob) -> JobSet {
     }
     // The API server defaults TrainJob.spec.suspend to false, and upstream copies the pointer.
     spec.suspend = Some(job.spec.is_suspended());
+    crate::canonical::jobset_spec(&mut spec);
 
     let mut metadata = child_meta(job, job.name().to_owned());
     metadata.labels = (!info.labels.is_empty()).then(|| info.labels.clone());

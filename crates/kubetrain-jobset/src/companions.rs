@@ -1,4 +1,5 @@
-//! Companion objects: the MPI SSH-auth Secret and hostfile ConfigMap, and the PodGroups.
+//! Companion objects: the MPI SSH-auth Secret and hostfile ConfigMap, the TrainJobStatus TLS ConfigMap, and the
+//! PodGroups.
 
 use std::collections::BTreeMap;
 
@@ -88,6 +89,19 @@ pub fn ssh_auth_secret(job: &TrainJob, key: &SshKeyPair) -> Secret {
                 ByteString(key.public_key.clone().into_bytes()),
             ),
         ])),
+        ..Default::default()
+    }
+}
+
+/// `<job>-tls-config` with key `ca.crt`: the status server's CA certificate for the TrainJobStatus plugin.
+pub fn tls_config_map(job: &TrainJob, ca_cert: &str) -> ConfigMap {
+    use kubetrain_merge::plugins::trainjobstatus::{CA_CERT_FILE, tls_config_map_name};
+    ConfigMap {
+        metadata: child_meta(job, tls_config_map_name(job.name())),
+        data: Some(BTreeMap::from([(
+            CA_CERT_FILE.to_owned(),
+            ca_cert.to_owned(),
+        )])),
         ..Default::default()
     }
 }

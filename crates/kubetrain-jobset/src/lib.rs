@@ -25,6 +25,7 @@
 //! ```
 //!
 //! - [`render()`]: TrainJob + runtime + observed facts + randomness → objects; pure and deterministic.
+//!   [`render_with()`] also takes [`RenderOptions`] (the optional TrainJobStatus plugin).
 //! - [`resolve()`]: `runtimeRef` resolution against a `RuntimeCatalog`, e.g. [`builtin::catalog`].
 //! - [`status::sync_status`]: JobSet status → TrainJob status.
 //! - [`ssh`]: MPI key material in upstream's format.
@@ -33,6 +34,7 @@
 
 pub mod builder;
 pub mod builtin;
+pub mod canonical;
 pub mod companions;
 pub mod flux;
 pub mod object;
@@ -42,6 +44,10 @@ pub mod ssh;
 pub mod status;
 pub mod yaml;
 
+pub use kubetrain_merge::plugins::trainjobstatus::StatusServer;
 pub use object::Object;
-pub use render::{MAX_HOSTFILE_ENTRIES, Observed, ObservedJobSet, RenderError, Rendered, render};
+pub use render::{
+    MAX_HOSTFILE_ENTRIES, Observed, ObservedJobSet, RenderError, RenderOptions, Rendered,
+    TrainJobStatusOptions, render, render_with,
+};
 pub use runtimes::resolve;

@@ -87,7 +87,8 @@ pub fn sort(objects: &mut [Object]) {
     });
 }
 
-/// The controller owner reference every child carries.
+/// The controller owner reference every child carries. Its `uid` is empty when the TrainJob has none; see
+/// [`owner_references`] for what children get then.
 pub fn owner_reference(job: &TrainJob) -> OwnerReference {
     OwnerReference {
         api_version: kubetrain_api::constants::API_VERSION.to_owned(),
@@ -99,12 +100,25 @@ pub fn owner_reference(job: &TrainJob) -> OwnerReference {
     }
 }
 
-/// Metadata of a child named `name` in the TrainJob's namespace, owned by the TrainJob.
+/// The owner references of a child: the controller reference when the TrainJob has a uid (always, in a
+/// cluster), none otherwise. A TrainJob read from a file has no uid yet; an owner reference with an empty uid is
+/// rejected by the API server, and one with an invented uid would have the garbage collector delete the child at
+/// once, so `kubetrain render` prints unowned children for such input (deterministically).
+pub fn owner_references(job: &TrainJob) -> Option<Vec<OwnerReference>> {
+    job.metadata
+        .uid
+        .as_deref()
+        .filter(|uid| !uid.is_empty())
+        .map(|_| vec![owner_reference(job)])
+}
+
+/// Metadata of a child named `name` in the TrainJob's namespace, owned by the TrainJob (see
+/// [`owner_references`]).
 pub fn child_meta(job: &TrainJob, name: String) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
         namespace: job.metadata.namespace.clone(),
-        owner_references: Some(vec![owner_reference(job)]),
+        owner_references: owner_references(job),
         ..Default::default()
     }
 }

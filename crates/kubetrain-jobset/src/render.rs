@@ -30,6 +30,24 @@ pub struct ObservedJobSet {
     pub suspended: bool,
 }
 
+/// Optional plugins of a render (upstream: feature gates and the operator configuration). The default enables
+/// none, as upstream's defaults do.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// The TrainJobStatus plugin (upstream gate `TrainJobStatus`, alpha, off by default).
+    pub trainjob_status: Option<TrainJobStatusOptions>,
+}
+
+/// What the TrainJobStatus plugin needs: the status server's address and its CA certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrainJobStatusOptions {
+    /// Where the operator's status server listens.
+    pub server: kubetrain_merge::plugins::trainjobstatus::StatusServer,
+    /// `ca.crt` of the operator's webhook certificate Secret, as the caller read it; copied into the ConfigMap
+    /// `<job>-tls-config`. Empty means the Secret has none (an error, as upstream).
+    pub ca_cert: String,
+}
+
 /// Why a TrainJob could not be rendered.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
@@ -45,6 +63,11 @@ pub enum RenderError {
         #[source]
         source: kubetrain_api::catalog::LookupError,
     },
+    /// The TrainJobStatus plugin is on but the status server's CA certificate is empty.
+    #[error(
+        "failed to find status server ca.crt in tls secret (the TrainJobStatus plugin needs the CA certificate of the operator's webhook Secret)"
+    )]
+    MissingStatusServerCaCert,
     /// The MPI hostfile would list more hosts than [`MAX_HOSTFILE_ENTRIES`].
     #[error(
         "spec.trainer.numNodes: the MPI hostfile would list {hosts} hosts; at most {MAX_HOSTFILE_ENTRIES} are supported"
@@ -93,7 +116,29 @@ pub fn render<R: RngCore + CryptoRng>(
     observed: &Observed,
     rng: &mut R,
 ) -> Result<Rendered, RenderError> {
-    let mut info = kubetrain_merge::merge(job, runtime)?;
+    render_with(job, runtime, observed, &RenderOptions::default(), rng)
+}
+
+/// [`render`] with optional plugins (TrainJobStatus) enabled by `options`.
+pub fn render_with<R: RngCore + CryptoRng>(
+    job: &TrainJob,
+    runtime: &TrainingRuntimeSpec,
+    observed: &Observed,
+    options: &RenderOptions,
+    rng: &mut R,
+) -> Result<Rendered, RenderError> {
+    let status = options.trainjob_status.as_ref();
+    if status.is_some_and(|s| s.ca_cert.is_empty()) {
+        return Err(RenderError::MissingStatusServerCaCert);
+    }
+    let merge_options = kubetrain_merge::plugins::Options {
+        trainjob_status: status.map(
+            |s| kubetrain_merge::plugins::trainjobstatus::TrainJobStatus {
+                server: s.server.clone(),
+            },
+        ),
+    };
+    let mut info = kubetrain_merge::merge_with(job, runtime, &merge_options)?;
     sync_parallelism(&mut info);
 
     let suspended = job.spec.is_suspended();
@@ -119,6 +164,11 @@ pub fn render<R: RngCore + CryptoRng>(
             crate::flux::entrypoint_config_map(&info, job),
         )));
         objects.push(Object::Secret(Box::new(crate::flux::curve_secret(job))));
+    }
+    if let Some(status) = status {
+        objects.push(Object::ConfigMap(Box::new(
+            crate::companions::tls_config_map(job, &status.ca_cert),
+        )));
     }
     if !observed.pod_group_exists || suspended {
         match info

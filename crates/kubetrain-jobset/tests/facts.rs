@@ -743,3 +743,48 @@ fn unknown_runtime_errors_name_the_field() {
     assert_eq!(err.field_path(), "spec.RuntimeRef");
     assert!(err.message().contains("\"nope\" not found"), "{err}");
 }
+
+#[test]
+fn trainjob_without_uid_renders_unowned_children_deterministically() {
+    let yaml = mpi_job("deepspeed-distributed", "{numNodes: 2}");
+    assert!(!yaml.contains("uid"));
+    let r = render_yaml(&yaml);
+    assert!(r.objects.len() >= 3, "JobSet, Secret, hostfile");
+    for o in &r.objects {
+        assert_eq!(o.metadata().owner_references, None, "{}", o.kind());
+    }
+    assert_eq!(render_yaml(&yaml), r, "deterministic");
+    let owned = render_yaml(&yaml.replace("namespace: ns}", "namespace: ns, uid: u-1}"));
+    for o in &owned.objects {
+        let refs = o.metadata().owner_references.as_ref().unwrap();
+        assert_eq!(
+            (refs.len(), refs[0].uid.as_str()),
+            (1, "u-1"),
+            "{}",
+            o.kind()
+        );
+    }
+}
+
+#[test]
+fn rendered_quantities_are_canonical_as_the_api_server_stores_them() {
+    let r = render_yaml(&torch_job(
+        "{resourcesPerNode: {limits: {cpu: 1000m, memory: 1024Mi, nvidia.com/gpu: '2'}, requests: {cpu: '0.5', memory: 1.5Gi}}}",
+    ));
+    let node = container(jobset(&r), "node", "node");
+    let res = node.resources.as_ref().unwrap();
+    let text = |l: &Option<
+        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >,
+                k: &str| { l.as_ref().unwrap()[k].0.clone() };
+    assert_eq!(text(&res.limits, "cpu"), "1");
+    assert_eq!(text(&res.limits, "memory"), "1Gi");
+    assert_eq!(text(&res.limits, "nvidia.com/gpu"), "2");
+    assert_eq!(text(&res.requests, "cpu"), "500m");
+    assert_eq!(text(&res.requests, "memory"), "1536Mi");
+    // With GPUs, numProcPerNode stays auto.
+    assert_eq!(
+        env_value(node, "PET_NPROC_PER_NODE").as_deref(),
+        Some("auto")
+    );
+}

@@ -13,20 +13,30 @@
 mod error;
 pub mod info;
 pub mod plugins;
-pub mod quantity;
 pub mod resources;
 pub mod smp;
 pub mod upsert;
 
 pub use error::MergeError;
 pub use info::{Info, PodSet, Scheduler};
+/// Kubernetes quantities: the one implementation lives in `kubetrain-api` (this path is kept for callers).
+pub use kubetrain_api::quantity;
 
 /// Builds the runtime info and runs every enforce phase: the merge stage of the render pipeline.
 pub fn merge(
     job: &kubetrain_api::TrainJob,
     runtime: &kubetrain_api::TrainingRuntimeSpec,
 ) -> Result<Info, MergeError> {
+    merge_with(job, runtime, &plugins::Options::default())
+}
+
+/// [`merge`] with optional plugins (e.g. TrainJobStatus) enabled by `options`.
+pub fn merge_with(
+    job: &kubetrain_api::TrainJob,
+    runtime: &kubetrain_api::TrainingRuntimeSpec,
+    options: &plugins::Options,
+) -> Result<Info, MergeError> {
     let mut info = Info::new(job, runtime)?;
-    plugins::enforce(&mut info, job)?;
+    plugins::enforce_with(&mut info, job, options)?;
     Ok(info)
 }

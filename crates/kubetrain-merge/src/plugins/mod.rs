@@ -13,6 +13,10 @@
 //! | | flux | [`flux::Flux`] (PlainML's effects, then the Flux view) |
 //! | EnforcePodGroupPolicy | coscheduling | [`coscheduling::Coscheduling`] |
 //! | | volcano | [`volcano::Volcano`] |
+//! | EnforcePodSpec | [`Options::trainjob_status`] set | [`trainjobstatus::TrainJobStatus`] |
+//!
+//! Upstream registers TrainJobStatus only behind its feature gate (alpha, off by default) and refuses more than
+//! one TrainJobStatus plugin; here it is one optional configuration, off unless the caller passes it.
 //!
 //! The component builders (JobSet, MPI Secret and hostfile, PodGroups) live in `kubetrain-jobset`.
 
@@ -23,6 +27,7 @@ pub mod mpi;
 pub mod plainml;
 pub mod torch;
 pub mod torchtune;
+pub mod trainjobstatus;
 pub mod volcano;
 pub mod xgboost;
 
@@ -53,6 +58,19 @@ pub trait EnforcePodGroupPolicy: Plugin {
     fn enforce_pod_group_policy(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError>;
 }
 
+/// Rewrites pod templates for every TrainJob, whatever its policies (upstream `EnforcePodSpecPlugin`).
+pub trait EnforcePodSpec: Plugin {
+    /// Writes the plugin's effects into `info`; runs after the ML and pod-group policies.
+    fn enforce_pod_spec(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError>;
+}
+
+/// Optional plugins and their configuration (upstream: feature gates and the operator's configuration).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// The TrainJobStatus plugin: `Some` enables it (upstream gate `TrainJobStatus`, off by default).
+    pub trainjob_status: Option<trainjobstatus::TrainJobStatus>,
+}
+
 /// The ML-policy plugin for a policy source (exhaustive: a new policy does not compile until it has one).
 pub fn ml_policy_plugin(
     source: Option<&MLPolicySource>,
@@ -80,6 +98,12 @@ pub fn pod_group_plugin(
 
 /// Runs the enforce phases in their fixed order: the ML policy, then the pod-group policy.
 pub fn enforce(info: &mut Info, job: &TrainJob) -> Result<(), MergeError> {
+    enforce_with(info, job, &Options::default())
+}
+
+/// Runs the enforce phases in their fixed order: the ML policy, the pod-group policy, then the pod-spec plugins
+/// that `options` enables.
+pub fn enforce_with(info: &mut Info, job: &TrainJob, options: &Options) -> Result<(), MergeError> {
     ml_policy_plugin(info.ml_source())?.enforce_ml_policy(info, job)?;
     let pod_group = info
         .pod_group_policy
@@ -87,6 +111,9 @@ pub fn enforce(info: &mut Info, job: &TrainJob) -> Result<(), MergeError> {
         .and_then(|p| p.source.as_ref());
     if let Some(plugin) = pod_group_plugin(pod_group) {
         plugin.enforce_pod_group_policy(info, job)?;
+    }
+    if let Some(status) = &options.trainjob_status {
+        status.enforce_pod_spec(info, job)?;
     }
     Ok(())
 }

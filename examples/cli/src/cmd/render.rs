@@ -14,7 +14,9 @@ use kubetrain_api::catalog::DEFAULT_NAMESPACE;
 use kubetrain_api::validation::validate_trainjob;
 use kubetrain_api::{Document, FieldError, RuntimeCatalog, TrainJob};
 use kubetrain_jobset::ssh::{ChaCha20Rng, seed_from_text, seeded_rng};
-use kubetrain_jobset::{Object, Observed, builtin, render, resolve};
+use kubetrain_jobset::{
+    Object, Observed, RenderOptions, TrainJobStatusOptions, builtin, render_with, resolve,
+};
 use serde_json::Value;
 
 /// `kubetrain render` arguments.
@@ -36,6 +38,18 @@ pub(crate) struct RenderArgs {
     /// bulk streams of TrainJobs already validated elsewhere.
     #[arg(long)]
     no_validate: bool,
+    /// Enable the TrainJobStatus plugin (upstream feature gate, off by default) with this CA certificate of the
+    /// operator's webhook Secret (`ca.crt`): trainer containers get the status server's URL, CA and token.
+    #[arg(long, value_name = "CA.crt")]
+    trainjob_status_ca: Option<PathBuf>,
+    /// The operator's namespace, for the status server's URL (with --trainjob-status-ca).
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        default_value = "kubeflow-system",
+        requires = "trainjob_status_ca"
+    )]
+    operator_namespace: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -214,10 +228,26 @@ impl<W: Write> Output<W> {
     }
 }
 
+fn render_options(args: &RenderArgs) -> Result<RenderOptions> {
+    let Some(path) = &args.trainjob_status_ca else {
+        return Ok(RenderOptions::default());
+    };
+    let ca_cert = std::fs::read_to_string(path)
+        .with_context(|| format!("--trainjob-status-ca: cannot read {}", path.display()))?;
+    let server = kubetrain_jobset::StatusServer {
+        operator_namespace: args.operator_namespace.clone(),
+        ..Default::default()
+    };
+    Ok(RenderOptions {
+        trainjob_status: Some(TrainJobStatusOptions { server, ca_cert }),
+    })
+}
+
 fn render_job(
     job: &TrainJob,
     catalog: &RuntimeCatalog,
     args: &RenderArgs,
+    options: &RenderOptions,
 ) -> Result<Vec<Object>, Vec<FieldError>> {
     let seed = args.seed;
     let found: Vec<FieldError> = if args.no_validate {
@@ -236,12 +266,19 @@ fn render_job(
         vec![FieldError::error(path, message).on("TrainJob", job.name())]
     };
     let runtime = resolve(catalog, job).map_err(|e| fail(e.field_path(), e.message()))?;
-    let rendered = render(job, runtime, &Observed::default(), &mut rng_for(job, seed))
-        .map_err(|e| fail(e.field_path(), e.message()))?;
+    let rendered = render_with(
+        job,
+        runtime,
+        &Observed::default(),
+        options,
+        &mut rng_for(job, seed),
+    )
+    .map_err(|e| fail(e.field_path(), e.message()))?;
     Ok(rendered.objects)
 }
 
 pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
+    let options = render_options(&args)?;
     let mut errors: Vec<FieldError> = Vec::new();
     let mut catalog = RuntimeCatalog::new();
     load_runtimes(&args.runtimes, &mut catalog, &mut errors)?;
@@ -298,7 +335,7 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
                 continue;
             }
         };
-        match render_job(&job, &catalog, &args) {
+        match render_job(&job, &catalog, &args, &options) {
             Ok(objects) => {
                 for object in &objects {
                     out.object(object)?;
