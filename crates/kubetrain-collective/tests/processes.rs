@@ -14,7 +14,7 @@ use kubetrain_collective::rendezvous::RankEnv;
 use kubetrain_collective::{CollectiveError, Communicator, ReduceOp};
 
 const WORKER: &str = "KUBETRAIN_TEST_WORKER";
-const RENDEZVOUS_VARS: [&str; 17] = [
+const RENDEZVOUS_VARS: [&str; 22] = [
     "PET_NNODES",
     "PET_NPROC_PER_NODE",
     "PET_NODE_RANK",
@@ -32,13 +32,18 @@ const RENDEZVOUS_VARS: [&str; 17] = [
     "GROUP_RANK",
     "ROLE_RANK",
     "TORCHELASTIC_RUN_ID",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "OMPI_MCA_orte_default_hostfile",
 ];
 
 fn main() -> ExitCode {
     if let Ok(scenario) = std::env::var(WORKER) {
         return worker(&scenario);
     }
-    let tests: [(&str, fn()); 4] = [
+    let tests: [(&str, fn()); 5] = [
         (
             "every_op_and_type_on_1_to_8_processes",
             every_op_and_type_on_1_to_8_processes,
@@ -52,6 +57,10 @@ fn main() -> ExitCode {
             killed_rank_fails_the_others,
         ),
         ("inconsistent_env_is_refused", inconsistent_env_is_refused),
+        (
+            "ranks_started_by_mpirun_meet_at_the_hostfile_host",
+            ranks_started_by_mpirun,
+        ),
     ];
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -255,6 +264,54 @@ fn rendezvous_through_each_env_flavour() {
         assert!(
             ok && text.contains(&format!("ok rank={r} world=2 sum=3")),
             "generic rank {r}:\n{text}"
+        );
+    }
+}
+
+/// Open MPI's `mpirun` starts the ranks (as the MPI runtime's launcher does) with a hostfile shaped like the
+/// renderer's; the ranks read `OMPI_COMM_WORLD_*` and meet at the hostfile's first host. Skipped without
+/// `mpirun` (Debian: `apt-get install openmpi-bin`).
+fn ranks_started_by_mpirun() {
+    let found = Command::new("mpirun")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        println!("  skipped: mpirun not found (apt-get install openmpi-bin)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("kubetrain-mpi-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hostfile = dir.join("hostfile");
+    std::fs::write(&hostfile, "# like <job>-mpi-hostfile\nlocalhost slots=3\n").unwrap();
+    let mut cmd = Command::new("mpirun");
+    for v in RENDEZVOUS_VARS {
+        cmd.env_remove(v);
+    }
+    // mpirun forwards OMPI_MCA_* to the ranks and uses the hostfile itself; -x exports the rest.
+    cmd.args([
+        "--allow-run-as-root",
+        "-n",
+        "3",
+        "-x",
+        WORKER,
+        "-x",
+        "MASTER_PORT",
+    ])
+    .arg(std::env::current_exe().unwrap())
+    .env("OMPI_MCA_orte_default_hostfile", &hostfile)
+    .env(WORKER, "sum")
+    .env("MASTER_PORT", free_port().to_string())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let (ok, text) = finish(cmd.spawn().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+    for r in 0..3 {
+        assert!(
+            ok && text.contains(&format!("ok rank={r} world=3 sum=6 local={r}")),
+            "mpirun rank {r}:\n{text}"
         );
     }
 }

@@ -1,8 +1,10 @@
 //! Reading this rank's place in the job from the environment the trainer renderer injects.
 
 use std::fmt;
+use std::path::Path;
 
 use super::RendezvousError;
+use super::hostfile;
 
 /// Which set of variables described the job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,6 +13,9 @@ pub enum EnvFlavour {
     Torch,
     /// `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`, `JAX_COORDINATOR_ADDRESS`.
     Jax,
+    /// Ranks started by Open MPI's `mpirun`: `OMPI_COMM_WORLD_SIZE`, `OMPI_COMM_WORLD_RANK` (+
+    /// `OMPI_COMM_WORLD_LOCAL_RANK`, `OMPI_COMM_WORLD_LOCAL_SIZE`); the store is on the hostfile's first host.
+    Mpi,
     /// `WORLD_SIZE`, `RANK`, `MASTER_ADDR`, `MASTER_PORT` (+ `LOCAL_RANK`, `LOCAL_WORLD_SIZE`).
     Generic,
 }
@@ -20,6 +25,7 @@ impl fmt::Display for EnvFlavour {
         f.write_str(match self {
             EnvFlavour::Torch => "torch (PET_*)",
             EnvFlavour::Jax => "jax (JAX_*)",
+            EnvFlavour::Mpi => "mpi (OMPI_COMM_WORLD_*)",
             EnvFlavour::Generic => "generic (WORLD_SIZE/RANK)",
         })
     }
@@ -48,15 +54,46 @@ const TORCH_VARS: &str =
     "PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT";
 const JAX_VARS: &str = "JAX_NUM_PROCESSES, JAX_PROCESS_ID, JAX_COORDINATOR_ADDRESS";
 const GENERIC_VARS: &str = "WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT";
+const MPI_VARS: &str = "OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_RANK";
+
+/// Every variable [`RankEnv::from_env`] reads. A launcher that sets up ranks itself removes them first.
+pub const RENDEZVOUS_VARS: [&str; 19] = [
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "JAX_NUM_PROCESSES",
+    "JAX_PROCESS_ID",
+    "JAX_COORDINATOR_ADDRESS",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "OMPI_MCA_orte_default_hostfile",
+    "WORLD_SIZE",
+    "RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+];
+
+/// Where the MPI plugin mounts the hostfile (`OMPI_MCA_orte_default_hostfile` on the launcher).
+pub const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
+
+/// The store port of ranks started by `mpirun` when `MASTER_PORT` is not exported (the port of the
+/// built-in torch runtimes).
+pub const MPI_DEFAULT_STORE_PORT: u16 = 29500;
 
 impl RankEnv {
-    /// Reads the process environment. See [`RankEnv::from_lookup`].
+    /// Reads the process environment (and, for ranks started by `mpirun`, the hostfile). See
+    /// [`RankEnv::from_sources`].
     pub fn from_env() -> Result<Self, RendezvousError> {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
-    /// Reads the variables through `get`: `PET_*` if any is set, else `JAX_*`, else the generic
-    /// `WORLD_SIZE`/`RANK`/`MASTER_*`. When a launcher also set `WORLD_SIZE`/`RANK` they must agree.
+    /// [`RankEnv::from_sources`] with the variables read through `get` and files from the file system.
     ///
     /// ```
     /// use kubetrain_collective::rendezvous::{EnvFlavour, RankEnv};
@@ -68,6 +105,36 @@ impl RankEnv {
     /// # Ok::<(), kubetrain_collective::rendezvous::RendezvousError>(())
     /// ```
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, RendezvousError> {
+        Self::from_sources(get, |p| std::fs::read_to_string(p))
+    }
+
+    /// Reads the variables through `get` and files through `read`. The first flavour present wins:
+    /// `PET_*`, then `JAX_*`, then `OMPI_COMM_WORLD_*` (ranks started by `mpirun`), then the generic
+    /// `WORLD_SIZE`/`RANK`/`MASTER_*`. When a launcher also set `WORLD_SIZE`/`RANK` they must agree.
+    ///
+    /// Ranks started by `mpirun` find rank 0's store at `MASTER_ADDR` if it was exported to them
+    /// (`mpirun -x MASTER_ADDR=...`), else at the first host of the hostfile
+    /// (`OMPI_MCA_orte_default_hostfile`, else [`MPI_HOSTFILE`]), where `mpirun` places rank 0; the port is
+    /// `MASTER_PORT` or [`MPI_DEFAULT_STORE_PORT`].
+    ///
+    /// ```
+    /// use kubetrain_collective::rendezvous::{EnvFlavour, RankEnv};
+    ///
+    /// let vars = [("OMPI_COMM_WORLD_SIZE", "4"), ("OMPI_COMM_WORLD_RANK", "3"),
+    ///             ("OMPI_COMM_WORLD_LOCAL_RANK", "1"), ("OMPI_COMM_WORLD_LOCAL_SIZE", "2")];
+    /// let hostfile = "job-node-0-0.job slots=2\njob-node-0-1.job slots=2\n";
+    /// let env = RankEnv::from_sources(
+    ///     |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()),
+    ///     |_path| Ok(hostfile.to_string()),
+    /// )?;
+    /// assert_eq!((env.rank, env.world_size, env.local_rank, env.flavour), (3, 4, 1, EnvFlavour::Mpi));
+    /// assert_eq!((env.master_addr.as_str(), env.master_port), ("job-node-0-0.job", 29500));
+    /// # Ok::<(), kubetrain_collective::rendezvous::RendezvousError>(())
+    /// ```
+    pub fn from_sources(
+        get: impl Fn(&str) -> Option<String>,
+        read: impl Fn(&Path) -> std::io::Result<String>,
+    ) -> Result<Self, RendezvousError> {
         let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
         let any = |names: &[&str]| names.iter().any(|n| get(n).is_some());
         let env = if any(&[
@@ -84,6 +151,8 @@ impl RankEnv {
             "JAX_COORDINATOR_ADDRESS",
         ]) {
             jax(&get)?
+        } else if any(&["OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"]) {
+            mpi(&get, &read)?
         } else if any(&["WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"]) {
             generic(&get)?
         } else {
@@ -266,6 +335,70 @@ fn jax(get: &impl Fn(&str) -> Option<String>) -> Result<RankEnv, RendezvousError
         local_world_size,
         master_addr: host.to_string(),
         master_port: parse_port("JAX_COORDINATOR_ADDRESS", port)?,
+        flavour: f,
+    })
+}
+
+fn mpi(
+    get: &impl Fn(&str) -> Option<String>,
+    read: &impl Fn(&Path) -> std::io::Result<String>,
+) -> Result<RankEnv, RendezvousError> {
+    let f = EnvFlavour::Mpi;
+    let n_s = need(get, "OMPI_COMM_WORLD_SIZE", f, MPI_VARS)?;
+    let r_s = need(get, "OMPI_COMM_WORLD_RANK", f, MPI_VARS)?;
+    let world_size = parse_count("OMPI_COMM_WORLD_SIZE", &n_s, 1)?;
+    let rank = parse_count("OMPI_COMM_WORLD_RANK", &r_s, 0)?;
+    check_rank(
+        "OMPI_COMM_WORLD_RANK",
+        &r_s,
+        rank,
+        world_size,
+        "OMPI_COMM_WORLD_SIZE",
+    )?;
+    let local_world_size = match get("OMPI_COMM_WORLD_LOCAL_SIZE") {
+        Some(v) => parse_count("OMPI_COMM_WORLD_LOCAL_SIZE", &v, 1)?,
+        None => 1,
+    };
+    let local_rank = match get("OMPI_COMM_WORLD_LOCAL_RANK") {
+        Some(v) => {
+            let lr = parse_count("OMPI_COMM_WORLD_LOCAL_RANK", &v, 0)?;
+            check_rank(
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+                &v,
+                lr,
+                local_world_size,
+                "OMPI_COMM_WORLD_LOCAL_SIZE",
+            )?;
+            lr
+        }
+        None => 0,
+    };
+    let master_port = match get("MASTER_PORT") {
+        Some(p) => parse_port("MASTER_PORT", &p)?,
+        None => MPI_DEFAULT_STORE_PORT,
+    };
+    let master_addr = match get("MASTER_ADDR") {
+        Some(addr) => addr.trim().to_string(),
+        None => {
+            let path = get("OMPI_MCA_orte_default_hostfile")
+                .map_or_else(|| MPI_HOSTFILE.to_string(), |p| p.trim().to_string());
+            let hostfile_error = |reason: String| RendezvousError::Hostfile {
+                path: path.clone(),
+                reason,
+            };
+            let text = read(Path::new(&path)).map_err(|e| hostfile_error(e.to_string()))?;
+            hostfile::first_host(&text)
+                .map_err(hostfile_error)?
+                .to_string()
+        }
+    };
+    Ok(RankEnv {
+        rank,
+        world_size,
+        local_rank,
+        local_world_size,
+        master_addr,
+        master_port,
         flavour: f,
     })
 }
@@ -495,6 +628,144 @@ mod tests {
             let err = from(&vars).unwrap_err().to_string();
             assert!(err.contains(want), "{vars:?}: got {err:?}, want {want:?}");
         }
+    }
+
+    /// Reads `vars`, and `files` as the file system (anything else is not found).
+    fn from_with_files(
+        vars: &[(&str, &str)],
+        files: &[(&str, &str)],
+    ) -> Result<RankEnv, RendezvousError> {
+        RankEnv::from_sources(
+            |k| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            },
+            |p| {
+                files
+                    .iter()
+                    .find(|(n, _)| Path::new(n) == p)
+                    .map(|(_, v)| v.to_string())
+                    .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+            },
+        )
+    }
+
+    const MPI: [(&str, &str); 4] = [
+        ("OMPI_COMM_WORLD_SIZE", "4"),
+        ("OMPI_COMM_WORLD_RANK", "3"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+    ];
+    const RENDERED_HOSTFILE: &str = "job-node-0-0.job slots=2\njob-node-0-1.job slots=2\n";
+
+    #[test]
+    fn mpi_env_meets_at_the_first_host_of_the_hostfile() {
+        let env = from_with_files(&MPI, &[(MPI_HOSTFILE, RENDERED_HOSTFILE)]).unwrap();
+        assert_eq!(
+            env,
+            RankEnv {
+                rank: 3,
+                world_size: 4,
+                local_rank: 1,
+                local_world_size: 2,
+                master_addr: "job-node-0-0.job".into(),
+                master_port: MPI_DEFAULT_STORE_PORT,
+                flavour: EnvFlavour::Mpi
+            }
+        );
+        // The launcher's OMPI_MCA_orte_default_hostfile (mpirun forwards it) names another file.
+        let mut vars = MPI.to_vec();
+        vars.push(("OMPI_MCA_orte_default_hostfile", "/tmp/hf"));
+        let env = from_with_files(&vars, &[("/tmp/hf", "# mine\nlocalhost slots=4\n")]).unwrap();
+        assert_eq!(env.master_addr, "localhost");
+    }
+
+    #[test]
+    fn mpi_env_prefers_an_exported_master_addr_and_port() {
+        let mut vars = MPI.to_vec();
+        vars.extend([("MASTER_ADDR", "10.0.0.9"), ("MASTER_PORT", "4000")]);
+        // No hostfile at all: MASTER_ADDR is enough.
+        let env = from_with_files(&vars, &[]).unwrap();
+        assert_eq!(
+            (env.master_addr.as_str(), env.master_port, env.flavour),
+            ("10.0.0.9", 4000, EnvFlavour::Mpi)
+        );
+        // Only the two world variables: one rank per node.
+        let vars = [("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_COMM_WORLD_RANK", "1")];
+        let env = from_with_files(&vars, &[(MPI_HOSTFILE, "h\n")]).unwrap();
+        assert_eq!((env.local_rank, env.local_world_size), (0, 1));
+    }
+
+    #[test]
+    fn mpi_env_errors_name_the_hostfile_and_the_fix() {
+        type Vars<'a> = Vec<(&'a str, &'a str)>;
+        let cases: Vec<(Vars, Vars, &str)> = vec![
+            (
+                MPI.to_vec(),
+                vec![],
+                "meet at the first host of the MPI hostfile /etc/mpi/hostfile",
+            ),
+            (MPI.to_vec(), vec![], "mpirun -x MASTER_ADDR="),
+            (
+                MPI.to_vec(),
+                vec![(MPI_HOSTFILE, "# empty\n")],
+                "the file has no host line",
+            ),
+            (
+                vec![("OMPI_COMM_WORLD_SIZE", "2")],
+                vec![],
+                "OMPI_COMM_WORLD_RANK is not set (mpi (OMPI_COMM_WORLD_*) rendezvous needs",
+            ),
+            (
+                vec![("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_COMM_WORLD_RANK", "2")],
+                vec![(MPI_HOSTFILE, "h")],
+                "OMPI_COMM_WORLD_RANK=\"2\": must be below OMPI_COMM_WORLD_SIZE=2",
+            ),
+            (
+                vec![
+                    ("OMPI_COMM_WORLD_SIZE", "4"),
+                    ("OMPI_COMM_WORLD_RANK", "0"),
+                    ("OMPI_COMM_WORLD_LOCAL_RANK", "2"),
+                    ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+                ],
+                vec![(MPI_HOSTFILE, "h")],
+                "OMPI_COMM_WORLD_LOCAL_RANK=\"2\": must be below OMPI_COMM_WORLD_LOCAL_SIZE=2",
+            ),
+            (
+                {
+                    let mut v = MPI.to_vec();
+                    v.push(("MASTER_PORT", "http"));
+                    v
+                },
+                vec![(MPI_HOSTFILE, "h")],
+                "MASTER_PORT=\"http\": expected a TCP port",
+            ),
+            (
+                {
+                    let mut v = MPI.to_vec();
+                    v.push(("RANK", "0"));
+                    v
+                },
+                vec![(MPI_HOSTFILE, "h")],
+                "RANK=0 but the mpi (OMPI_COMM_WORLD_*) variables give rank 3",
+            ),
+        ];
+        for (vars, files, want) in cases {
+            let err = from_with_files(&vars, &files).unwrap_err().to_string();
+            assert!(
+                err.contains(want),
+                "{vars:?} {files:?}: got {err:?}, want {want:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn torch_and_jax_win_over_mpi() {
+        let mut vars = TORCH.to_vec();
+        vars.extend(MPI);
+        vars.push(("LOCAL_RANK", "0"));
+        assert_eq!(from(&vars).unwrap().flavour, EnvFlavour::Torch);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! the membership and rank 0's payload (the NCCL unique id) ([`exchange`]).
 
 mod env;
+mod hostfile;
 mod store;
 
-pub use env::{EnvFlavour, RankEnv};
+pub use env::{EnvFlavour, MPI_DEFAULT_STORE_PORT, MPI_HOSTFILE, RENDEZVOUS_VARS, RankEnv};
+pub use hostfile::first_host as hostfile_first_host;
 pub use store::{Membership, PeerInfo, exchange, host_key};
 
 use std::time::Duration;
@@ -18,7 +20,7 @@ pub enum RendezvousError {
     #[error(
         "no rendezvous environment: set PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and \
          PET_MASTER_PORT (torch runtimes), JAX_NUM_PROCESSES, JAX_PROCESS_ID and JAX_COORDINATOR_ADDRESS (jax), \
-         or WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT"
+         WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT, or start the ranks with mpirun (OMPI_COMM_WORLD_*)"
     )]
     NoEnv,
     /// A variable of the chosen flavour is missing.
@@ -44,6 +46,18 @@ pub enum RendezvousError {
     /// Two sources disagree (e.g. WORLD_SIZE against PET_NNODES × PET_NPROC_PER_NODE).
     #[error("inconsistent rendezvous environment: {0}")]
     Inconsistent(String),
+    /// Ranks started by `mpirun` find rank 0's store through the hostfile, and it could not be used.
+    #[error(
+        "ranks started by mpirun (OMPI_COMM_WORLD_SIZE is set) meet at the first host of the MPI hostfile \
+         {path}: {reason}. The renderer mounts the hostfile in the launcher pod only: export the store host \
+         to every rank, e.g. mpirun -x MASTER_ADDR=$(awk 'NF && $1 !~ /^#/ {{print $1; exit}}' {path}) ..."
+    )]
+    Hostfile {
+        /// The hostfile tried (`OMPI_MCA_orte_default_hostfile`, else `/etc/mpi/hostfile`).
+        path: String,
+        /// Why it could not be used.
+        reason: String,
+    },
     /// Several processes per node but no `LOCAL_RANK`: something must start one process per local rank.
     #[error(
         "PET_NPROC_PER_NODE={nproc_per_node} but LOCAL_RANK is not set: start the ranks with torchrun or \

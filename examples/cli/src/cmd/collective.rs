@@ -2,7 +2,7 @@
 //! `train-demo` runs a tiny data-parallel training loop, `info` shows how this rank would meet the others.
 //!
 //! Every subcommand runs either as one rank of a job (rendezvous from the `PET_*` / `JAX_*` /
-//! `WORLD_SIZE`+`RANK` environment) or as a local launcher: `--local-ranks N`, or a torch environment with
+//! `OMPI_COMM_WORLD_*` (mpirun) / `WORLD_SIZE`+`RANK` environment) or as a local launcher: `--local-ranks N`, or a torch environment with
 //! `PET_NPROC_PER_NODE > 1` and no `LOCAL_RANK`, starts one process of this binary per local rank.
 
 use std::net::TcpListener;
@@ -15,29 +15,11 @@ use kubetrain_collective::bench::{self, BenchConfig, BenchOp};
 use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
 use kubetrain_collective::demo::{self, DemoConfig};
 use kubetrain_collective::nccl;
-use kubetrain_collective::rendezvous::{EnvFlavour, RankEnv, RendezvousError};
+use kubetrain_collective::rendezvous::{EnvFlavour, RENDEZVOUS_VARS, RankEnv, RendezvousError};
 use kubetrain_collective::{Communicator, DataType, ReduceOp};
 
 /// Marks a process started by the local launcher (so it does not launch again).
 const CHILD_ENV: &str = "KUBETRAIN_COLLECTIVE_CHILD";
-
-/// Variables the launcher replaces in its children.
-const RENDEZVOUS_VARS: [&str; 14] = [
-    "PET_NNODES",
-    "PET_NPROC_PER_NODE",
-    "PET_NODE_RANK",
-    "PET_MASTER_ADDR",
-    "PET_MASTER_PORT",
-    "JAX_NUM_PROCESSES",
-    "JAX_PROCESS_ID",
-    "JAX_COORDINATOR_ADDRESS",
-    "WORLD_SIZE",
-    "RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-];
 
 /// Arguments of `kubetrain collective`.
 #[derive(Debug, Args)]
@@ -265,7 +247,7 @@ fn with_rank(
         }
         Err(RendezvousError::NoEnv) => {
             eprintln!(
-                "note: no PET_*/JAX_*/WORLD_SIZE environment and no --local-ranks: running as a single rank"
+                "note: no PET_*/JAX_*/OMPI_COMM_WORLD_*/WORLD_SIZE environment and no --local-ranks: running as a single rank"
             );
             body(RankEnv {
                 rank: 0,

@@ -1,0 +1,59 @@
+//! The one thing ranks read from an Open MPI hostfile: its first host, where `mpirun` places rank 0.
+
+/// The first host of an Open MPI hostfile (`<host> [slots=N] [max_slots=M]` per line, `#` comments, blank
+/// lines), as the MPI plugin's renderer writes it: `<job>-node-0-0.<job> slots=<n>`.
+///
+/// ```
+/// use kubetrain_collective::rendezvous::hostfile_first_host;
+///
+/// let text = "# written by the renderer\n\njob-node-0-0.job slots=4 # rank 0 is here\njob-node-0-1.job slots=4\n";
+/// assert_eq!(hostfile_first_host(text), Ok("job-node-0-0.job"));
+/// assert!(hostfile_first_host("# nothing\n").unwrap_err().contains("no host line"));
+/// ```
+pub fn first_host(text: &str) -> Result<&str, String> {
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or_default().trim();
+        let Some(host) = line.split_whitespace().next() else {
+            continue;
+        };
+        if host.contains('=') {
+            return Err(format!(
+                "line {}: {raw:?} starts with a setting, not a host name; expected \"<host> slots=<n>\"",
+                i + 1
+            ));
+        }
+        return Ok(host);
+    }
+    Err("the file has no host line; expected \"<host> slots=<n>\" lines".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_host;
+
+    #[test]
+    fn first_host_of_each_shape() {
+        let cases: [(&str, Result<&str, &str>); 7] = [
+            ("a slots=2\nb slots=2\n", Ok("a")),
+            ("  \t a.b.svc  slots=1 max_slots=2\n", Ok("a.b.svc")),
+            (
+                "# comment\n\n   # indented comment\nnode-0 # trailing\n",
+                Ok("node-0"),
+            ),
+            ("10.0.0.7\r\n", Ok("10.0.0.7")),
+            ("", Err("no host line")),
+            ("#\n \n", Err("no host line")),
+            (
+                "slots=2 a\n",
+                Err("line 1: \"slots=2 a\" starts with a setting"),
+            ),
+        ];
+        for (text, want) in cases {
+            match (first_host(text), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{text:?}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{text:?}: {got}"),
+                (got, want) => panic!("{text:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}
