@@ -1,0 +1,213 @@
+//! Flags of `kubetrain-operator`; every flag can also be set through its environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// One JSON object per line (for log collectors).
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// The kubetrain operator: reconciles TrainJobs into JobSets, serves the trainer admission webhooks,
+/// elects a leader with a Lease, and exposes probes and Prometheus metrics.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubetrain-operator",
+    version,
+    about,
+    after_help = "Log filtering: RUST_LOG (e.g. RUST_LOG=info,kubetrain_controller=debug; default info).\n\
+                  Kubernetes access: in-cluster service account, else KUBECONFIG / ~/.kube/config (or --kubeconfig)."
+)]
+pub(crate) struct Cli {
+    /// Address of the Prometheus endpoint (/metrics; /healthz and /readyz answer there too).
+    #[arg(
+        long,
+        env = "KUBETRAIN_METRICS_BIND_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub metrics_bind_address: SocketAddr,
+
+    /// Address of the kubelet probes (/healthz, /readyz); may equal the metrics address.
+    #[arg(
+        long,
+        env = "KUBETRAIN_HEALTH_PROBE_BIND_ADDRESS",
+        default_value = "0.0.0.0:8081"
+    )]
+    pub health_probe_bind_address: SocketAddr,
+
+    /// Port of the HTTPS admission webhook server (all interfaces).
+    #[arg(long, env = "KUBETRAIN_WEBHOOK_PORT", default_value_t = 9443)]
+    pub webhook_port: u16,
+
+    /// Directory holding the webhook serving certificate as tls.crt and tls.key (reloaded when they change).
+    #[arg(
+        long,
+        env = "KUBETRAIN_WEBHOOK_CERT_DIR",
+        default_value = kubetrain_controller::webhook::tls::DEFAULT_CERT_DIR
+    )]
+    pub webhook_cert_dir: PathBuf,
+
+    /// Do not serve the admission webhooks (e.g. running locally without certificates).
+    #[arg(long, env = "KUBETRAIN_DISABLE_WEBHOOKS")]
+    pub disable_webhooks: bool,
+
+    /// Elect a leader with a Lease before writing (true|false); only the leader writes.
+    #[arg(long, env = "KUBETRAIN_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader Lease [default: the operator's namespace from the service account or
+    /// kubeconfig].
+    #[arg(long, env = "KUBETRAIN_LEADER_ELECT_NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
+
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "KUBETRAIN_LEADER_ELECT_LEASE_NAME",
+        default_value = kubetrain_controller::election::DEFAULT_LEASE_NAME
+    )]
+    pub leader_elect_lease_name: String,
+
+    /// How long a Lease is valid after its last renewal (e.g. 15s, 1m).
+    #[arg(long, env = "KUBETRAIN_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps leading without a successful renewal; shorter than the lease duration.
+    #[arg(long, env = "KUBETRAIN_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// Time between attempts to acquire or renew the Lease; shorter than the renew deadline.
+    #[arg(long, env = "KUBETRAIN_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+
+    /// This replica's holder identity in the Lease [default: POD_NAME or the host name, plus a per-process
+    /// suffix].
+    #[arg(long, env = "POD_NAME")]
+    pub leader_elect_identity: Option<String>,
+
+    /// Watch TrainJobs in this namespace only [default: all namespaces].
+    #[arg(long, env = "KUBETRAIN_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
+    /// TrainJob reconciles that may run at once (0 = unbounded).
+    #[arg(long, env = "KUBETRAIN_CONCURRENCY", default_value_t = 5)]
+    pub concurrency: u16,
+
+    /// Field manager of every server-side apply and status write.
+    #[arg(long, env = "KUBETRAIN_FIELD_MANAGER", default_value = kubetrain_controller::FIELD_MANAGER)]
+    pub field_manager: String,
+
+    /// Log format.
+    #[arg(long, env = "KUBETRAIN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+
+    /// Kubeconfig file [default: in-cluster config, else KUBECONFIG or ~/.kube/config].
+    #[arg(long, env = "KUBETRAIN_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context [default: the current context].
+    #[arg(long, env = "KUBETRAIN_CONTEXT")]
+    pub context: Option<String>,
+}
+
+/// Parses `500ms`, `15s`, `2m`, `1h` or plain seconds (`15`).
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (examples: 500ms, 15s, 2m)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_in_the_usual_units() {
+        for (text, expected) in [
+            ("15s", Duration::from_secs(15)),
+            ("15", Duration::from_secs(15)),
+            ("500ms", Duration::from_millis(500)),
+            ("2m", Duration::from_secs(120)),
+            ("1h", Duration::from_secs(3600)),
+            ("1.5s", Duration::from_millis(1500)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(expected), "{text}");
+        }
+        for bad in ["", "s", "fast", "10d", "-1s"] {
+            let error = parse_duration(bad).unwrap_err();
+            assert!(error.contains(bad) || bad.is_empty(), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn defaults_match_upstreams_manager() {
+        let cli = Cli::try_parse_from(["kubetrain-operator"]).unwrap();
+        assert_eq!(cli.webhook_port, 9443);
+        assert_eq!(cli.health_probe_bind_address.port(), 8081);
+        assert!(cli.leader_elect);
+        assert_eq!(cli.leader_elect_lease_name, "trainer.kubeflow.org");
+        assert_eq!(cli.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(cli.leader_elect_renew_deadline, Duration::from_secs(10));
+        assert_eq!(cli.leader_elect_retry_period, Duration::from_secs(2));
+        assert_eq!(cli.concurrency, 5);
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let off = Cli::try_parse_from(["kubetrain-operator", "--leader-elect=false"]).unwrap();
+        assert!(!off.leader_elect);
+    }
+
+    /// The Deployment in examples/manifests/deploy passes flags this binary must accept.
+    #[test]
+    fn the_install_manifest_args_parse() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/deploy/operator.yaml"
+        );
+        let text = std::fs::read_to_string(path).expect("operator.yaml");
+        let mut found = false;
+        for document in serde_saphyr::from_multiple::<serde_json::Value>(&text).unwrap() {
+            if document["kind"] != "Deployment" {
+                continue;
+            }
+            let container = &document["spec"]["template"]["spec"]["containers"][0];
+            let args: Vec<String> = container["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .collect();
+            let cli =
+                Cli::try_parse_from(std::iter::once("kubetrain-operator".to_owned()).chain(args))
+                    .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"));
+            assert_eq!(
+                cli.webhook_cert_dir,
+                std::path::Path::new(kubetrain_controller::webhook::tls::DEFAULT_CERT_DIR)
+            );
+            found = true;
+        }
+        assert!(found, "no Deployment in operator.yaml");
+    }
+}
