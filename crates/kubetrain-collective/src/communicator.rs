@@ -77,8 +77,41 @@ pub(crate) mod check {
         Ok(())
     }
 
+    /// `reduce`: `root` is a rank, and on the root `recv` is as long as `send`.
+    pub(crate) fn reduce(send: usize, recv: usize, root: usize, me: usize, n: usize) -> Result<()> {
+        rank("reduce", "root", root, n)?;
+        if me == root {
+            same_len("reduce", send, recv)?;
+        }
+        Ok(())
+    }
+
+    /// `all_gather`: `recv` is `n × send`; returns the per-rank count.
+    pub(crate) fn all_gather(send: usize, recv: usize, n: usize) -> Result<usize> {
+        times_world("all_gather", "send", send, "recv", recv, n)
+    }
+
+    /// `reduce_scatter`: `send` is `n × recv`; returns the per-rank count.
+    pub(crate) fn reduce_scatter(send: usize, recv: usize, n: usize) -> Result<usize> {
+        times_world("reduce_scatter", "recv", recv, "send", send, n)
+    }
+
+    /// `send`/`recv`: `peer` is another rank of the communicator.
+    pub(crate) fn peer(op: &str, peer: usize, me: usize, n: usize) -> Result<()> {
+        rank(op, "peer", peer, n)?;
+        if peer == me {
+            let what = if op == "send" {
+                "send to"
+            } else {
+                "receive from"
+            };
+            return Err(invalid(format!("{op}: rank {peer} cannot {what} itself")));
+        }
+        Ok(())
+    }
+
     /// `big` must be `n × small`; returns `small`.
-    pub(crate) fn times_world(
+    fn times_world(
         op: &str,
         small_name: &str,
         small: usize,

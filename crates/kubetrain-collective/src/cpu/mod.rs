@@ -321,10 +321,7 @@ impl Communicator for CpuCommunicator {
         op: ReduceOp,
         root: usize,
     ) -> Result<()> {
-        check::rank("reduce", "root", root, self.world_size)?;
-        if self.rank == root {
-            check::same_len("reduce", send.len(), recv.len())?;
-        }
+        check::reduce(send.len(), recv.len(), root, self.rank, self.world_size)?;
         self.guarded(|c| {
             if c.world_size == 1 {
                 recv.copy_from_slice(send);
@@ -336,7 +333,7 @@ impl Communicator for CpuCommunicator {
 
     fn all_gather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<()> {
         let n = self.world_size;
-        let count = check::times_world("all_gather", "send", send.len(), "recv", recv.len(), n)?;
+        let count = check::all_gather(send.len(), recv.len(), n)?;
         self.guarded(|c| {
             let own = c.rank * count..(c.rank + 1) * count;
             recv[own].copy_from_slice(send);
@@ -365,8 +362,7 @@ impl Communicator for CpuCommunicator {
         op: ReduceOp,
     ) -> Result<()> {
         let n = self.world_size;
-        let count =
-            check::times_world("reduce_scatter", "recv", recv.len(), "send", send.len(), n)?;
+        let count = check::reduce_scatter(send.len(), recv.len(), n)?;
         self.guarded(|c| {
             if n == 1 {
                 recv.copy_from_slice(send);
@@ -389,12 +385,7 @@ impl Communicator for CpuCommunicator {
     }
 
     fn send<T: Element>(&mut self, buf: &[T], peer: usize) -> Result<()> {
-        check::rank("send", "peer", peer, self.world_size)?;
-        if peer == self.rank {
-            return Err(CollectiveError::InvalidArgument(format!(
-                "send: rank {peer} cannot send to itself"
-            )));
-        }
+        check::peer("send", peer, self.rank, self.world_size)?;
         self.guarded(|c| {
             if !c.p2p_send.contains_key(&peer) {
                 let link = c.connector.connect(peer, Purpose::P2p)?;
@@ -406,12 +397,7 @@ impl Communicator for CpuCommunicator {
     }
 
     fn recv<T: Element>(&mut self, buf: &mut [T], peer: usize) -> Result<()> {
-        check::rank("recv", "peer", peer, self.world_size)?;
-        if peer == self.rank {
-            return Err(CollectiveError::InvalidArgument(format!(
-                "recv: rank {peer} cannot receive from itself"
-            )));
-        }
+        check::peer("recv", peer, self.rank, self.world_size)?;
         self.guarded(|c| {
             if !c.p2p_recv.contains_key(&peer) {
                 let link = c.connector.accept(peer, Purpose::P2p, "recv")?;

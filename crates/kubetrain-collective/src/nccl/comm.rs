@@ -350,6 +350,17 @@ impl NcclCommunicator {
         }
     }
 
+    /// Runs one enqueueing NCCL call on this communicator and its stream, and checks its result code.
+    fn enqueue(
+        &mut self,
+        call: &'static str,
+        f: impl FnOnce(&sys::Nccl, ncclComm_t, sys::cudaStream_t) -> ncclResult_t,
+    ) -> Result<()> {
+        self.ensure_alive()?;
+        let rc = f(self.lib.raw(), self.comm, self.cu_stream());
+        self.checked(call, rc)
+    }
+
     /// Enqueues an all-reduce of `count` elements between device buffers (`send == recv` for in place).
     ///
     /// # Safety
@@ -363,21 +374,16 @@ impl NcclCommunicator {
         dt: DataType,
         op: ReduceOp,
     ) -> Result<()> {
-        self.ensure_alive()?;
-        let s = self.cu_stream();
+        let (s, r, t, o) = (
+            send as *const c_void,
+            recv as *mut c_void,
+            dtype(dt),
+            redop(op),
+        );
         // SAFETY: per the caller's contract.
-        let rc = unsafe {
-            self.lib.raw().ncclAllReduce(
-                send as *const c_void,
-                recv as *mut c_void,
-                count,
-                dtype(dt),
-                redop(op),
-                self.comm,
-                s,
-            )
-        };
-        self.checked("ncclAllReduce", rc)
+        self.enqueue("ncclAllReduce", |nccl, comm, st| unsafe {
+            nccl.ncclAllReduce(s, r, count, t, o, comm, st)
+        })
     }
 
     /// Enqueues an all-gather: `send` has `count`, `recv` has `world_size × count` elements.
@@ -391,20 +397,11 @@ impl NcclCommunicator {
         count: usize,
         dt: DataType,
     ) -> Result<()> {
-        self.ensure_alive()?;
-        let s = self.cu_stream();
+        let (s, r, t) = (send as *const c_void, recv as *mut c_void, dtype(dt));
         // SAFETY: per the caller's contract.
-        let rc = unsafe {
-            self.lib.raw().ncclAllGather(
-                send as *const c_void,
-                recv as *mut c_void,
-                count,
-                dtype(dt),
-                self.comm,
-                s,
-            )
-        };
-        self.checked("ncclAllGather", rc)
+        self.enqueue("ncclAllGather", |nccl, comm, st| unsafe {
+            nccl.ncclAllGather(s, r, count, t, comm, st)
+        })
     }
 
     /// Enqueues a reduce-scatter: `send` has `world_size × count`, `recv` has `count` elements.
@@ -419,21 +416,16 @@ impl NcclCommunicator {
         dt: DataType,
         op: ReduceOp,
     ) -> Result<()> {
-        self.ensure_alive()?;
-        let s = self.cu_stream();
+        let (s, r, t, o) = (
+            send as *const c_void,
+            recv as *mut c_void,
+            dtype(dt),
+            redop(op),
+        );
         // SAFETY: per the caller's contract.
-        let rc = unsafe {
-            self.lib.raw().ncclReduceScatter(
-                send as *const c_void,
-                recv as *mut c_void,
-                count,
-                dtype(dt),
-                redop(op),
-                self.comm,
-                s,
-            )
-        };
-        self.checked("ncclReduceScatter", rc)
+        self.enqueue("ncclReduceScatter", |nccl, comm, st| unsafe {
+            nccl.ncclReduceScatter(s, r, count, t, o, comm, st)
+        })
     }
 
     /// Enqueues a broadcast of `count` elements from `root`.
@@ -448,21 +440,11 @@ impl NcclCommunicator {
         dt: DataType,
         root: usize,
     ) -> Result<()> {
-        self.ensure_alive()?;
-        let s = self.cu_stream();
+        let (s, r, t) = (send as *const c_void, recv as *mut c_void, dtype(dt));
         // SAFETY: per the caller's contract.
-        let rc = unsafe {
-            self.lib.raw().ncclBroadcast(
-                send as *const c_void,
-                recv as *mut c_void,
-                count,
-                dtype(dt),
-                root as i32,
-                self.comm,
-                s,
-            )
-        };
-        self.checked("ncclBroadcast", rc)
+        self.enqueue("ncclBroadcast", |nccl, comm, st| unsafe {
+            nccl.ncclBroadcast(s, r, count, t, root as i32, comm, st)
+        })
     }
 
     unsafe fn enqueue_reduce(
@@ -474,22 +456,16 @@ impl NcclCommunicator {
         op: ReduceOp,
         root: usize,
     ) -> Result<()> {
-        self.ensure_alive()?;
-        let s = self.cu_stream();
+        let (s, r, t, o) = (
+            send as *const c_void,
+            recv as *mut c_void,
+            dtype(dt),
+            redop(op),
+        );
         // SAFETY: per the caller's contract.
-        let rc = unsafe {
-            self.lib.raw().ncclReduce(
-                send as *const c_void,
-                recv as *mut c_void,
-                count,
-                dtype(dt),
-                redop(op),
-                root as i32,
-                self.comm,
-                s,
-            )
-        };
-        self.checked("ncclReduce", rc)
+        self.enqueue("ncclReduce", |nccl, comm, st| unsafe {
+            nccl.ncclReduce(s, r, count, t, o, root as i32, comm, st)
+        })
     }
 
     fn upload<T: Element>(&mut self, host: &[T], len_bytes: usize) -> Result<CudaSlice<u8>> {
@@ -614,10 +590,7 @@ impl Communicator for NcclCommunicator {
         op: ReduceOp,
         root: usize,
     ) -> Result<()> {
-        check::rank("reduce", "root", root, self.world_size)?;
-        if self.rank == root {
-            check::same_len("reduce", send.len(), recv.len())?;
-        }
+        check::reduce(send.len(), recv.len(), root, self.rank, self.world_size)?;
         let n = send.len();
         // SAFETY: as above.
         let out = self.staged("reduce", send, n, false, |c, s, r| unsafe {
@@ -630,14 +603,7 @@ impl Communicator for NcclCommunicator {
     }
 
     fn all_gather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<()> {
-        let count = check::times_world(
-            "all_gather",
-            "send",
-            send.len(),
-            "recv",
-            recv.len(),
-            self.world_size,
-        )?;
+        let count = check::all_gather(send.len(), recv.len(), self.world_size)?;
         // SAFETY: send holds count and recv world_size × count elements.
         let out = self.staged("all_gather", send, recv.len(), false, |c, s, r| unsafe {
             c.enqueue_all_gather(s, r, count, T::DTYPE)
@@ -661,14 +627,7 @@ impl Communicator for NcclCommunicator {
         recv: &mut [T],
         op: ReduceOp,
     ) -> Result<()> {
-        let count = check::times_world(
-            "reduce_scatter",
-            "recv",
-            recv.len(),
-            "send",
-            send.len(),
-            self.world_size,
-        )?;
+        let count = check::reduce_scatter(send.len(), recv.len(), self.world_size)?;
         // SAFETY: send holds world_size × count and recv count elements.
         let out = self.staged("reduce_scatter", send, count, false, |c, s, r| unsafe {
             c.enqueue_reduce_scatter(s, r, count, T::DTYPE, op)
@@ -687,37 +646,25 @@ impl Communicator for NcclCommunicator {
     }
 
     fn send<T: Element>(&mut self, buf: &[T], peer: usize) -> Result<()> {
-        check::rank("send", "peer", peer, self.world_size)?;
-        let n = buf.len();
-        let dt = dtype(T::DTYPE);
-        // SAFETY: the staged buffer holds n elements.
+        check::peer("send", peer, self.rank, self.world_size)?;
+        let (n, dt) = (buf.len(), dtype(T::DTYPE));
         self.staged("send", buf, n, true, |c, s, _r| {
-            c.ensure_alive()?;
-            let st = c.cu_stream();
-            let rc = unsafe {
-                c.lib
-                    .raw()
-                    .ncclSend(s as *const c_void, n, dt, peer as i32, c.comm, st)
-            };
-            c.checked("ncclSend", rc)
+            // SAFETY: the staged buffer holds n elements.
+            c.enqueue("ncclSend", |nccl, comm, st| unsafe {
+                nccl.ncclSend(s as *const c_void, n, dt, peer as i32, comm, st)
+            })
         })?;
         Ok(())
     }
 
     fn recv<T: Element>(&mut self, buf: &mut [T], peer: usize) -> Result<()> {
-        check::rank("recv", "peer", peer, self.world_size)?;
-        let n = buf.len();
-        let dt = dtype(T::DTYPE);
-        // SAFETY: the staged buffer holds n elements.
+        check::peer("recv", peer, self.rank, self.world_size)?;
+        let (n, dt) = (buf.len(), dtype(T::DTYPE));
         let out = self.staged("recv", buf, n, true, |c, s, _r| {
-            c.ensure_alive()?;
-            let st = c.cu_stream();
-            let rc = unsafe {
-                c.lib
-                    .raw()
-                    .ncclRecv(s as *mut c_void, n, dt, peer as i32, c.comm, st)
-            };
-            c.checked("ncclRecv", rc)
+            // SAFETY: the staged buffer holds n elements.
+            c.enqueue("ncclRecv", |nccl, comm, st| unsafe {
+                nccl.ncclRecv(s as *mut c_void, n, dt, peer as i32, comm, st)
+            })
         })?;
         self.download(&out, buf)
     }
