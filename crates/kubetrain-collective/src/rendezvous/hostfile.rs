@@ -56,4 +56,26 @@ mod tests {
             }
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_gives_a_clean_host_or_an_error(text in "(?s).{0,200}") {
+            if let Ok(host) = first_host(&text) {
+                proptest::prop_assert!(!host.is_empty());
+                proptest::prop_assert!(!host.contains(char::is_whitespace));
+                proptest::prop_assert!(!host.contains('#') && !host.contains('='));
+            }
+        }
+
+        #[test]
+        fn the_renderers_lines_give_their_first_endpoint(
+            hosts in proptest::collection::vec("[a-z][a-z0-9-]{0,20}(\\.[a-z][a-z0-9-]{0,20}){0,3}", 1..6),
+            slots in 1u32..64,
+            comment in "(# [ -~]{0,30}\n)?",
+        ) {
+            let text: String = hosts.iter().map(|h| format!("{h} slots={slots}\n")).collect();
+            let text = format!("{comment}{text}");
+            proptest::prop_assert_eq!(first_host(&text), Ok(hosts[0].as_str()));
+        }
+    }
 }
