@@ -10,6 +10,42 @@
 //!    has them; render; then, as leader, apply the snapshot (first reconcile only) and every rendered object.
 //! 3. Compute the status; as leader `DELETE` the JobSet after the active deadline and merge-patch the status
 //!    subresource when it changed.
+//!
+//! Reconciling one TrainJob against the in-memory API server (feature `mock`):
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::sync::Arc;
+//! use kubetrain_controller::controller::{reconcile, Context};
+//! use kubetrain_controller::mock::FakeApiServer;
+//! use kubetrain_controller::{Leadership, Metrics, Settings};
+//! use serde_json::json;
+//!
+//! let server = FakeApiServer::start();
+//! for runtime in kubetrain_jobset::builtin::runtimes() {
+//!     server.insert(serde_json::to_value(runtime).unwrap());
+//! }
+//! let job = json!({
+//!     "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+//!     "metadata": {"name": "mnist", "namespace": "team-a", "uid": "5f0c6a1e"},
+//!     "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 4}},
+//! });
+//! server.insert(job.clone());
+//!
+//! let ctx = Arc::new(Context::new(
+//!     server.client(),
+//!     Settings::default(),
+//!     Leadership::always(),
+//!     Arc::new(Metrics::default()),
+//! ));
+//! reconcile(Arc::new(serde_json::from_value(job).unwrap()), ctx).await.unwrap();
+//!
+//! let jobset = server.get("jobset.x-k8s.io/v1alpha2", "jobsets", "team-a", "mnist").unwrap();
+//! assert_eq!(jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"], 4);
+//! assert_eq!(jobset["metadata"]["ownerReferences"][0]["uid"], "5f0c6a1e");
+//! assert!(server.get("v1", "configmaps", "team-a", "mnist-runtime-snapshot").is_some());
+//! # }
+//! ```
 
 use std::future::Future;
 use std::sync::Arc;

@@ -13,6 +13,8 @@ pub mod events;
 mod fixtures;
 pub mod leadership;
 pub mod metrics;
+#[cfg(feature = "mock")]
+pub mod mock;
 pub mod permissions;
 pub mod reconcile;
 #[cfg(test)]
