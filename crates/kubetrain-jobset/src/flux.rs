@@ -117,7 +117,9 @@ pub struct Launch {
 pub fn launch(info: &Info, job: &TrainJob) -> Launch {
     let nodes = i64::from(nodes(info, job));
     let tasks = i64::from(tasks_per_node(info, job));
-    let gpus = kubetrain_merge::resources::gpus(&info.resources_per_node(job));
+    let gpus = info
+        .resources_per_node_ref(job)
+        .map_or(0, kubetrain_merge::resources::gpus);
     let mut resource_spec = format!("--cores={}", range(tasks, 0));
     let mut flags = format!("-N {nodes} -n {}", tasks * nodes);
     if gpus > 0 {

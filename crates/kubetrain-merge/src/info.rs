@@ -232,31 +232,41 @@ impl Info {
         &self,
         job: &TrainJob,
     ) -> k8s_openapi::api::core::v1::ResourceRequirements {
+        self.resources_per_node_ref(job)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// [`Info::resources_per_node`] without the copy; `None` stands for empty requirements.
+    pub fn resources_per_node_ref<'a>(
+        &'a self,
+        job: &'a TrainJob,
+    ) -> Option<&'a k8s_openapi::api::core::v1::ResourceRequirements> {
         if let Some(r) = job
             .spec
             .trainer
             .as_ref()
             .and_then(|t| t.resources_per_node.as_ref())
         {
-            return r.clone();
+            return Some(r);
         }
-        for rjob in &self.spec.replicated_jobs {
-            if rjob.name != NODE && ancestor_of(rjob) != Some(ANCESTOR_TRAINER) {
-                continue;
-            }
-            let pod = rjob
-                .template
-                .spec
-                .as_ref()
-                .and_then(|s| s.template.spec.as_ref());
-            if let Some(res) = pod
-                .and_then(|p| p.containers.iter().find(|c| c.name == NODE))
-                .and_then(|c| c.resources.as_ref())
-            {
-                return res.clone();
-            }
-        }
-        Default::default()
+        self.spec
+            .replicated_jobs
+            .iter()
+            .filter(|rjob| rjob.name == NODE || ancestor_of(rjob) == Some(ANCESTOR_TRAINER))
+            .find_map(|rjob| {
+                rjob.template
+                    .spec
+                    .as_ref()?
+                    .template
+                    .spec
+                    .as_ref()?
+                    .containers
+                    .iter()
+                    .find(|c| c.name == NODE)?
+                    .resources
+                    .as_ref()
+            })
     }
 }
 

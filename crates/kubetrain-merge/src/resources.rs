@@ -17,6 +17,27 @@ pub fn merge(
     base: &ResourceRequirements,
     over: &ResourceRequirements,
 ) -> Result<ResourceRequirements, smp::SmpError> {
+    // Without claims the strategic merge is a key-by-key map overlay: do it on the typed maps (the render hot
+    // path); claims keep the general engine, whose list ordering rules they need.
+    if base.claims.is_none() && over.claims.is_none() {
+        let overlay = |b: &Option<BTreeMap<String, Quantity>>,
+                       o: &Option<BTreeMap<String, Quantity>>| {
+            match (b, o) {
+                (Some(b), Some(o)) => {
+                    let mut merged = b.clone();
+                    merged.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    Some(merged)
+                }
+                (b, None) => b.clone(),
+                (None, o) => o.clone(),
+            }
+        };
+        return Ok(ResourceRequirements {
+            limits: overlay(&base.limits, &over.limits),
+            requests: overlay(&base.requests, &over.requests),
+            ..base.clone()
+        });
+    }
     let to_value = |r: &ResourceRequirements| {
         serde_json::to_value(r).unwrap_or_else(|_| serde_json::json!({}))
     };
@@ -149,6 +170,41 @@ mod tests {
                 &[("nvidia.com/gpu", "2")]
             )
         );
+    }
+
+    #[test]
+    fn typed_overlay_equals_the_strategic_merge() {
+        let cases = [
+            (
+                res(&[("cpu", "1")], &[("memory", "1Gi")]),
+                res(&[("cpu", "4")], &[]),
+            ),
+            (
+                res(&[], &[]),
+                res(&[("cpu", "4")], &[("nvidia.com/gpu", "1")]),
+            ),
+            (res(&[("cpu", "1")], &[]), res(&[], &[])),
+            (
+                ResourceRequirements {
+                    limits: Some(BTreeMap::new()),
+                    ..Default::default()
+                },
+                res(&[], &[("cpu", "2")]),
+            ),
+        ];
+        for (base, over) in cases {
+            let to_value = |r: &ResourceRequirements| serde_json::to_value(r).unwrap();
+            let general: ResourceRequirements = serde_json::from_value(
+                smp::strategic_merge_patch(
+                    &to_value(&base),
+                    &to_value(&over),
+                    Schema::ResourceRequirements,
+                )
+                .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(merge(&base, &over).unwrap(), general, "{base:?} + {over:?}");
+        }
     }
 
     #[test]

@@ -104,7 +104,7 @@ impl EnforceMlPolicy for Mpi {
         if let Some(n) = job.spec.trainer.as_ref().and_then(|t| t.num_proc_per_node) {
             slots = n;
         } else if slots == 1 {
-            let gpus = resources::gpus(&info.resources_per_node(job));
+            let gpus = info.resources_per_node_ref(job).map_or(0, resources::gpus);
             if gpus > 1 {
                 slots = i32::try_from(gpus).unwrap_or(i32::MAX);
             }

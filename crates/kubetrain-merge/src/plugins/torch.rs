@@ -36,11 +36,12 @@ impl std::fmt::Display for ProcsPerNode {
 /// numProcPerNode as upstream resolves it: the TrainJob's integer, else `auto`, which becomes
 /// `max(1, CPUs)` when the node has no GPU. Returns the value and the GPU count.
 pub fn procs_per_node(info: &Info, job: &TrainJob) -> (ProcsPerNode, i64) {
-    let res = info.resources_per_node(job);
-    let gpus = resources::gpus(&res);
+    let empty = k8s_openapi::api::core::v1::ResourceRequirements::default();
+    let res = info.resources_per_node_ref(job).unwrap_or(&empty);
+    let gpus = resources::gpus(res);
     let procs = match job.spec.trainer.as_ref().and_then(|t| t.num_proc_per_node) {
         Some(n) => ProcsPerNode::Count(i64::from(n)),
-        None if gpus == 0 => ProcsPerNode::Count(resources::cpus(&res).max(1)),
+        None if gpus == 0 => ProcsPerNode::Count(resources::cpus(res).max(1)),
         None => ProcsPerNode::Auto,
     };
     (procs, gpus)

@@ -27,7 +27,10 @@ impl EnforceMlPolicy for Xgboost {
         if job.spec.trainer.is_none() {
             return Ok(());
         }
-        let workers_per_node = resources::gpus(&info.resources_per_node(job)).max(1);
+        let workers_per_node = info
+            .resources_per_node_ref(job)
+            .map_or(0, resources::gpus)
+            .max(1);
         let workers = i64::from(info.pod_sets[trainer_ps].count) * workers_per_node;
         let Some(c) = info.trainer_container_mut() else {
             return Ok(());

@@ -1,0 +1,118 @@
+//! `kubetrain render` as a user runs it: Flux, TrainJobStatus, owner references and canonical quantities.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn kubetrain(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubetrain runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("kubetrain exits")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const FLUX: &str = "apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: flux-runtime}
+spec:
+  mlPolicy: {numNodes: 1, flux: {}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+            spec: {template: {spec: {containers: [{name: node, image: 'ubuntu:jammy'}]}}}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: lammps, namespace: hpc}
+spec:
+  runtimeRef: {name: flux-runtime}
+  trainer: {numNodes: 2, command: [lmp, -in, in.reaxc], resourcesPerNode: {limits: {cpu: 2000m}}}
+";
+
+#[test]
+fn flux_trainjob_renders_the_jobset_configmap_and_secret_unowned_without_uid() {
+    let out = kubetrain(&["render", "-f", "-"], FLUX);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let kinds: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("kind: "))
+        .collect();
+    assert_eq!(kinds, ["JobSet", "ConfigMap", "Secret"], "{stdout}");
+    assert!(stdout.contains("name: lammps-flux-entrypoint"));
+    assert!(stdout.contains("name: lammps-flux-curve"));
+    assert!(stdout.contains("name: flux-installer"));
+    assert!(stdout.contains("lmp -in in.reaxc"));
+    // No uid in the input: no owner references (an empty uid would be rejected by the API server).
+    assert!(!stdout.contains("ownerReferences"), "{stdout}");
+    // Canonical quantities, as the API server stores them.
+    assert!(stdout.contains("cpu: \"2\""), "{stdout}");
+    assert!(!stdout.contains("2000m"));
+    // Deterministic.
+    assert_eq!(kubetrain(&["render", "-f", "-"], FLUX).stdout, out.stdout);
+}
+
+#[test]
+fn trainjob_status_plugin_is_opt_in() {
+    let job = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: mnist, namespace: ml, uid: u-1234}\nspec: {runtimeRef: {name: torch-distributed}}\n";
+    let off = text(&kubetrain(&["render", "-f", "-"], job).stdout);
+    assert!(!off.contains("KUBEFLOW_TRAINER_SERVER_URL"));
+    assert!(off.contains("uid: u-1234"), "{off}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let out = kubetrain(
+        &[
+            "render",
+            "-f",
+            "-",
+            "--trainjob-status-ca",
+            ca.to_str().unwrap(),
+            "--operator-namespace",
+            "trainer-system",
+        ],
+        job,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let on = text(&out.stdout);
+    assert!(
+        on.contains("value: https://kubeflow-trainer-controller-manager.trainer-system.svc:10443/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/mnist/status"),
+        "{on}"
+    );
+    assert!(on.contains("name: mnist-tls-config"));
+    assert!(on.contains("-----BEGIN CERTIFICATE-----"));
+
+    let missing = kubetrain(
+        &[
+            "render",
+            "-f",
+            "-",
+            "--trainjob-status-ca",
+            "/nonexistent/ca.crt",
+        ],
+        job,
+    );
+    assert!(!missing.status.success());
+    assert!(text(&missing.stderr).contains("--trainjob-status-ca"));
+}
