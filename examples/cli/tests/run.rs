@@ -315,3 +315,20 @@ fn bad_queue_flags_are_refused_with_the_fix() {
         assert!(err.contains(want), "{flags:?}: {err}");
     }
 }
+
+#[test]
+fn an_unusable_queue_directory_is_an_error_that_names_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let yaml = trainjob("blocked", "command: [\"true\"]");
+    let out = run_job(&yaml, &["--queue-dir", path(&not_a_dir.join("queue"))]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("creating the queue directory"), "{err}");
+    assert!(
+        err.contains("--queue-dir") && err.contains("--no-queue"),
+        "{err}"
+    );
+    assert!(text(&out.stdout).is_empty(), "nothing started");
+}

@@ -343,7 +343,12 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
                     ticket = Some(t);
                 }
                 Err(QueueError::NeverFits(why)) => return refused(&why),
-                Err(e) => return Err(e).context("queueing the run in the local queue"),
+                Err(e) => {
+                    return Err(e).context(
+                        "queueing the run in the local queue (choose another ledger with --queue-dir, \
+                         or start without queueing with --no-queue)",
+                    );
+                }
             }
         }
     }
