@@ -35,7 +35,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::PostParams;
 use kube::{Api, Client};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::watch;
+
+use crate::leadership::Leadership;
 use tokio::time::{Instant, MissedTickBehavior};
 
 /// Lease name upstream's trainer controller manager uses.
@@ -380,6 +386,28 @@ pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
     }]
 }
 
+/// Registers the gauge `kubetrain_leader`: 1 while this replica holds the Lease, else 0 (read from
+/// `leadership` at each scrape). With election off it is always 1.
+pub fn register_leader_gauge(registry: &mut Registry, leadership: Leadership) {
+    registry.register_collector(Box::new(LeaderGauge(leadership)));
+}
+
+#[derive(Debug)]
+struct LeaderGauge(Leadership);
+
+impl Collector for LeaderGauge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let gauge = ConstGauge::new(i64::from(self.0.is_leader()));
+        let metric = encoder.encode_descriptor(
+            "kubetrain_leader",
+            "Whether this replica holds the leader Lease (1) or not (0)",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric)
+    }
+}
+
 fn is_conflict(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 409)
 }
@@ -445,6 +473,21 @@ mod tests {
                 .validate()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn the_leader_gauge_follows_leadership() {
+        let (tx, leadership) = Leadership::channel();
+        let mut registry = Registry::default();
+        register_leader_gauge(&mut registry, leadership);
+        let scrape = |registry: &Registry| {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+            text
+        };
+        assert!(scrape(&registry).contains("kubetrain_leader 0"));
+        tx.send(true).unwrap();
+        assert!(scrape(&registry).contains("kubetrain_leader 1"));
     }
 
     #[test]

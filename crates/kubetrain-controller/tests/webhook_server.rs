@@ -10,8 +10,9 @@ use http_body_util::{BodyExt, Full};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::client::Body;
+use kubetrain_controller::webhook::metrics::Verdict;
 use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
-use kubetrain_controller::webhook::{Admission, Route, WebhookServer};
+use kubetrain_controller::webhook::{Admission, Route, WebhookMetrics, WebhookServer};
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -26,6 +27,7 @@ const CLUSTER_RUNTIMES: &str = "/apis/trainer.kubeflow.org/v1alpha1/clustertrain
 /// that trusts the server's self-signed certificate.
 struct Fixture {
     addr: SocketAddr,
+    metrics: Arc<WebhookMetrics>,
     connector: TlsConnector,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<()>,
@@ -51,7 +53,11 @@ impl Fixture {
 
         let (service, apiserver) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
-        let admission = Admission::new(client).with_clock(fixed_now);
+        let metrics =
+            WebhookMetrics::register(&mut prometheus_client::registry::Registry::default());
+        let admission = Admission::new(client)
+            .with_clock(fixed_now)
+            .with_metrics(metrics.clone());
         let server = WebhookServer::bind(
             "127.0.0.1:0".parse().unwrap(),
             cert,
@@ -75,6 +81,7 @@ impl Fixture {
             .with_no_client_auth();
         let fixture = Self {
             addr,
+            metrics,
             connector: TlsConnector::from(Arc::new(config)),
             stop: Some(stop),
             served,
@@ -247,6 +254,15 @@ async fn every_error_is_reported_with_its_field_path() {
         message.starts_with('[') && message.ends_with(']'),
         "{message}"
     );
+    assert_eq!(
+        fx.metrics.reviews(Route::ValidateTrainJob, Verdict::Denied),
+        1
+    );
+    assert_eq!(
+        fx.metrics
+            .reviews(Route::ValidateTrainJob, Verdict::Allowed),
+        0
+    );
     assert!(
         message.contains("spec.trainer.numNodes: Invalid value: -1"),
         "{message}"
@@ -323,6 +339,10 @@ async fn an_unreadable_runtime_is_an_internal_error_not_an_allow() {
     let (response, ()) = tokio::join!(posted, answered);
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 500);
+    assert_eq!(
+        fx.metrics.reviews(Route::ValidateTrainJob, Verdict::Error),
+        1
+    );
     assert!(
         message(&response).contains("cannot read runtime \"torch-distributed\""),
         "{response}"
@@ -674,6 +694,11 @@ async fn malformed_requests_get_http_errors_and_the_server_keeps_serving() {
     let (status, body) = fx.send(Method::POST, path, b"{not json".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(String::from_utf8_lossy(&body).contains("not an AdmissionReview"));
+    assert_eq!(
+        fx.metrics
+            .reviews(Route::ValidateTrainJob, Verdict::BadRequest),
+        1
+    );
 
     let no_request = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
     let (status, _) = fx
@@ -702,5 +727,63 @@ async fn malformed_requests_get_http_errors_and_the_server_keeps_serving() {
         )
         .await;
     assert_eq!(response["allowed"], true);
+    fx.stop().await;
+}
+
+#[tokio::test]
+async fn volcano_runtimes_need_existing_priority_classes() {
+    let (fx, mut api) = Fixture::start().await;
+    let mut runtime = builtin("torch-distributed");
+    runtime["spec"]["podGroupPolicy"] = json!({"volcano": {}});
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        ["priorityClassName"] = json!("high");
+    let job = trainjob(json!({"runtimeRef": {"name": "torch-distributed"}}));
+    let priority = "/apis/scheduling.k8s.io/v1/priorityclasses/high";
+
+    let posted = fx.review(
+        Route::ValidateTrainJob,
+        review("CREATE", "TrainJob", "trainjobs", job.clone(), None),
+    );
+    let answered = async {
+        api.expect(
+            "GET",
+            format!("{CLUSTER_RUNTIMES}/torch-distributed"),
+            200,
+            runtime.clone(),
+        )
+        .await;
+        api.expect(
+            "GET",
+            priority,
+            404,
+            not_found("priorityclasses.scheduling.k8s.io", "high"),
+        )
+        .await;
+    };
+    let (response, ()) = tokio::join!(posted, answered);
+    assert_eq!(response["allowed"], false);
+    assert_eq!(
+        message(&response),
+        "spec.templateSpec.priorityClassName: Invalid value: \"high\": PriorityClass \"high\" doesn't exist: priorityclasses.scheduling.k8s.io \"high\" not found"
+    );
+
+    let posted = fx.review(
+        Route::ValidateTrainJob,
+        review("CREATE", "TrainJob", "trainjobs", job, None),
+    );
+    let answered = async {
+        api.expect(
+            "GET",
+            format!("{CLUSTER_RUNTIMES}/torch-distributed"),
+            200,
+            runtime.clone(),
+        )
+        .await;
+        let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                           "metadata": {"name": "high"}, "value": 1000});
+        api.expect("GET", priority, 200, class).await;
+    };
+    let (response, ()) = tokio::join!(posted, answered);
+    assert_eq!(response["allowed"], true, "{response}");
     fx.stop().await;
 }

@@ -10,10 +10,12 @@ use anyhow::Context as _;
 use clap::Parser;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kubetrain_controller::election::{ElectionConfig, LeaderElector, default_identity};
+use kubetrain_controller::election::{
+    ElectionConfig, LeaderElector, default_identity, register_leader_gauge,
+};
 use kubetrain_controller::http::{Endpoints, Health};
 use kubetrain_controller::webhook::tls::ReloadingCert;
-use kubetrain_controller::webhook::{Admission, WebhookServer};
+use kubetrain_controller::webhook::{Admission, WebhookMetrics, WebhookServer};
 use kubetrain_controller::{Leadership, Metrics, Settings};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
@@ -128,47 +130,13 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
     let health = Health::new();
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let registry = Arc::new(registry);
-
-    if let Some(cert) = cert {
-        let ready = health.check("webhook");
-        let addr = SocketAddr::from((Ipv6Addr::UNSPECIFIED, cli.webhook_port));
-        let server = match WebhookServer::bind(
-            addr,
-            cert.clone(),
-            provider.clone(),
-            Admission::new(client.clone()),
-        )
-        .await
-        {
-            Ok(server) => server,
-            // Hosts without IPv6 (some kind nodes, containers with IPv6 disabled): all IPv4 interfaces.
-            Err(_) => {
-                let addr = SocketAddr::from(([0, 0, 0, 0], cli.webhook_port));
-                WebhookServer::bind(addr, cert, provider, Admission::new(client.clone())).await?
-            }
-        };
-        tracing::info!(addr = %server.local_addr()?, "serving admission webhooks");
-        ready.set(true);
-        tasks.spawn(server.serve(stop.signalled()).map_ok());
-    }
-
-    for addr in endpoint_addresses(&cli) {
-        let endpoints = Endpoints::bind(addr, registry.clone(), health.clone()).await?;
-        tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
-        tasks.spawn(endpoints.serve(stop.signalled()).map_ok());
-    }
-
+    let webhook_metrics = WebhookMetrics::register(&mut registry);
     let leadership = if cli.leader_elect {
         let namespace = cli
             .leader_elect_namespace
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_owned());
-        let identity = cli
-            .leader_elect_identity
-            .as_deref()
-            .map(|pod| default_identity(Some(pod)))
-            .unwrap_or_else(|| default_identity(None));
+        let identity = default_identity(cli.leader_elect_identity.as_deref());
         let config = ElectionConfig {
             namespace,
             name: cli.leader_elect_lease_name.clone(),
@@ -185,6 +153,32 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
         tracing::info!("leader election off: this replica writes");
         Leadership::always()
     };
+    register_leader_gauge(&mut registry, leadership.clone());
+    let registry = Arc::new(registry);
+
+    if let Some(cert) = cert {
+        let ready = health.check("webhook");
+        let addr = SocketAddr::from((Ipv6Addr::UNSPECIFIED, cli.webhook_port));
+        let admission = || Admission::new(client.clone()).with_metrics(webhook_metrics.clone());
+        let server =
+            match WebhookServer::bind(addr, cert.clone(), provider.clone(), admission()).await {
+                Ok(server) => server,
+                // Hosts without IPv6 (some kind nodes, containers with IPv6 off): all IPv4 interfaces.
+                Err(_) => {
+                    let addr = SocketAddr::from(([0, 0, 0, 0], cli.webhook_port));
+                    WebhookServer::bind(addr, cert, provider, admission()).await?
+                }
+            };
+        tracing::info!(addr = %server.local_addr()?, "serving admission webhooks");
+        ready.set(true);
+        tasks.spawn(server.serve(stop.signalled()).map_ok());
+    }
+
+    for addr in endpoint_addresses(&cli) {
+        let endpoints = Endpoints::bind(addr, registry.clone(), health.clone()).await?;
+        tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+        tasks.spawn(endpoints.serve(stop.signalled()).map_ok());
+    }
 
     let settings = Settings {
         field_manager: cli.field_manager.clone(),

@@ -1,6 +1,9 @@
 //! AdmissionReview v1 in, AdmissionReview v1 out: decoding the objects, running the rules, and turning their
 //! findings into a verdict (denial message, warnings) or a JSON patch.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -17,6 +20,7 @@ use serde::de::DeserializeOwned;
 
 use super::Route;
 use super::cluster::ClusterReader;
+use super::metrics::{Verdict, WebhookMetrics};
 
 /// A request body that is not an AdmissionReview with a request in it; answered with HTTP 400.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +31,7 @@ pub struct BadReview(String);
 pub struct Admission {
     reader: ClusterReader,
     now: fn() -> Time,
+    metrics: Option<Arc<WebhookMetrics>>,
 }
 
 impl Admission {
@@ -35,7 +40,14 @@ impl Admission {
         Self {
             reader: ClusterReader::new(client),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
+            metrics: None,
         }
+    }
+
+    /// Counts every review and its duration in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<WebhookMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Uses `now` instead of the wall clock for runtime-patch times (tests).
@@ -49,6 +61,27 @@ impl Admission {
     /// Problems with the object (it does not decode, a rule fails, the runtime cannot be read) are answered
     /// with a denial in the review; only a body that is not an AdmissionReview at all is an error.
     pub async fn review(
+        &self,
+        route: Route,
+        body: &[u8],
+    ) -> Result<AdmissionReview<DynamicObject>, BadReview> {
+        let started = Instant::now();
+        let answer = self.answer(route, body).await;
+        if let Some(metrics) = &self.metrics {
+            let verdict = match &answer {
+                Err(_) => Verdict::BadRequest,
+                Ok(review) => match &review.response {
+                    Some(response) if response.allowed => Verdict::Allowed,
+                    Some(response) if response.result.code >= 500 => Verdict::Error,
+                    _ => Verdict::Denied,
+                },
+            };
+            metrics.observe(route, verdict, started.elapsed());
+        }
+        answer
+    }
+
+    async fn answer(
         &self,
         route: Route,
         body: &[u8],
@@ -111,7 +144,7 @@ impl Admission {
                         job.spec.runtime_ref.name
                     ))
                 })?;
-                let findings = if update {
+                let mut findings = if update {
                     let old: TrainJob = old_object(request)?;
                     // The JobSet only matters when the runtime patches change.
                     let jobset = if old.spec.runtime_patches != job.spec.runtime_patches {
@@ -125,6 +158,12 @@ impl Admission {
                 } else {
                     validate_trainjob(&job, &catalog)
                 };
+                let priority = self.reader.priority_class_errors(&job, &catalog).await;
+                findings.extend(
+                    priority.map_err(|e| {
+                        Reject::Internal(format!("cannot read PriorityClasses: {e}"))
+                    })?,
+                );
                 Ok(verdict(response, &findings, true))
             }
             Route::ValidateTrainingRuntime => {

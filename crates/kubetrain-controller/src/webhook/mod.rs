@@ -22,15 +22,18 @@
 
 mod admission;
 mod cluster;
+pub mod metrics;
 mod server;
 pub mod tls;
 
 pub use admission::{Admission, BadReview};
 pub use cluster::ClusterReader;
+pub use metrics::WebhookMetrics;
 pub use server::{WebhookError, WebhookServer};
 
-/// The RBAC the webhooks need (cluster-wide reads only): the runtime a TrainJob references and, for
-/// runtime-patch updates, its JobSet. Verbs are sorted, so rules compare as data.
+/// The RBAC the webhooks need (cluster-wide reads only): the runtime a TrainJob references, for
+/// runtime-patch updates its JobSet, and for Volcano runtimes the PriorityClasses they name. Verbs are
+/// sorted, so rules compare as data.
 pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
     let rule = |group: &str, resources: &[&str]| k8s_openapi::api::rbac::v1::PolicyRule {
         api_groups: Some(vec![group.to_owned()]),
@@ -44,6 +47,7 @@ pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
             &["clustertrainingruntimes", "trainingruntimes"],
         ),
         rule("jobset.x-k8s.io", &["jobsets"]),
+        rule("scheduling.k8s.io", &["priorityclasses"]),
     ]
 }
 
