@@ -156,6 +156,8 @@ impl CpuCommunicator {
             .iter()
             .filter(|p| p.shm && me.shm && p.host == me.host)
             .count();
+        // Counted before pinning: a pinned thread may use one CPU.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if opts.pin_to_core {
             let local_index = membership
                 .peers
@@ -163,7 +165,6 @@ impl CpuCommunicator {
                 .filter(|p| p.host == me.host && p.shm == me.shm)
                 .position(|p| p.rank == env.rank)
                 .unwrap_or(0);
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             if local_ranks <= cores {
                 sys::pin_to_allowed_cpu(local_index);
             }
@@ -174,7 +175,7 @@ impl CpuCommunicator {
             slot_bytes: slice_bytes,
             slots: opts.slots.clamp(1, shm::MAX_SLOTS),
             shm_dir: opts.shm_dir.clone(),
-            wait: WaitPolicy::for_local_ranks(local_ranks),
+            wait: WaitPolicy::for_local_ranks(local_ranks, cores),
         };
         let n = env.world_size;
         let mut connector = Connector::new(

@@ -294,8 +294,8 @@ impl ShmQueue {
         Ok(out)
     }
 
-    /// Spins, yields, then sleeps on `word` until `ready` holds, the queue aborts, the peer process is
-    /// gone, or the timeout passes.
+    /// Spins (per the wait policy), then sleeps on `word` until `ready` holds, the queue aborts, the peer
+    /// process is gone, or the timeout passes.
     fn wait(
         &self,
         ctx: &LinkCtx,
@@ -308,26 +308,21 @@ impl ShmQueue {
         if ready(word.load(Ordering::Acquire)) {
             return Ok(());
         }
-        let WaitPolicy { spin, yield_for } = ctx.wait;
-        let begin = Instant::now();
-        let mut yielding = spin.is_zero();
-        let mut i = 0u32;
-        while !(spin + yield_for).is_zero() {
-            if ready(word.load(Ordering::Acquire)) {
-                return Ok(());
-            }
-            i = i.wrapping_add(1);
-            // Reading the clock costs more than a pause: check it every 64 rounds.
-            if i.is_multiple_of(64) {
-                let waited = begin.elapsed();
-                if waited >= spin + yield_for || self.header().abort.load(Ordering::Relaxed) != 0 {
+        let WaitPolicy { spin } = ctx.wait;
+        if !spin.is_zero() {
+            let begin = Instant::now();
+            let mut i = 0u32;
+            loop {
+                if ready(word.load(Ordering::Acquire)) {
+                    return Ok(());
+                }
+                i = i.wrapping_add(1);
+                // Reading the clock costs more than a pause: check it every 64 rounds.
+                if i.is_multiple_of(64)
+                    && (begin.elapsed() >= spin || self.header().abort.load(Ordering::Relaxed) != 0)
+                {
                     break;
                 }
-                yielding = waited >= spin;
-            }
-            if yielding {
-                std::thread::yield_now();
-            } else {
                 std::hint::spin_loop();
             }
         }
