@@ -429,3 +429,37 @@ async fn mpi_jobs_get_a_fresh_ssh_secret_once_and_a_hostfile_each_time() {
     .await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
 }
+
+#[tokio::test]
+async fn coscheduling_runtimes_get_their_pod_group() {
+    let job = trainjob("gang");
+    let mut runtime = cluster_runtime_json("torch-distributed");
+    runtime["spec"]["podGroupPolicy"] = json!({"coscheduling": {"scheduleTimeoutSeconds": 100}});
+    let pod_group =
+        "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/team-a/podgroups/gang".to_owned();
+    let (result, _) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("gang")).not_found(),
+            Call::get(configmap_path("gang-runtime-snapshot")).not_found(),
+            Call::get(cluster_runtime_path("torch-distributed")).ok(runtime),
+            Call::get(pod_group.clone()).not_found(),
+            Call::apply(configmap_path("gang-runtime-snapshot")),
+            Call::apply(jobset_path("gang")).check(|body| {
+                let pod = &body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"];
+                assert_eq!(
+                    pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"],
+                    "gang"
+                );
+            }),
+            Call::apply(pod_group).check(owned_by(&job)).check(|body| {
+                assert_eq!(body["kind"], "PodGroup");
+                assert_eq!(body["spec"]["minMember"], 2);
+                assert_eq!(body["spec"]["scheduleTimeoutSeconds"], 100);
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+}
