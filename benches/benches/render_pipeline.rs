@@ -1,5 +1,6 @@
-//! In-process `render()`: a torch TrainJob with 8 nodes (plain and with a runtime patch) and an MPI job with
-//! 1,000 nodes (1,000-line hostfile). Allocations per render are counted with `stats_alloc` and printed.
+//! In-process `render()`: a torch TrainJob with 8 nodes (plain and with a runtime patch), an MPI job with
+//! 1,000 nodes (1,000-line hostfile) and a Flux job with 4 nodes (scripts and the X25519 CURVE key).
+//! Allocations per render are counted with `stats_alloc` and printed.
 //!
 //! Run: `cargo bench -p kubetrain-benches --bench render_pipeline`
 
@@ -57,6 +58,28 @@ metadata: {name: bench, namespace: default, uid: 5f0c1d2e}
 spec:
   runtimeRef: {name: deepspeed-distributed}
   trainer: {numNodes: 1000, resourcesPerNode: {limits: {nvidia.com/gpu: '8'}}}
+";
+
+const FLUX: &str = "
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: flux-distributed}
+spec:
+  mlPolicy: {numNodes: 1, flux: {}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+            spec: {template: {spec: {containers: [{name: node, image: 'ubuntu:jammy'}]}}}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: bench, namespace: default, uid: 5f0c1d2e}
+spec:
+  runtimeRef: {name: flux-distributed}
+  trainer: {numNodes: 4, numProcPerNode: 4, command: [lmp, -in, in.reaxc.hns]}
 ";
 
 fn job(yaml: &str) -> TrainJob {
@@ -119,6 +142,19 @@ fn benches(c: &mut Criterion) {
         "render/mpi_1000_nodes_with_new_ssh_key",
         &mpi,
         runtime,
+        Observed::default(),
+    );
+    let docs = parse_documents(FLUX).expect("bench fixture parses");
+    let (Document::ClusterTrainingRuntime(flux_runtime), Document::TrainJob(flux)) =
+        (&docs[0].document, &docs[1].document)
+    else {
+        panic!("expected a runtime and a TrainJob");
+    };
+    bench_one(
+        c,
+        "render/flux_4_nodes",
+        flux,
+        &flux_runtime.spec,
         Observed::default(),
     );
 }

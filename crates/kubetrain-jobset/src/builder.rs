@@ -33,14 +33,10 @@ pub fn endpoints(info: &Info, job: &TrainJob, index: usize) -> impl Iterator<Ite
 
 /// PreBuildSync: `parallelism = completions = count` on the first replicatedJob named like each pod set.
 pub fn sync_parallelism(info: &mut Info) {
-    for i in 0..info.pod_sets.len() {
-        let (name, count) = (info.pod_sets[i].name.clone(), info.pod_sets[i].count);
-        if let Some(rjob) = info
-            .spec
-            .replicated_jobs
-            .iter_mut()
-            .find(|r| r.name == name)
-        {
+    let Info { pod_sets, spec, .. } = info;
+    for ps in pod_sets.iter() {
+        let (name, count) = (&ps.name, ps.count);
+        if let Some(rjob) = spec.replicated_jobs.iter_mut().find(|r| &r.name == name) {
             let spec = rjob.template.spec.get_or_insert_with(Default::default);
             spec.parallelism = Some(count);
             spec.completions = Some(count);

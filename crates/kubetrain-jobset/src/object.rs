@@ -74,17 +74,15 @@ impl Object {
 
 /// Sorts objects as `kubetrain render` prints them: the JobSet first, then by apiVersion, kind and name.
 pub fn sort(objects: &mut [Object]) {
-    objects.sort_by(|a, b| {
-        let key = |o: &Object| {
-            (
-                !matches!(o, Object::JobSet(_)),
-                o.api_version(),
-                o.kind(),
-                o.name().to_owned(),
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    fn key(o: &Object) -> (bool, &'static str, &'static str, &str) {
+        (
+            !matches!(o, Object::JobSet(_)),
+            o.api_version(),
+            o.kind(),
+            o.name(),
+        )
+    }
+    objects.sort_by(|a, b| key(a).cmp(&key(b)));
 }
 
 /// The controller owner reference every child carries. Its `uid` is empty when the TrainJob has none; see
