@@ -1,5 +1,5 @@
 //! The TrainJob controller: kube-runtime's `Controller` over TrainJobs, owning JobSets, ConfigMaps, Secrets and
-//! PodGroups, with a level-triggered [`reconcile`] (read what exists, render the full desired state, apply it)
+//! PodGroups, with a level-triggered [`reconcile()`] (read what exists, render the full desired state, apply it)
 //! and a per-TrainJob exponential [`error_policy`].
 //!
 //! One reconcile, in request order:
