@@ -47,7 +47,8 @@ fn bench(c: &mut Criterion) {
     }
     let admission = Admission::new(server.client());
 
-    let valid = review(json!({"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 8}}));
+    let valid =
+        review(json!({"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 8}}));
     let invalid = review(json!({
         "runtimeRef": {"name": "torch-distributed"},
         "trainer": {"numNodes": -1, "env": [{"name": "PET_NNODES", "value": "2"}]}
@@ -64,7 +65,9 @@ fn bench(c: &mut Criterion) {
 
     // Sanity: the three cases take the paths their names say.
     let answer = |route, body: &[u8]| {
-        let review = rt.block_on(admission.review(route, body)).expect("a review");
+        let review = rt
+            .block_on(admission.review(route, body))
+            .expect("a review");
         review.response.expect("a response")
     };
     assert!(answer(Route::ValidateTrainJob, &valid).allowed);
@@ -78,7 +81,10 @@ fn bench(c: &mut Criterion) {
         ("mutate_create", Route::MutateTrainJob, &patched),
     ] {
         group.bench_function(name, |b| {
-            b.iter(|| rt.block_on(admission.review(route, black_box(body))).expect("review"))
+            b.iter(|| {
+                rt.block_on(admission.review(route, black_box(body)))
+                    .expect("review")
+            })
         });
     }
     group.finish();
