@@ -52,7 +52,10 @@ mod tests {
         tx.send(false).unwrap();
         assert!(!view.is_leader());
         drop(tx);
-        assert!(!view.acquired().await, "no election task: leadership never comes");
+        assert!(
+            !view.acquired().await,
+            "no election task: leadership never comes"
+        );
     }
 
     #[test]
