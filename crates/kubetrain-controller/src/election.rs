@@ -1,5 +1,5 @@
 //! Leader election with a `coordination.k8s.io/v1` Lease, as client-go's `leaderelection` does it, driving
-//! the [`Leadership`](crate::leadership::Leadership) view that gates the controller's writes.
+//! the [`Leadership`] view that gates the controller's writes.
 //!
 //! Every replica runs the loop; one holds the Lease:
 //! - a missing Lease is created, an expired one (renewTime + leaseDurationSeconds in the past, or no holder)
