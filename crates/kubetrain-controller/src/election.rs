@@ -189,15 +189,18 @@ impl LeaderElector {
         &self.config
     }
 
+    /// The Lease as the API server has it now, or `None` when it does not exist.
+    async fn read_lease(&self) -> Result<Option<Lease>, ElectionError> {
+        self.api
+            .get_opt(&self.config.name)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
     /// One round: read the Lease, then create, renew or take it over as the rules allow.
     pub async fn try_acquire_or_renew(&self) -> Result<Round, ElectionError> {
         let now = Timestamp::now();
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.config.name)
-            .await
-            .map_err(|e| self.error(e))?
-        else {
+        let Some(mut lease) = self.read_lease().await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.config.name.clone()),
@@ -242,12 +245,7 @@ impl LeaderElector {
 
     /// Clears the holder if this replica holds the Lease; returns whether it did.
     pub async fn release(&self) -> Result<bool, ElectionError> {
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.config.name)
-            .await
-            .map_err(|e| self.error(e))?
-        else {
+        let Some(mut lease) = self.read_lease().await? else {
             return Ok(false);
         };
         let Some(spec) = lease.spec.as_mut() else {
