@@ -2,15 +2,28 @@
 //! their companions with server-side apply, the admission webhooks, Lease-based leader election and the
 //! Prometheus metrics. `kubetrain-operator` (in `examples/operator`) is a thin composition of this crate.
 //!
+//! | module | job |
+//! |---|---|
+//! | [`controller`] | the kube-runtime Controller and [`run`]: watches, reconcile, error policy |
+//! | [`reconcile`] | pure decisions: what to read, render, apply and write to status |
+//! | [`apply`], [`events`] | server-side apply with one field manager; upstream's events |
+//! | [`backoff`] | per-TrainJob exponential backoff |
+//! | [`webhook`] | HTTPS admission webhooks (validating and runtimePatches defaulting) |
+//! | [`election`], [`leadership`] | Lease leader election and the "may I write" view it drives |
+//! | [`http`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics |
+//! | [`permissions`] | the RBAC rules the controller needs (the install manifests are tested against them) |
+//!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
 
 pub mod apply;
 pub mod backoff;
 pub mod controller;
+pub mod election;
 mod error;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
+pub mod http;
 pub mod leadership;
 pub mod metrics;
 #[cfg(feature = "mock")]
@@ -19,16 +32,12 @@ pub mod permissions;
 pub mod reconcile;
 #[cfg(test)]
 mod scenarios;
+mod serving;
 mod settings;
+pub mod webhook;
 
 pub use controller::run;
 pub use error::{Error, Result};
 pub use leadership::Leadership;
 pub use metrics::Metrics;
 pub use settings::{EVENT_REPORTER, FIELD_MANAGER, Settings};
-// modules: controller (ctl helper)
-// modules: webhook, leader election, http endpoints (op helper)
-pub mod election;
-pub mod http;
-mod serving;
-pub mod webhook;
