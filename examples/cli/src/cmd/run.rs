@@ -12,6 +12,7 @@ use kubetrain_client::QueueError;
 use kubetrain_client::local::capacity::Capacity;
 use kubetrain_client::local::queue::{LocalQueue, Pending, QueueingStrategy, Ticket};
 use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
 /// `kubetrain run` arguments.
@@ -257,6 +258,7 @@ fn rank_env(pod: &local::PodPlan) -> String {
 async fn wait_in_queue(
     mut ticket: Ticket,
     progress_every: u64,
+    interrupt: &mut Signal,
 ) -> std::result::Result<Ticket, ExitCode> {
     let start = Instant::now();
     let every = Duration::from_secs(progress_every.max(1));
@@ -271,7 +273,7 @@ async fn wait_in_queue(
                 shown = Some((pending.clone(), Instant::now()));
             }
         }) => r,
-        _ = tokio::signal::ctrl_c() => {
+        _ = interrupt.recv() => {
             eprintln!("interrupted while waiting in the local queue");
             return Err(ExitCode::from(130));
         }
@@ -307,6 +309,16 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         remap_ports: !args.keep_ports,
     };
     let mut plan = local::prepare(&yaml, &catalog, &options)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // Ctrl-C is caught from before the run joins the queue: a SIGINT that arrived between booking the
+    // ledger entry and the first wait would otherwise kill the process with its entry still booked.
+    let mut interrupt = {
+        let _context = runtime.enter();
+        signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?
+    };
     let mut ticket = None;
     if !args.ignore_capacity {
         let capacity = args
@@ -352,14 +364,10 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
             }
         }
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
     // Holding the ticket (and booking it again should the ledger be rebuilt) holds the run's share of
     // the machine until the run ends.
     let mut ticket = match ticket {
-        Some(t) => match runtime.block_on(wait_in_queue(t, args.progress_every)) {
+        Some(t) => match runtime.block_on(wait_in_queue(t, args.progress_every, &mut interrupt)) {
             Ok(t) => Some(t),
             Err(code) => return Ok(code),
         },
@@ -416,7 +424,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
             }
         });
         let cancel = async {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if interrupt.recv().await.is_some() {
                 eprintln!("interrupted: stopping every pod");
             } else {
                 std::future::pending::<()>().await;
