@@ -308,7 +308,19 @@ impl ShmQueue {
         if ready(word.load(Ordering::Acquire)) {
             return Ok(());
         }
-        let WaitPolicy { spin } = ctx.wait;
+        let WaitPolicy { spin, yield_for } = ctx.wait;
+        if !yield_for.is_zero() {
+            let begin = Instant::now();
+            while begin.elapsed() < yield_for {
+                std::thread::yield_now();
+                if ready(word.load(Ordering::Acquire)) {
+                    return Ok(());
+                }
+                if self.header().abort.load(Ordering::Relaxed) != 0 {
+                    break;
+                }
+            }
+        }
         if !spin.is_zero() {
             let begin = Instant::now();
             let mut i = 0u32;
