@@ -144,13 +144,23 @@ pub async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Context>) -> Result<Action> 
         Ok(requeue_after) => {
             ctx.backoff.succeeded(&key);
             ctx.metrics.requeue(&key, requeue_after);
-            Ok(requeue_after.map_or_else(Action::await_change, Action::requeue))
+            Ok(next_action(requeue_after, ctx.settings.sync_period))
         }
         Err(error) => {
             ctx.metrics.error(error.metric_label());
             Err(error)
         }
     }
+}
+
+/// What follows a successful reconcile: the earlier of the reconcile's own requeue (a deadline to check)
+/// and the periodic resync; without either, wait for a change.
+fn next_action(requeue_after: Option<Duration>, sync_period: Option<Duration>) -> Action {
+    requeue_after
+        .into_iter()
+        .chain(sync_period)
+        .min()
+        .map_or_else(Action::await_change, Action::requeue)
 }
 
 /// After a failed reconcile: retry after `base × 2^(failures-1)` (capped), counted per TrainJob. Conflicts
@@ -475,4 +485,24 @@ pub async fn run(
         })
         .await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_reconcile_is_the_earlier_of_the_requeue_and_the_resync() {
+        let s = Duration::from_secs;
+        let table = [
+            (None, None, Action::await_change()),
+            (Some(s(30)), None, Action::requeue(s(30))),
+            (None, Some(s(36_000)), Action::requeue(s(36_000))),
+            (Some(s(30)), Some(s(36_000)), Action::requeue(s(30))),
+            (Some(s(40_000)), Some(s(36_000)), Action::requeue(s(36_000))),
+        ];
+        for (requeue, sync, expected) in table {
+            assert_eq!(next_action(requeue, sync), expected, "{requeue:?} {sync:?}");
+        }
+    }
 }

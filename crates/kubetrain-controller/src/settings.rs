@@ -45,6 +45,10 @@ pub struct Settings {
     pub event_reporter: String,
     /// `reportingInstance` of published events (e.g. the pod name); `None` uses the host name.
     pub event_instance: Option<String>,
+    /// Reconcile every TrainJob at least this often, even when nothing changed (controller-runtime's
+    /// `SyncPeriod`, 10 h in upstream's manager and in `kubetrain-operator`): repairs drift that no watch
+    /// event reports, such as a child deleted while the operator was down. `None` waits for changes only.
+    pub sync_period: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -60,6 +64,7 @@ impl Default for Settings {
             leadership_poll: Duration::from_secs(1),
             event_reporter: EVENT_REPORTER.to_owned(),
             event_instance: None,
+            sync_period: None,
         }
     }
 }

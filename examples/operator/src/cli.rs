@@ -100,6 +100,11 @@ pub(crate) struct Cli {
     #[arg(long, env = "KUBETRAIN_CONCURRENCY", default_value_t = 5)]
     pub concurrency: u16,
 
+    /// Reconcile every TrainJob at least this often, even when nothing changed (controller-runtime's
+    /// SyncPeriod); 0 waits for changes only.
+    #[arg(long, env = "KUBETRAIN_SYNC_PERIOD", default_value = "10h", value_parser = parse_duration)]
+    pub sync_period: Duration,
+
     /// Field manager of every server-side apply and status write.
     #[arg(long, env = "KUBETRAIN_FIELD_MANAGER", default_value = kubetrain_controller::FIELD_MANAGER)]
     pub field_manager: String,
@@ -174,6 +179,7 @@ mod tests {
         assert_eq!(cli.leader_elect_renew_deadline, Duration::from_secs(10));
         assert_eq!(cli.leader_elect_retry_period, Duration::from_secs(2));
         assert_eq!(cli.concurrency, 5);
+        assert_eq!(cli.sync_period, Duration::from_secs(10 * 3600));
         assert_eq!(cli.log_format, LogFormat::Json);
         let off = Cli::try_parse_from(["kubetrain-operator", "--leader-elect=false"]).unwrap();
         assert!(!off.leader_elect);

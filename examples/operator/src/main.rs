@@ -185,6 +185,7 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
         namespace: cli.watch_namespace.clone(),
         concurrency: cli.concurrency,
         event_instance: cli.leader_elect_identity.clone(),
+        sync_period: Some(cli.sync_period).filter(|p| !p.is_zero()),
         ..Settings::default()
     };
     let controller =

@@ -45,6 +45,7 @@ fn help_mentions_every_flag_and_its_environment_variable() {
         ("--leader-elect-identity", "POD_NAME"),
         ("--watch-namespace", "KUBETRAIN_WATCH_NAMESPACE"),
         ("--concurrency", "KUBETRAIN_CONCURRENCY"),
+        ("--sync-period", "KUBETRAIN_SYNC_PERIOD"),
         ("--field-manager", "KUBETRAIN_FIELD_MANAGER"),
         ("--log-format", "KUBETRAIN_LOG_FORMAT"),
         ("--kubeconfig", "KUBETRAIN_KUBECONFIG"),
