@@ -3,6 +3,8 @@
 //! A document is read into a `serde_json::Value` first, then into its typed form with the path of any type error,
 //! then written back and compared with the input: whatever the input had that the typed form did not keep is an
 //! unknown field (a typo, or a field removed upstream), reported with its path and the closest known name.
+//! The common case (nothing unknown) is proven without building the written-back value, by serializing the
+//! typed form next to the input; only a document that fails that proof is compared the long way.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -12,6 +14,7 @@ use crate::constants::{
     API_VERSION, CLUSTER_TRAINING_RUNTIME_KIND, TRAINING_RUNTIME_KIND, TRAINJOB_KIND,
 };
 use crate::error::FieldError;
+use crate::kept_keys::is_empty_value;
 use crate::{ClusterTrainingRuntime, TrainJob, TrainingRuntime};
 
 /// One parsed trainer object.
@@ -218,6 +221,13 @@ fn typed<T>(value: &Value) -> Result<T, Vec<FieldError>>
 where
     T: serde::de::DeserializeOwned + Serialize,
 {
+    // Fast path: a plain read and a walk that proves no key was dropped; anything else takes the exact path
+    // below, which alone produces the errors (with their paths and hints).
+    if let Ok(object) = T::deserialize(value)
+        && crate::kept_keys::keeps_every_key(&object, value)
+    {
+        return Ok(object);
+    }
     let object: T = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = clean_path(&e.path().to_string());
         vec![FieldError::error(
@@ -277,15 +287,6 @@ fn unknown_fields(input: &Value, kept: &Value, path: &mut String, out: &mut Vec<
             }
         }
         _ => {}
-    }
-}
-
-/// Null and empty lists carry no information, so dropping them loses nothing.
-fn is_empty_value(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Array(items) => items.is_empty(),
-        _ => false,
     }
 }
 

@@ -17,6 +17,7 @@ use kubetrain_jobset::ssh::{ChaCha20Rng, seed_from_text, seeded_rng};
 use kubetrain_jobset::{
     Object, Observed, RenderOptions, TrainJobStatusOptions, builtin, render_with, resolve,
 };
+use serde::Deserialize;
 use serde_json::Value;
 
 /// `kubetrain render` arguments.
@@ -58,10 +59,11 @@ enum Format {
     Json,
 }
 
-/// Splits a YAML stream into documents at `---` lines without reading it all.
+/// Splits a YAML stream into documents at `---` lines without reading it all. Lines are appended straight to
+/// the document's buffer (no string per line); the text is checked as UTF-8 once per document.
 struct Documents<R> {
     lines: R,
-    pending: Option<String>,
+    pending: Option<Vec<u8>>,
     done: bool,
 }
 
@@ -69,10 +71,18 @@ impl<R: BufRead> Documents<R> {
     fn new(lines: R) -> Self {
         Self {
             lines,
-            pending: Some(String::new()),
+            pending: Some(Vec::new()),
             done: false,
         }
     }
+}
+
+/// The error `BufRead::read_line` gives for text that is not UTF-8.
+fn not_utf8() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "stream did not contain valid UTF-8",
+    )
 }
 
 impl<R: BufRead> Iterator for Documents<R> {
@@ -83,32 +93,38 @@ impl<R: BufRead> Iterator for Documents<R> {
             return None;
         }
         let mut doc = self.pending.take().unwrap_or_default();
-        let mut line = String::new();
         loop {
-            line.clear();
-            match self.lines.read_line(&mut line) {
+            let start = doc.len();
+            match self.lines.read_until(b'\n', &mut doc) {
                 Err(e) => return Some(Err(e)),
                 Ok(0) => {
                     self.done = true;
-                    return Some(Ok(doc));
+                    return Some(String::from_utf8(doc).map_err(|_| not_utf8()));
                 }
                 Ok(_) => {}
             }
+            let line = &doc[start..];
+            if !(line.starts_with(b"---") || line.starts_with(b"...")) {
+                continue;
+            }
+            let Ok(line) = std::str::from_utf8(line) else {
+                return Some(Err(not_utf8()));
+            };
             let trimmed = line.trim_end();
             if trimmed == "---" || trimmed.starts_with("--- ") {
                 // Content after the marker (`--- {a: 1}`) belongs to the next document.
                 let rest = trimmed[3..].trim_start();
                 self.pending = Some(if rest.is_empty() {
-                    String::new()
+                    Vec::new()
                 } else {
-                    format!("{rest}\n")
+                    format!("{rest}\n").into_bytes()
                 });
-                return Some(Ok(doc));
+                doc.truncate(start);
+                return Some(String::from_utf8(doc).map_err(|_| not_utf8()));
             }
             if trimmed == "..." {
-                continue;
+                doc.truncate(start);
             }
-            doc.push_str(&line);
         }
     }
 }
@@ -126,7 +142,8 @@ fn parse(text: &str, index: usize) -> Result<Option<Document>, Vec<FieldError>> 
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let value: Value = serde_saphyr::from_str(text).map_err(|e| {
+    // The fast reader for plain manifests, serde-saphyr for anything else (same value, same errors).
+    let value: Value = kubetrain_api::fast_yaml::from_str(text).map_err(|e| {
         vec![
             FieldError::error("", format!("invalid YAML: {e}"))
                 .on("document", &format!("#{index}")),
@@ -186,6 +203,7 @@ fn rng_for(job: &TrainJob, seed: Option<u64>) -> ChaCha20Rng {
 struct Output<W: Write> {
     out: W,
     buf: String,
+    yaml: kubetrain_jobset::yaml::Writer,
     format: Format,
     written: usize,
 }
@@ -205,7 +223,7 @@ impl<W: Write> Output<W> {
                     self.out.write_all(b"---\n")?;
                 }
                 self.buf.clear();
-                kubetrain_jobset::yaml::write(&mut self.buf, &serde_json::to_value(object)?);
+                self.yaml.write(&mut self.buf, object)?;
                 self.out.write_all(self.buf.as_bytes())?;
             }
             Format::Json => {
@@ -290,6 +308,7 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
     let mut out = Output {
         out: BufWriter::with_capacity(1 << 16, stdout),
         buf: String::new(),
+        yaml: Default::default(),
         format: args.output,
         written: 0,
     };
@@ -308,7 +327,11 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
         // With --no-validate, a TrainJob is read straight into its typed form (no unknown-field pass);
         // anything else takes the checked path below.
         let fast = if args.no_validate {
-            serde_saphyr::from_str::<TrainJob>(&text).ok()
+            // The fast reader's value read as a TrainJob is what serde-saphyr reads (a differential fuzz target
+            // checks it); when either step declines, serde-saphyr's own typed read decides, as before.
+            kubetrain_api::fast_yaml::parse(&text)
+                .and_then(|value| TrainJob::deserialize(&value).ok())
+                .or_else(|| serde_saphyr::from_str::<TrainJob>(&text).ok())
         } else {
             None
         };
