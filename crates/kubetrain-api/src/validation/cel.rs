@@ -1,10 +1,17 @@
-//! The CRD's CEL rules (`x-kubernetes-validations`), evaluated client-side with kube-cel.
+//! The CRD's CEL rules (`x-kubernetes-validations`).
+//!
+//! kube-cel is the reference. When every rule of a schema is of a shape [`super::cel_rules`] recognises, the
+//! native evaluator ([`super::cel_native`]) runs instead (about a hundred times faster: no CEL values are built,
+//! no regex is compiled per call, only paths that lead to rules are visited). If the native evaluator meets a
+//! value it does not model exactly, that object goes to kube-cel, so the findings are always kube-cel's.
 
 use std::sync::OnceLock;
 
 use kube::core::cel::{CompiledSchema, ErrorKind, Validator, compile_schema};
 use serde_json::Value;
 
+use super::cel_native::{self, Shape};
+use super::schema::{self, Constraints};
 use crate::crd::{runtime_schema, trainjob_schema};
 use crate::error::FieldError;
 
@@ -15,27 +22,69 @@ pub(crate) enum SchemaKind {
     Runtime,
 }
 
-struct Compiled {
+impl SchemaKind {
+    fn schema(self) -> &'static Value {
+        match self {
+            SchemaKind::TrainJob => trainjob_schema(),
+            SchemaKind::Runtime => runtime_schema(),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            SchemaKind::TrainJob => 0,
+            SchemaKind::Runtime => 1,
+        }
+    }
+}
+
+struct Reference {
     validator: Validator,
     schema: CompiledSchema,
 }
 
-fn compiled(kind: SchemaKind) -> &'static Compiled {
-    static TRAINJOB: OnceLock<Compiled> = OnceLock::new();
-    static RUNTIME: OnceLock<Compiled> = OnceLock::new();
-    let (cell, schema) = match kind {
-        SchemaKind::TrainJob => (&TRAINJOB, trainjob_schema()),
-        SchemaKind::Runtime => (&RUNTIME, runtime_schema()),
-    };
-    cell.get_or_init(|| Compiled {
+/// kube-cel's compiled schema, built on first use (only objects that need it pay for it).
+fn reference(kind: SchemaKind) -> &'static Reference {
+    static CELLS: [OnceLock<Reference>; 2] = [OnceLock::new(), OnceLock::new()];
+    CELLS[kind.index()].get_or_init(|| Reference {
         validator: Validator::new(),
-        schema: compile_schema(schema),
+        schema: compile_schema(kind.schema()),
     })
+}
+
+/// The native rule tree, or `None` when some rule of the schema is not recognised.
+pub(crate) fn native(kind: SchemaKind) -> Option<&'static Shape> {
+    static CELLS: [OnceLock<Option<Shape>>; 2] = [OnceLock::new(), OnceLock::new()];
+    CELLS[kind.index()]
+        .get_or_init(|| cel_native::compile(kind.schema()))
+        .as_ref()
+}
+
+/// The schema's value constraints, compiled once.
+pub(crate) fn constraints(kind: SchemaKind) -> Option<&'static Constraints> {
+    static CELLS: [OnceLock<Option<Constraints>>; 2] = [OnceLock::new(), OnceLock::new()];
+    CELLS[kind.index()]
+        .get_or_init(|| schema::compile(kind.schema()))
+        .as_ref()
 }
 
 /// Evaluates every CEL rule of the kind's schema on `object` (and transition rules against `old`).
 pub(crate) fn check(kind: SchemaKind, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let compiled = compiled(kind);
+    if let Some(shape) = native(kind)
+        && let Ok(errors) = cel_native::check(shape, object, old)
+    {
+        return errors;
+    }
+    check_with_kube_cel(kind, object, old)
+}
+
+/// The reference: kube-cel's `validate_compiled` (its order of findings follows its hash maps).
+pub(crate) fn check_with_kube_cel(
+    kind: SchemaKind,
+    object: &Value,
+    old: Option<&Value>,
+) -> Vec<FieldError> {
+    let compiled = reference(kind);
     match compiled
         .validator
         .validate_compiled(&compiled.schema, object, old)

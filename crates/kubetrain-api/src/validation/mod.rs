@@ -29,6 +29,10 @@
 //! ```
 
 mod cel;
+mod cel_native;
+mod cel_rules;
+#[cfg(test)]
+mod differential_tests;
 mod schema;
 mod webhook;
 
@@ -41,7 +45,6 @@ use crate::catalog::RuntimeCatalog;
 use crate::constants::{
     CLUSTER_TRAINING_RUNTIME_KIND, SUPPORT_DEPRECATED, SUPPORT_LABEL, WEBHOOK_VALIDATION_LABEL,
 };
-use crate::crd::{runtime_schema, trainjob_schema};
 use crate::document::Document;
 use crate::error::FieldError;
 use crate::jobset::JobSet;
@@ -143,13 +146,16 @@ fn schema_and_cel<T: Serialize>(kind: SchemaKind, object: &T, old: Option<&T>) -
         return Vec::new();
     };
     let old = old.and_then(|o| serde_json::to_value(o).ok());
-    let schema = match kind {
-        SchemaKind::TrainJob => trainjob_schema(),
-        SchemaKind::Runtime => runtime_schema(),
-    };
+    schema_and_cel_value(kind, &value, old.as_ref())
+}
+
+/// Schema constraints, then CEL rules, on one serialised value (shared by both).
+fn schema_and_cel_value(kind: SchemaKind, value: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    schema::check(schema, &value, &mut String::new(), &mut errors);
-    errors.extend(cel::check(kind, &value, old.as_ref()));
+    if let Some(constraints) = cel::constraints(kind) {
+        schema::check(constraints, value, &mut errors);
+    }
+    errors.extend(cel::check(kind, value, old));
     errors
 }
 
@@ -160,8 +166,5 @@ fn attribute(errors: Vec<FieldError>, kind: &str, name: &str) -> Vec<FieldError>
 /// Checks a raw JSON value against the TrainJob CRD schema and CEL rules without typed parsing (for webhooks
 /// that receive JSON).
 pub fn validate_trainjob_value(value: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    schema::check(trainjob_schema(), value, &mut String::new(), &mut errors);
-    errors.extend(cel::check(SchemaKind::TrainJob, value, old));
-    errors
+    schema_and_cel_value(SchemaKind::TrainJob, value, old)
 }
