@@ -110,6 +110,10 @@ fn ancestor(job: &ReplicatedJob) -> Option<&str> {
 
 /// JobSet plugin: initializer jobs and runtime patch targets.
 fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
+    // Most TrainJobs have neither initializers nor patches: then there is nothing to index.
+    if job.spec.initializer.is_none() && job.spec.runtime_patches.is_empty() {
+        return;
+    }
     let jobs = &runtime.template.spec.replicated_jobs;
     let names: BTreeMap<&str, BTreeSet<&str>> = jobs
         .iter()
