@@ -114,9 +114,16 @@ const RESERVED: &[&str] = &[
     "while",
 ];
 
+/// The longest rule recognised, in tokens (keeps the recursive descent shallow).
+const MAX_TOKENS: usize = 256;
+
 /// Parses `rule`, or `None` when it is outside the recognised subset.
 pub(crate) fn parse(rule: &str) -> Option<Expr> {
     let tokens = tokenize(rule)?;
+    // Nesting is bounded by the token count; real rules are far shorter, long ones stay with kube-cel.
+    if tokens.len() > MAX_TOKENS {
+        return None;
+    }
     let mut parser = Parser { tokens, at: 0 };
     let expr = parser.or()?;
     (parser.at == parser.tokens.len()).then_some(expr)
@@ -404,6 +411,32 @@ mod tests {
         ];
         for rule in refused {
             assert!(parse(rule).is_none(), "{rule} should be refused");
+        }
+    }
+
+    #[test]
+    fn deep_or_long_rules_are_left_to_kube_cel() {
+        let deep = format!("{}self >= 1{}", "(".repeat(10_000), ")".repeat(10_000));
+        assert!(parse(&deep).is_none());
+        let nested = format!("{}self >= 1{}", "(".repeat(20), ")".repeat(20));
+        assert!(parse(&nested).is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_any_text_never_panics(rule in "\\PC{0,64}") {
+            let _ = parse(&rule);
+        }
+
+        #[test]
+        fn parsing_rule_like_text_never_panics(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "self", "oldSelf", ".", "metadata", "name", "matches", "(", ")", "'^a$'", "'é'", "==", "!=", ">=",
+                "<", "||", "&&", "!", "has", "size", "[", "]", ",", "in", "1", "99999999999999999999", "é", "\"",
+            ]), 0..24)
+        ) {
+            let _ = parse(&parts.join(" "));
+            let _ = parse(&parts.concat());
         }
     }
 
