@@ -19,7 +19,35 @@ const MAX_KEYS: usize = 48;
 /// `true` when `serde_json::to_value(object)` would succeed and keep every input key whose value is not null
 /// or an empty list, at every depth (the rule of the unknown-field check); `false` when that is not certain.
 pub(crate) fn keeps_every_key<T: Serialize + ?Sized>(object: &T, input: &Value) -> bool {
-    matches!(object.serialize(Check { input }), Ok(true))
+    matches!(
+        object.serialize(Check {
+            input,
+            rule: Rule::KeepEveryKey
+        }),
+        Ok(true)
+    )
+}
+
+/// `true` when no struct or map of `object` stands where the input has a list. serde_json reads a struct from a
+/// list (field by field), serde-saphyr does not; with this, a typed read from JSON data is one serde-saphyr's
+/// typed read of the same YAML would also make (the unchecked fast path relies on it).
+pub(crate) fn maps_from_maps<T: Serialize + ?Sized>(object: &T, input: &Value) -> bool {
+    matches!(
+        object.serialize(Check {
+            input,
+            rule: Rule::MapsFromMaps
+        }),
+        Ok(true)
+    )
+}
+
+/// What the walk proves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    /// Every non-empty input key is written back (the unknown-field check's rule).
+    KeepEveryKey,
+    /// No map or struct is written where the input has a list.
+    MapsFromMaps,
 }
 
 /// Null and empty lists carry no information; the unknown-field check lets the typed form drop them.
@@ -54,6 +82,7 @@ const NULL: Value = Value::Null;
 /// Serializes one node next to the input node at the same path (`null` where the input has none).
 struct Check<'v> {
     input: &'v Value,
+    rule: Rule,
 }
 
 impl<'v> ser::Serializer for Check<'v> {
@@ -162,6 +191,7 @@ impl<'v> ser::Serializer for Check<'v> {
                 _ => &[],
             },
             index: 0,
+            rule: self.rule,
             keeps: true,
         })
     }
@@ -181,7 +211,11 @@ impl<'v> ser::Serializer for Check<'v> {
         Err(Unsure)
     }
     fn serialize_map(self, _: Option<usize>) -> Result<MapCheck<'v>, Unsure> {
+        if self.rule == Rule::MapsFromMaps && self.input.is_array() {
+            return Err(Unsure);
+        }
         Ok(MapCheck {
+            rule: self.rule,
             input: self.input.as_object(),
             seen: [""; MAX_KEYS],
             seen_len: 0,
@@ -211,6 +245,7 @@ impl<'v> ser::Serializer for Check<'v> {
 struct SeqCheck<'v> {
     input: &'v [Value],
     index: usize,
+    rule: Rule,
     keeps: bool,
 }
 
@@ -218,7 +253,10 @@ impl SeqCheck<'_> {
     fn item<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsure> {
         let input = self.input.get(self.index).unwrap_or(&NULL);
         self.index += 1;
-        self.keeps &= value.serialize(Check { input })?;
+        self.keeps &= value.serialize(Check {
+            input,
+            rule: self.rule,
+        })?;
         Ok(())
     }
 }
@@ -258,6 +296,7 @@ impl ser::SerializeTupleStruct for SeqCheck<'_> {
 
 /// A map or struct next to the input object (none when the input is not an object).
 struct MapCheck<'v> {
+    rule: Rule,
     input: Option<&'v Map<String, Value>>,
     /// Input keys the object wrote (the input's own strings, compared by address).
     seen: [&'v str; MAX_KEYS],
@@ -270,7 +309,10 @@ struct MapCheck<'v> {
 impl<'v> MapCheck<'v> {
     fn entry<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Unsure> {
         let input = self.lookup(key)?;
-        self.keeps &= value.serialize(Check { input })?;
+        self.keeps &= value.serialize(Check {
+            input,
+            rule: self.rule,
+        })?;
         Ok(())
     }
 
@@ -288,7 +330,7 @@ impl<'v> MapCheck<'v> {
     }
 
     fn finish(self) -> Result<bool, Unsure> {
-        let Some(input) = self.input else {
+        let Some(input) = self.input.filter(|_| self.rule == Rule::KeepEveryKey) else {
             return Ok(self.keeps);
         };
         let seen = &self.seen[..self.seen_len];
@@ -309,7 +351,10 @@ impl ser::SerializeMap for MapCheck<'_> {
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsure> {
         let input = self.pending.take().ok_or(Unsure)?;
-        self.keeps &= value.serialize(Check { input })?;
+        self.keeps &= value.serialize(Check {
+            input,
+            rule: self.rule,
+        })?;
         Ok(())
     }
     fn end(self) -> Result<bool, Unsure> {
@@ -482,6 +527,17 @@ mod tests {
                 "{kept} vs {input}"
             );
         }
+    }
+
+    #[test]
+    fn maps_must_come_from_maps() {
+        let typed = json!({"trainer": {"numNodes": 2}});
+        assert!(maps_from_maps(
+            &typed,
+            &json!({"trainer": {"numNodes": 2, "x": 1}})
+        ));
+        assert!(!maps_from_maps(&typed, &json!({"trainer": [2]})));
+        assert!(maps_from_maps(&json!({"a": [1]}), &json!({"a": [1]})));
     }
 
     #[derive(Serialize)]

@@ -17,7 +17,6 @@ use kubetrain_jobset::ssh::{ChaCha20Rng, seed_from_text, seeded_rng};
 use kubetrain_jobset::{
     Object, Observed, RenderOptions, TrainJobStatusOptions, builtin, render_with, resolve,
 };
-use serde::Deserialize;
 use serde_json::Value;
 
 /// `kubetrain render` arguments.
@@ -327,10 +326,9 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
         // With --no-validate, a TrainJob is read straight into its typed form (no unknown-field pass);
         // anything else takes the checked path below.
         let fast = if args.no_validate {
-            // The fast reader's value read as a TrainJob is what serde-saphyr reads (a differential fuzz target
-            // checks it); when either step declines, serde-saphyr's own typed read decides, as before.
-            kubetrain_api::fast_yaml::parse(&text)
-                .and_then(|value| TrainJob::deserialize(&value).ok())
+            // The fast reader's TrainJob is the one serde-saphyr reads (a differential fuzz target checks it);
+            // when it declines, serde-saphyr's own typed read decides, as before.
+            kubetrain_api::fast_yaml::from_str_typed::<TrainJob>(&text)
                 .or_else(|| serde_saphyr::from_str::<TrainJob>(&text).ok())
         } else {
             None
