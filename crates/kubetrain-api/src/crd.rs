@@ -77,6 +77,45 @@ pub fn runtime_schema() -> &'static Value {
     })
 }
 
+/// The TrainJob schema as validation reads it: [`trainjob_schema`] without descriptions, embedded at build
+/// time. Generating the schema (schemars plus kube's structural rewriter over the whole PodSpec) costs about
+/// 0.1 s per process, which a `kubetrain render` of 10,000 TrainJobs would otherwise spend before the first
+/// one; parsing the embedded JSON takes a few milliseconds. A test keeps the file equal to the generated
+/// schema (`KUBETRAIN_BLESS=1 cargo test -p kubetrain-api --lib embedded_schemas` rewrites it).
+pub(crate) fn trainjob_validation_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| embedded(EMBEDDED_TRAINJOB, trainjob_schema))
+}
+
+/// The (Cluster)TrainingRuntime schema as validation reads it; see [`trainjob_validation_schema`].
+pub(crate) fn runtime_validation_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| embedded(EMBEDDED_RUNTIME, runtime_schema))
+}
+
+const EMBEDDED_TRAINJOB: &str = include_str!("schemas/trainjob.json");
+const EMBEDDED_RUNTIME: &str = include_str!("schemas/runtime.json");
+
+/// Parses an embedded schema; should the file ever fail to parse, generating it is slower but correct.
+fn embedded(text: &str, generate: fn() -> &'static Value) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| without_descriptions(generate()))
+}
+
+/// A schema without its `description` keywords (a property that happens to be named `description` has an
+/// object schema as its value and stays).
+fn without_descriptions(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, value)| !(key.as_str() == "description" && value.is_string()))
+                .map(|(key, value)| (key.clone(), without_descriptions(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_descriptions).collect()),
+        other => other.clone(),
+    }
+}
+
 fn object_schema(description: &str, spec: Value, status: Option<Value>) -> Value {
     let mut properties = json!({
         "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
@@ -351,5 +390,48 @@ impl CrdSchema for crate::TrainingRuntime {
 impl CrdSchema for crate::ClusterTrainingRuntime {
     fn schema() -> &'static Value {
         runtime_schema()
+    }
+}
+
+#[cfg(test)]
+mod embedded_schemas {
+    use super::*;
+
+    /// The embedded validation schemas equal the generated ones (without descriptions).
+    #[test]
+    fn embedded_schemas_are_up_to_date() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/schemas");
+        for (file, embedded_text, generated) in [
+            ("trainjob.json", EMBEDDED_TRAINJOB, trainjob_schema()),
+            ("runtime.json", EMBEDDED_RUNTIME, runtime_schema()),
+        ] {
+            let expected = without_descriptions(generated);
+            if std::env::var_os("KUBETRAIN_BLESS").is_some() {
+                let text = serde_json::to_string(&expected).expect("a schema serialises");
+                std::fs::write(dir.join(file), text + "\n").expect("write the schema");
+                continue;
+            }
+            let embedded: Value =
+                serde_json::from_str(embedded_text).expect("embedded JSON parses");
+            assert!(
+                embedded == expected,
+                "src/schemas/{file} is stale: run `KUBETRAIN_BLESS=1 cargo test -p kubetrain-api --lib embedded_schemas`"
+            );
+        }
+    }
+
+    #[test]
+    fn descriptions_go_but_a_property_named_description_stays() {
+        let schema = json!({
+            "description": "an object",
+            "properties": {
+                "description": {"type": "string", "description": "a field named description"},
+                "name": {"type": "string", "description": "the name"}
+            }
+        });
+        assert_eq!(
+            without_descriptions(&schema),
+            json!({"properties": {"description": {"type": "string"}, "name": {"type": "string"}}})
+        );
     }
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::cel_native::{self, Shape};
 use super::schema::{self, Constraints};
-use crate::crd::{runtime_schema, trainjob_schema};
+use crate::crd::{runtime_validation_schema, trainjob_validation_schema};
 use crate::error::FieldError;
 
 /// Which schema an object is checked against.
@@ -25,8 +25,8 @@ pub(crate) enum SchemaKind {
 impl SchemaKind {
     fn schema(self) -> &'static Value {
         match self {
-            SchemaKind::TrainJob => trainjob_schema(),
-            SchemaKind::Runtime => runtime_schema(),
+            SchemaKind::TrainJob => trainjob_validation_schema(),
+            SchemaKind::Runtime => runtime_validation_schema(),
         }
     }
 
