@@ -1,5 +1,5 @@
 //! Arbitrary text as a rank's environment and Open MPI hostfile: `RankEnv::from_sources` must never panic,
-//! and what it accepts must be a consistent rank (rank below world size, local rank below local size).
+//! and what it accepts must be a usable rank (rank below world size, a store address).
 #![no_main]
 
 use kubetrain_collective::rendezvous::{RankEnv, hostfile_first_host};
