@@ -21,7 +21,7 @@ use serde_json::{Map, Number, Value};
 
 /// Nesting deeper than this is left to serde-saphyr (and its budget).
 const MAX_DEPTH: usize = 64;
-/// YAML limits implicit keys to 1024 characters; longer ones are left to serde-saphyr.
+/// YAML limits implicit keys to 1024 characters as written; longer ones are left to serde-saphyr.
 const MAX_KEY_LEN: usize = 1000;
 
 /// Reads `text` (one YAML document) as JSON data: the fast path when the document is in the subset, serde-saphyr
@@ -400,6 +400,14 @@ fn plain_start(text: &str) -> bool {
 
 /// A mapping key as a string; keys that would read as anything but a string are declined.
 fn key_string(key: Scalar<'_>) -> Option<String> {
+    // The limit is on the key as written (quotes and escapes included), as the YAML reader counts it.
+    let written = match key {
+        Scalar::Plain(text) => text.len(),
+        Scalar::Single(inner) | Scalar::Double(inner) => inner.len() + 2,
+    };
+    if written > MAX_KEY_LEN {
+        return None;
+    }
     let text = match key {
         Scalar::Plain(text) => match resolve_plain(text)? {
             Value::String(s) => s,
@@ -410,7 +418,7 @@ fn key_string(key: Scalar<'_>) -> Option<String> {
             _ => return None,
         },
     };
-    (text.len() <= MAX_KEY_LEN).then_some(text)
+    Some(text)
 }
 
 fn resolve(scalar: Scalar<'_>) -> Option<Value> {
@@ -590,6 +598,10 @@ spec:
         ] {
             assert_eq!(parse(text), None, "{text:?}");
         }
+        // A key over 1,024 characters as written (here 600 escaped quotes) is not a simple key for YAML.
+        let long_key = format!("'{}': 1\n", "''".repeat(600));
+        assert!(saphyr(&long_key).is_none());
+        assert_eq!(parse(&long_key), None);
         // Past 32 comment lines in a row after `a:`, serde-saphyr gives up; the fast path must not answer.
         let many_comments = format!("a:\n{}  b: 1\n", "# c\n".repeat(40));
         assert!(saphyr(&many_comments).is_none());
