@@ -246,7 +246,7 @@ fn looks_numeric(s: &str) -> bool {
 }
 
 /// Writes serializable objects as YAML without building a `serde_json::Value` first, reusing its buffers between
-/// objects. The bytes are exactly those of [`write`] on `serde_json::to_value(object)` (sorted keys, the last of
+/// objects. The bytes are exactly those of [`write()`] on `serde_json::to_value(object)` (sorted keys, the last of
 /// duplicate keys, the same scalars); a construct it does not take (128-bit integers, `f32`, enum variants with
 /// tuple or struct data, non-string map keys, lists nested directly in lists) goes through `to_value` instead.
 ///
