@@ -15,19 +15,7 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-const TORCH: &str = "
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata: {name: bench, namespace: default, uid: 5f0c1d2e}
-spec:
-  runtimeRef: {name: torch-distributed}
-  trainer:
-    numNodes: 8
-    image: example.com/train:1
-    command: [torchrun, train.py]
-    env: [{name: EPOCHS, value: '3'}]
-    resourcesPerNode: {limits: {cpu: '8', memory: 32Gi, nvidia.com/gpu: '8'}}
-";
+use kubetrain_benches::TORCH_8_NODES as TORCH;
 
 const TORCH_PATCHED: &str = "
 apiVersion: trainer.kubeflow.org/v1alpha1

@@ -695,30 +695,7 @@ fn escape_collides(map: &Map<String, Value>, shape: &Shape) -> bool {
 
 /// kube-cel's field-name escaping (apiserver `model.Escape`).
 fn escape_field_name(name: &str) -> String {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
-    if RESERVED.contains(&name) {
+    if cel_rules::RESERVED.contains(&name) {
         return format!("__{name}__");
     }
     let mut escaped = String::with_capacity(name.len() * 2);

@@ -90,7 +90,7 @@ impl Expr {
 }
 
 /// CEL words kube-cel escapes as field names (`__in__`), and literal words that are not identifiers.
-const RESERVED: &[&str] = &[
+pub(super) const RESERVED: &[&str] = &[
     "true",
     "false",
     "null",
