@@ -115,6 +115,30 @@ fn trainer(rjob: &mut ReplicatedJob, job: &TrainJob, info: &Info, launcher_as_no
     }
 }
 
+/// Drops an empty `env` list from every container and init container of the job's pod template. Upstream
+/// builds the JobSet as an apply configuration whose `env` is `omitempty`: an empty list (from the runtime,
+/// or a TrainJob without env upserted into nothing) is never applied, so server-side apply does not make the
+/// operator own an empty list.
+fn omit_empty_env(rjob: &mut ReplicatedJob) {
+    let Some(pod) = rjob
+        .template
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+    else {
+        return;
+    };
+    let containers = pod
+        .containers
+        .iter_mut()
+        .chain(pod.init_containers.iter_mut().flatten());
+    for c in containers {
+        if c.env.as_ref().is_some_and(Vec::is_empty) {
+            c.env = None;
+        }
+    }
+}
+
 fn merge_into(target: &mut Option<BTreeMap<String, String>>, entries: &BTreeMap<String, String>) {
     if !entries.is_empty() {
         target
@@ -134,6 +158,7 @@ pub fn build_jobset(info: &Info, job: &TrainJob) -> JobSet {
             _ => {}
         }
         trainer(rjob, job, info, launcher_as_node);
+        omit_empty_env(rjob);
         let template = &mut rjob
             .template
             .spec

@@ -788,3 +788,170 @@ fn rendered_quantities_are_canonical_as_the_api_server_stores_them() {
         Some("auto")
     );
 }
+
+/// A runtime without an ML policy (PlainML) whose trainer, initializer, sidecar and init containers carry no
+/// env, or an explicitly empty one.
+const PLAIN_RUNTIME: &str = "
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: plain}
+spec:
+  template:
+    spec:
+      replicatedJobs:
+        - name: dataset-initializer
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
+            spec:
+              template:
+                spec:
+                  containers: [{name: dataset-initializer, image: i, env: []}]
+        - name: node
+          template:
+            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+            spec:
+              template:
+                spec:
+                  initContainers: [{name: prepare, image: p, env: []}]
+                  containers: [{name: node, image: x}, {name: sidecar, image: s, env: []}]
+---
+";
+
+/// One container's env: `(replicatedJob, container, env names or None when absent)`.
+type EnvRow = (String, String, Option<Vec<String>>);
+
+/// Every container of the rendered JobSet as an [`EnvRow`].
+fn env_table(js: &JobSet) -> Vec<EnvRow> {
+    let mut rows = Vec::new();
+    for rjob in &js.spec.replicated_jobs {
+        let pod = pod(js, &rjob.name);
+        let containers = pod.init_containers.iter().flatten().chain(&pod.containers);
+        for c in containers {
+            let env = c
+                .env
+                .as_ref()
+                .map(|e| e.iter().map(|v| v.name.clone()).collect());
+            rows.push((rjob.name.clone(), c.name.clone(), env));
+        }
+    }
+    rows
+}
+
+#[test]
+fn empty_env_is_omitted_where_upstream_omits_it() {
+    // Upstream upserts the TrainJob env into a nil slice (which stays nil) and applies an apply configuration
+    // whose `env` is `omitempty`: no container of the applied JobSet ever has `env: []`.
+    let plain = |trainer: &str, init: &str| {
+        format!(
+            "{PLAIN_RUNTIME}apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: job, namespace: ns}}\n\
+             spec:\n  runtimeRef: {{name: plain}}\n  trainer: {trainer}\n{init}"
+        )
+    };
+    let row = |job: &str, c: &str, env: Option<&[&str]>| {
+        (
+            job.to_owned(),
+            c.to_owned(),
+            env.map(|e| e.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
+        )
+    };
+    let cases: Vec<(&str, String, Vec<EnvRow>)> = vec![
+        (
+            // Upstream's PlainML test: `trainer: {numNodes: 5}` leaves the trainer container without env.
+            "PlainML, numNodes only",
+            plain("{numNodes: 5}", ""),
+            vec![
+                row("dataset-initializer", "dataset-initializer", None),
+                row("node", "prepare", None),
+                row("node", "node", None),
+                row("node", "sidecar", None),
+            ],
+        ),
+        (
+            "PlainML, explicit empty env",
+            plain("{env: []}", ""),
+            vec![
+                row("dataset-initializer", "dataset-initializer", None),
+                row("node", "prepare", None),
+                row("node", "node", None),
+                row("node", "sidecar", None),
+            ],
+        ),
+        (
+            "PlainML with env, initializer without storageUri or env",
+            plain(
+                "{env: [{name: A, value: '1'}]}",
+                "  initializer: {dataset: {secretRef: {name: s}}}\n",
+            ),
+            vec![
+                row("dataset-initializer", "dataset-initializer", None),
+                row("node", "prepare", None),
+                row("node", "node", Some(&["A"])),
+                row("node", "sidecar", None),
+            ],
+        ),
+        (
+            "PlainML, initializer with storageUri",
+            plain(
+                "{numNodes: 2}",
+                "  initializer: {dataset: {storageUri: 'hf://a/b'}}\n",
+            ),
+            vec![
+                row(
+                    "dataset-initializer",
+                    "dataset-initializer",
+                    Some(&["STORAGE_URI"]),
+                ),
+                row("node", "prepare", None),
+                row("node", "node", None),
+                row("node", "sidecar", None),
+            ],
+        ),
+        (
+            // MPI with runLauncherAsNode: the TrainJob env is upserted into the node job too; none given.
+            "MPI node job, numNodes only",
+            mpi_job("deepspeed-distributed", "{numNodes: 3}"),
+            vec![
+                row("node", "node", None),
+                row(
+                    "launcher",
+                    "node",
+                    Some(&[
+                        "OMPI_MCA_orte_default_hostfile",
+                        "OMPI_MCA_orte_keep_fqdn_hostnames",
+                        "OMPI_MCA_orte_set_default_slots",
+                        "OMPI_MCA_plm_rsh_args",
+                    ]),
+                ),
+            ],
+        ),
+        (
+            "MPI node job with env",
+            mpi_job(
+                "deepspeed-distributed",
+                "{numNodes: 3, env: [{name: X, value: 'y'}]}",
+            ),
+            vec![
+                row("node", "node", Some(&["X"])),
+                row(
+                    "launcher",
+                    "node",
+                    // The MPI plugin's env first, the builder's TrainJob env after (upstream's order).
+                    Some(&[
+                        "OMPI_MCA_orte_default_hostfile",
+                        "OMPI_MCA_orte_keep_fqdn_hostnames",
+                        "OMPI_MCA_orte_set_default_slots",
+                        "OMPI_MCA_plm_rsh_args",
+                        "X",
+                    ]),
+                ),
+            ],
+        ),
+    ];
+    for (name, yaml, want) in cases {
+        let r = render_yaml(&yaml);
+        let js = jobset(&r);
+        assert_eq!(env_table(js), want, "{name}");
+        let printed = serde_json::to_string(js).unwrap();
+        assert!(!printed.contains("\"env\":[]"), "{name}: {printed}");
+    }
+}

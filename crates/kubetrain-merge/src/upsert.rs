@@ -1,10 +1,15 @@
 //! Idempotent upserts into pod-spec lists, as upstream's `pkg/apply` helpers do them.
 //!
-//! An item replaces the existing item with the same key in place; new items are appended in order.
+//! An item replaces the existing item with the same key in place; new items are appended in order. Upserting
+//! no items leaves the list as it was: an absent list stays absent, as upstream's nil slice stays nil (and is
+//! then omitted from the applied object instead of being applied as an empty list).
 
 use k8s_openapi::api::core::v1::{ContainerPort, EnvVar, Volume, VolumeMount};
 
 fn upsert_by<T: Clone>(list: &mut Option<Vec<T>>, items: &[T], same: impl Fn(&T, &T) -> bool) {
+    if items.is_empty() {
+        return;
+    }
     let list = list.get_or_insert_with(Vec::new);
     for item in items {
         match list.iter_mut().find(|existing| same(existing, item)) {
@@ -83,6 +88,16 @@ mod tests {
                 ("C".into(), "4".into())
             ]
         );
+    }
+
+    #[test]
+    fn upserting_nothing_keeps_an_absent_list_absent() {
+        let mut list = None;
+        env(&mut list, &[]);
+        assert_eq!(list, None);
+        let mut list = Some(vec![env_value("A", "1")]);
+        env(&mut list, &[]);
+        assert_eq!(list.map(|l| l.len()), Some(1));
     }
 
     #[test]
