@@ -26,7 +26,13 @@ use hyper::body::Incoming;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
-use crate::serving::{HttpResponse, respond, serve};
+use crate::serving::{HttpResponse, Limits, respond, serve};
+
+/// Probes and scrapes are few and quick: this many connections at once, each request answered within 10 s.
+const LIMITS: Limits = Limits {
+    max_connections: 64,
+    request_deadline: std::time::Duration::from_secs(10),
+};
 
 /// Content type of the OpenMetrics text that prometheus-client writes.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -115,7 +121,7 @@ impl Endpoints {
             let answer = answer(&request, &registry, &health);
             async move { answer }
         };
-        serve(self.listener, None, handler, shutdown).await;
+        serve(self.listener, None, handler, shutdown, LIMITS).await;
     }
 }
 

@@ -343,3 +343,77 @@ fn every_manifest_parses_and_the_kustomizations_list_existing_files() {
         }
     }
 }
+
+#[test]
+fn the_network_policy_admits_only_an_ip_block_to_the_webhook_port_and_keeps_probes_and_scrapes() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    let policy: NetworkPolicy = one("networkpolicy.yaml", "NetworkPolicy");
+    let deployment: Deployment = one("operator.yaml", "Deployment");
+    assert_eq!(policy.metadata.namespace, deployment.metadata.namespace);
+    let spec = policy.spec.unwrap();
+    // It selects exactly the operator's pods.
+    let pod_labels = deployment
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap();
+    let selector = spec.pod_selector.unwrap().match_labels.unwrap();
+    for (key, value) in &selector {
+        assert_eq!(pod_labels.get(key), Some(value), "selector {key}={value}");
+    }
+    assert_eq!(
+        spec.policy_types.as_deref(),
+        Some(&["Ingress".to_owned()][..])
+    );
+
+    // Every port it names is a container port; the webhook port only from IP blocks (the API server).
+    let container = &deployment.spec.template.spec.unwrap().containers[0];
+    let ports: Vec<(String, i32)> = container
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.container_port))
+        .collect();
+    let is_webhook = |port: &IntOrString| match port {
+        IntOrString::String(name) => name == "webhook",
+        IntOrString::Int(number) => *number == 9443,
+    };
+    let mut admitted = BTreeSet::new();
+    let mut webhook_rules = 0;
+    for rule in spec.ingress.iter().flatten() {
+        for port in rule.ports.iter().flatten() {
+            let named = port.port.as_ref().expect("a port per rule");
+            let known = ports.iter().any(|(name, number)| match named {
+                IntOrString::String(n) => n == name,
+                IntOrString::Int(n) => n == number,
+            });
+            assert!(known, "{named:?} is not a container port");
+            admitted.insert(format!("{named:?}"));
+            if is_webhook(named) {
+                webhook_rules += 1;
+                let peers = rule.from.as_deref().unwrap_or_default();
+                assert!(!peers.is_empty(), "the webhook port is open to everyone");
+                for peer in peers {
+                    assert!(
+                        peer.ip_block.is_some()
+                            && peer.namespace_selector.is_none()
+                            && peer.pod_selector.is_none(),
+                        "the webhook port admits more than the API server: {peer:?}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(webhook_rules, 1, "one rule admits the webhook port");
+    // The probes and the scrapes still get through.
+    for port in ["health", "metrics"] {
+        assert!(
+            admitted.contains(&format!("{:?}", IntOrString::String(port.to_owned()))),
+            "{port} is not admitted"
+        );
+    }
+}

@@ -15,7 +15,7 @@ use kubetrain_controller::election::{
 };
 use kubetrain_controller::http::{Endpoints, Health};
 use kubetrain_controller::webhook::tls::ReloadingCert;
-use kubetrain_controller::webhook::{Admission, WebhookMetrics, WebhookServer};
+use kubetrain_controller::webhook::{Admission, RuntimeCache, WebhookMetrics, WebhookServer};
 use kubetrain_controller::{Leadership, Metrics, Settings};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
@@ -159,7 +159,21 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
     if let Some(cert) = cert {
         let ready = health.check("webhook");
         let addr = SocketAddr::from((Ipv6Addr::UNSPECIFIED, cli.webhook_port));
-        let admission = || Admission::new(client.clone()).with_metrics(webhook_metrics.clone());
+        // Runtimes for reviews come from watches, not a GET per review.
+        let (runtimes, watches) = RuntimeCache::new(client.clone());
+        let stopped = stop.signalled();
+        tasks.spawn(async move {
+            tokio::select! {
+                () = watches => {}
+                () = stopped => {}
+            }
+            Ok(())
+        });
+        let admission = || {
+            Admission::new(client.clone())
+                .with_cache(runtimes.clone())
+                .with_metrics(webhook_metrics.clone())
+        };
         let server =
             match WebhookServer::bind(addr, cert.clone(), provider.clone(), admission()).await {
                 Ok(server) => server,

@@ -44,6 +44,13 @@ impl Admission {
         }
     }
 
+    /// Reads referenced runtimes from `cache` (kept current by its watches) instead of a GET per review;
+    /// runtimes the cache does not hold yet are still read live.
+    pub fn with_cache(mut self, cache: super::cluster::RuntimeCache) -> Self {
+        self.reader = self.reader.with_cache(cache);
+        self
+    }
+
     /// Counts every review and its duration in `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<WebhookMetrics>) -> Self {
         self.metrics = Some(metrics);
@@ -226,13 +233,25 @@ fn decode<T: DeserializeOwned>(object: Option<&DynamicObject>, field: &str) -> R
     })
 }
 
+/// The longest denial message, in bytes: enough for hundreds of field errors, while an object with 100,000
+/// faulty entries cannot make the answer megabytes long. Longer messages end with how many errors were left out.
+pub const MAX_MESSAGE: usize = 32 * 1024;
+
+/// Warnings passed on per review; the API server shows each to the user, so a few are plenty.
+pub const MAX_WARNINGS: usize = 32;
+
 /// Allowed unless a finding is an error; errors become one message, warnings pass through (when `warn`).
+/// Duplicate errors and warnings are reported once, and both are capped ([`MAX_MESSAGE`], [`MAX_WARNINGS`]).
 fn verdict(response: AdmissionResponse, findings: &[FieldError], warn: bool) -> AdmissionResponse {
+    let mut seen = std::collections::HashSet::new();
     let warnings: Vec<String> = findings
         .iter()
         .filter(|f| !f.is_error())
         .map(|f| f.message.clone())
+        .filter(|m| seen.insert(m.clone()))
+        .take(MAX_WARNINGS)
         .collect();
+    let mut seen = std::collections::HashSet::new();
     let errors: Vec<String> = findings
         .iter()
         .filter(|f| f.is_error())
@@ -243,6 +262,7 @@ fn verdict(response: AdmissionResponse, findings: &[FieldError], warn: bool) -> 
                 format!("{}: {}", f.path, f.message)
             }
         })
+        .filter(|m| seen.insert(m.clone()))
         .collect();
     let mut response = response;
     if warn && !warnings.is_empty() {
@@ -251,16 +271,44 @@ fn verdict(response: AdmissionResponse, findings: &[FieldError], warn: bool) -> 
     if errors.is_empty() {
         return response;
     }
-    // Upstream's aggregate of field errors: one bare, several in brackets.
-    let message = if errors.len() == 1 {
-        errors.into_iter().next().unwrap_or_default()
-    } else {
-        format!("[{}]", errors.join(", "))
-    };
-    let mut response = response.deny(message);
+    let mut response = response.deny(aggregate(errors));
     response.result.code = 403;
     response.result.reason = "Forbidden".to_owned();
     response
+}
+
+/// Upstream's aggregate of field errors (one bare, several in brackets), cut at [`MAX_MESSAGE`] bytes with a
+/// count of the errors left out.
+fn aggregate(errors: Vec<String>) -> String {
+    if errors.len() == 1 {
+        let mut message = errors.into_iter().next().unwrap_or_default();
+        if message.len() > MAX_MESSAGE {
+            let mut cut = MAX_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push_str(" ... (message truncated)");
+        }
+        return message;
+    }
+    let total = errors.len();
+    let mut message = String::from("[");
+    for (index, error) in errors.iter().enumerate() {
+        if message.len() + error.len() + 2 > MAX_MESSAGE {
+            if index > 0 {
+                message.push_str(", ");
+            }
+            message.push_str(&format!("... and {} more errors", total - index));
+            break;
+        }
+        if index > 0 {
+            message.push_str(", ");
+        }
+        message.push_str(error);
+    }
+    message.push(']');
+    message
 }
 
 /// One operation per runtime-patch time that stamping changed: `add` (which also replaces an existing

@@ -1,7 +1,18 @@
 //! What the TrainJob webhook reads from the cluster: the referenced runtime and, for runtime-patch updates,
 //! the TrainJob's JobSet. Reads only; every replica answers webhooks, leader or not.
+//!
+//! Runtimes come from a [`RuntimeCache`] (watches of both runtime kinds, as controller-runtime's cached
+//! client) when the admission has one; a runtime the cache does not hold (not synced yet, or created a moment
+//! ago) and every other read is a live GET. At most [`MAX_LIVE_READS`] live GETs run at once, so a burst of
+//! reviews cannot open an unbounded number of connections to the API server.
 
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_util::StreamExt as _;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
 use kubetrain_api::constants::{
     CLUSTER_TRAINING_RUNTIME_KIND, GROUP, SYSTEM_PRIORITY_CLASSES, TRAINING_RUNTIME_KIND,
@@ -11,17 +22,126 @@ use kubetrain_api::{
     ClusterTrainingRuntime, FieldError, PodGroupPolicySource, RuntimeCatalog, TrainJob,
     TrainingRuntime,
 };
+use tokio::sync::Semaphore;
 
-/// Reads runtimes and JobSets through a kube client.
+/// Live GETs the webhooks run at once; further reads wait for one to finish.
+pub const MAX_LIVE_READS: usize = 16;
+
+/// Both runtime kinds, kept current by watches (kube's reflector stores), for the webhooks to read without a
+/// request per review. Needs `list` and `watch` on both (see [`super::required_rules`]).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use kubetrain_controller::mock::FakeApiServer;
+/// use kubetrain_controller::webhook::RuntimeCache;
+///
+/// let apiserver = FakeApiServer::start();
+/// let (cache, watches) = RuntimeCache::new(apiserver.client());
+/// tokio::spawn(watches);
+/// cache.wait_until_ready().await;
+/// assert_eq!(cache.len(), 0);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RuntimeCache {
+    cluster: Store<ClusterTrainingRuntime>,
+    namespaced: Store<TrainingRuntime>,
+}
+
+impl RuntimeCache {
+    /// The cache and the watches that fill it: the cache is empty until the returned future runs (spawn it;
+    /// it runs until dropped, re-listing after errors with kube's default backoff).
+    pub fn new(client: Client) -> (Self, impl Future<Output = ()> + Send + 'static) {
+        let (cluster, cluster_writer) = reflector::store();
+        let (namespaced, namespaced_writer) = reflector::store();
+        let config = watcher::Config::default();
+        let clusters = reflector::reflector(
+            cluster_writer,
+            watcher(
+                Api::<ClusterTrainingRuntime>::all(client.clone()),
+                config.clone(),
+            ),
+        )
+        .default_backoff()
+        .for_each(|_| std::future::ready(()));
+        let namespaceds = reflector::reflector(
+            namespaced_writer,
+            watcher(Api::<TrainingRuntime>::all(client), config),
+        )
+        .default_backoff()
+        .for_each(|_| std::future::ready(()));
+        let run = async move {
+            futures_util::future::join(clusters, namespaceds).await;
+        };
+        (
+            Self {
+                cluster,
+                namespaced,
+            },
+            run,
+        )
+    }
+
+    /// Waits until both kinds have been listed once.
+    pub async fn wait_until_ready(&self) {
+        let _ = self.cluster.wait_until_ready().await;
+        let _ = self.namespaced.wait_until_ready().await;
+    }
+
+    /// Runtimes held, both kinds together.
+    pub fn len(&self) -> usize {
+        self.cluster.len() + self.namespaced.len()
+    }
+
+    /// Whether the cache holds no runtime.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn cluster(&self, name: &str) -> Option<ClusterTrainingRuntime> {
+        self.cluster
+            .get(&ObjectRef::new(name))
+            .map(|r| r.as_ref().clone())
+    }
+
+    fn namespaced(&self, namespace: &str, name: &str) -> Option<TrainingRuntime> {
+        self.namespaced
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|r| r.as_ref().clone())
+    }
+}
+
+/// Reads runtimes and JobSets through a kube client, runtimes from a [`RuntimeCache`] when it has one.
 #[derive(Clone)]
 pub struct ClusterReader {
     client: Client,
+    cache: Option<RuntimeCache>,
+    live: Arc<Semaphore>,
 }
 
 impl ClusterReader {
-    /// A reader using `client`.
+    /// A reader using `client` for every read (at most [`MAX_LIVE_READS`] at once).
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            cache: None,
+            live: Arc::new(Semaphore::new(MAX_LIVE_READS)),
+        }
+    }
+
+    /// Reads runtimes from `cache` first.
+    pub fn with_cache(mut self, cache: RuntimeCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// Runs one live read, waiting while [`MAX_LIVE_READS`] others run.
+    async fn live<T>(
+        &self,
+        read: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        let _slot = self.live.acquire().await;
+        read.await
     }
 
     /// A catalog holding the runtime `job` references (in the job's namespace for a TrainingRuntime), or
@@ -35,14 +155,32 @@ impl ClusterReader {
         let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
         match reference.kind_or_default() {
             CLUSTER_TRAINING_RUNTIME_KIND => {
-                let api: Api<ClusterTrainingRuntime> = Api::all(self.client.clone());
-                if let Some(runtime) = api.get_opt(&reference.name).await? {
+                let cached = self.cache.as_ref().and_then(|c| c.cluster(&reference.name));
+                let runtime = match cached {
+                    Some(runtime) => Some(runtime),
+                    None => {
+                        let api: Api<ClusterTrainingRuntime> = Api::all(self.client.clone());
+                        self.live(api.get_opt(&reference.name)).await?
+                    }
+                };
+                if let Some(runtime) = runtime {
                     catalog.add_cluster(runtime);
                 }
             }
             TRAINING_RUNTIME_KIND => {
-                let api: Api<TrainingRuntime> = Api::namespaced(self.client.clone(), namespace);
-                if let Some(mut runtime) = api.get_opt(&reference.name).await? {
+                let cached = self
+                    .cache
+                    .as_ref()
+                    .and_then(|c| c.namespaced(namespace, &reference.name));
+                let runtime = match cached {
+                    Some(runtime) => Some(runtime),
+                    None => {
+                        let api: Api<TrainingRuntime> =
+                            Api::namespaced(self.client.clone(), namespace);
+                        self.live(api.get_opt(&reference.name)).await?
+                    }
+                };
+                if let Some(mut runtime) = runtime {
                     runtime.metadata.namespace = Some(namespace.to_owned());
                     catalog.add_namespaced(runtime);
                 }
@@ -88,7 +226,7 @@ impl ClusterReader {
             if SYSTEM_PRIORITY_CLASSES.contains(&name) {
                 break;
             }
-            if api.get_opt(name).await?.is_none() {
+            if self.live(api.get_opt(name)).await?.is_none() {
                 errors.push(FieldError::error(
                     "spec.templateSpec.priorityClassName",
                     format!(
@@ -103,8 +241,7 @@ impl ClusterReader {
     /// The JobSet the controller rendered for `job`, if it exists (same name and namespace).
     pub async fn jobset_of(&self, job: &TrainJob) -> Result<Option<JobSet>, kube::Error> {
         let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
-        Api::<JobSet>::namespaced(self.client.clone(), namespace)
-            .get_opt(job.name())
-            .await
+        let api = Api::<JobSet>::namespaced(self.client.clone(), namespace);
+        self.live(api.get_opt(job.name())).await
     }
 }

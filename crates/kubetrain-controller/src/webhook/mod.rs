@@ -26,28 +26,30 @@ pub mod metrics;
 mod server;
 pub mod tls;
 
-pub use admission::{Admission, BadReview};
-pub use cluster::ClusterReader;
+pub use admission::{Admission, BadReview, MAX_MESSAGE, MAX_WARNINGS};
+pub use cluster::{ClusterReader, RuntimeCache};
 pub use metrics::WebhookMetrics;
-pub use server::{WebhookError, WebhookServer};
+pub use server::{FREE_BODY, MAX_BODY, ServerLimits, WebhookError, WebhookServer};
 
-/// The RBAC the webhooks need (cluster-wide reads only): the runtime a TrainJob references, for
-/// runtime-patch updates its JobSet, and for Volcano runtimes the PriorityClasses they name. Verbs are
-/// sorted, so rules compare as data.
+/// The RBAC the webhooks need (cluster-wide reads only): the runtime a TrainJob references (watched by the
+/// [`RuntimeCache`], hence `list` and `watch`), for runtime-patch updates its JobSet, and for Volcano runtimes
+/// the PriorityClasses they name. Verbs are sorted, so rules compare as data.
 pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
-    let rule = |group: &str, resources: &[&str]| k8s_openapi::api::rbac::v1::PolicyRule {
-        api_groups: Some(vec![group.to_owned()]),
-        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
-        verbs: vec!["get".to_owned()],
-        ..Default::default()
-    };
+    let rule =
+        |group: &str, resources: &[&str], verbs: &[&str]| k8s_openapi::api::rbac::v1::PolicyRule {
+            api_groups: Some(vec![group.to_owned()]),
+            resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+            ..Default::default()
+        };
     vec![
         rule(
             "trainer.kubeflow.org",
             &["clustertrainingruntimes", "trainingruntimes"],
+            &["get", "list", "watch"],
         ),
-        rule("jobset.x-k8s.io", &["jobsets"]),
-        rule("scheduling.k8s.io", &["priorityclasses"]),
+        rule("jobset.x-k8s.io", &["jobsets"], &["get"]),
+        rule("scheduling.k8s.io", &["priorityclasses"], &["get"]),
     ]
 }
 

@@ -1,28 +1,76 @@
-//! The HTTPS server in front of [`Admission`]: routing by path, body limits, status codes.
+//! The HTTPS server in front of [`Admission`]: routing by path, content type, body limits, status codes, and
+//! the limits that keep slow or malicious clients from exhausting the operator ([`ServerLimits`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
 use rustls::crypto::CryptoProvider;
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use super::Route;
 use super::admission::Admission;
 use super::tls::{ReloadingCert, server_config};
-use crate::serving::{HttpResponse, respond, serve};
+use crate::serving::{HttpResponse, Limits, respond, serve};
 
-/// The API server sends whole objects; 8 MiB is well above etcd's 1.5 MiB object limit times two (object
-/// and old object) plus the review's envelope.
-const MAX_BODY: usize = 8 * 1024 * 1024;
+/// The largest AdmissionReview body accepted, 7 MiB: the API server refuses request bodies over 3 MiB
+/// (`MaxRequestBodyBytes`), and a review carries the object and, on updates, the old object (at most 3 MiB
+/// each as JSON) plus an envelope (user info, options) well under 1 MiB. Larger bodies get 413 without being
+/// read (from `Content-Length`) or as soon as they pass the limit.
+pub const MAX_BODY: usize = 7 * 1024 * 1024;
+
+/// Bytes of each body read without drawing on the shared body budget: a TrainJob review is a few KiB, so
+/// ordinary reviews never wait for the budget.
+pub const FREE_BODY: usize = 32 * 1024;
+
+/// What the webhook server allows one client and all clients together. The defaults bound the memory that
+/// request bodies can hold to about `max_connections` × [`FREE_BODY`] + `body_budget` (32 + 32 MiB), however
+/// slowly clients send.
+///
+/// ```
+/// use kubetrain_controller::webhook::{MAX_BODY, ServerLimits};
+///
+/// let limits = ServerLimits::default();
+/// assert_eq!(limits.request_deadline.as_secs(), 10);
+/// assert_eq!(limits.max_body, MAX_BODY);
+/// assert!(limits.body_budget >= limits.max_body);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Connections open at once (default 1,024). Past it the server stops accepting: further clients wait in
+    /// the kernel's listen backlog until a connection ends.
+    pub max_connections: usize,
+    /// Time from the request head to the response, body read included (default 10 s, the API server's
+    /// default and usual webhook timeout); a request over it gets 408 and its connection is closed.
+    pub request_deadline: Duration,
+    /// The largest body (default [`MAX_BODY`]); larger ones get 413.
+    pub max_body: usize,
+    /// Bytes that bodies may hold beyond their first [`FREE_BODY`] bytes, all requests together (default
+    /// 32 MiB, raised to `max_body` if smaller). A request that needs more waits, within its deadline, for
+    /// others to finish.
+    pub body_budget: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            request_deadline: Duration::from_secs(10),
+            max_body: MAX_BODY,
+            body_budget: 32 * 1024 * 1024,
+        }
+    }
+}
 
 /// Why the webhook server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +94,7 @@ pub struct WebhookServer {
     listener: TcpListener,
     acceptor: TlsAcceptor,
     admission: Arc<Admission>,
+    limits: ServerLimits,
 }
 
 impl WebhookServer {
@@ -64,7 +113,14 @@ impl WebhookServer {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(config)),
             admission: Arc::new(admission),
+            limits: ServerLimits::default(),
         })
+    }
+
+    /// Serves with `limits` instead of [`ServerLimits::default`].
+    pub fn with_limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The address actually bound (useful with port 0).
@@ -75,15 +131,39 @@ impl WebhookServer {
     /// Serves until `shutdown` completes; open requests then get a short grace period.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
         let admission = self.admission;
+        let limits = self.limits;
+        let budget = Arc::new(Semaphore::new(
+            limits
+                .body_budget
+                .max(limits.max_body)
+                .min(Semaphore::MAX_PERMITS),
+        ));
         let handler = move |request: Request<Incoming>| {
             let admission = Arc::clone(&admission);
-            async move { handle(&admission, request).await }
+            let budget = Arc::clone(&budget);
+            async move { handle(&admission, request, limits.max_body, &budget).await }
         };
-        serve(self.listener, Some(self.acceptor), handler, shutdown).await;
+        let connections = Limits {
+            max_connections: limits.max_connections,
+            request_deadline: limits.request_deadline,
+        };
+        serve(
+            self.listener,
+            Some(self.acceptor),
+            handler,
+            shutdown,
+            connections,
+        )
+        .await;
     }
 }
 
-async fn handle(admission: &Admission, request: Request<Incoming>) -> HttpResponse {
+async fn handle(
+    admission: &Admission,
+    request: Request<Incoming>,
+    max_body: usize,
+    budget: &Arc<Semaphore>,
+) -> HttpResponse {
     let Some(route) = Route::from_path(request.uri().path()) else {
         let known: Vec<&str> = Route::ALL.iter().map(|r| r.path()).collect();
         return text(
@@ -97,12 +177,34 @@ async fn handle(admission: &Admission, request: Request<Incoming>) -> HttpRespon
             "admission reviews are POSTed".to_owned(),
         );
     }
-    let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(error) => {
+    // As controller-runtime: the API server sends JSON, anything else is a client error.
+    let content_type = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    if !is_json(&content_type) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("contentType={content_type}, expected application/json"),
+        );
+    }
+    let declared = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body as u64) {
+        return too_large(max_body);
+    }
+    // The budget stays held until the review is answered: parsing needs the body and more.
+    let (body, _budget) = match read_body(request.into_body(), max_body, budget).await {
+        Ok(read) => read,
+        Err(BodyError::TooLarge) => return too_large(max_body),
+        Err(BodyError::Read(error)) => {
             return text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body unreadable or over {MAX_BODY} bytes: {error}"),
+                StatusCode::BAD_REQUEST,
+                format!("request body unreadable: {error}"),
             );
         }
     };
@@ -129,6 +231,63 @@ fn encode(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, serde_json
         *patch = serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
     }
     serde_json::to_vec(&value)
+}
+
+/// Whether a `Content-Type` names JSON (`application/json`, parameters such as a charset allowed).
+fn is_json(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn too_large(max_body: usize) -> HttpResponse {
+    text(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body over {max_body} bytes"),
+    )
+}
+
+enum BodyError {
+    TooLarge,
+    Read(String),
+}
+
+/// Reads a body of at most `max_body` bytes, frame by frame, copying each frame (a frame shares hyper's read
+/// buffer, which must not stay pinned while a slow client trickles). Bytes past the first [`FREE_BODY`] are
+/// drawn from `budget` as they arrive (waiting when it is spent); the permits come back with the body.
+async fn read_body(
+    mut body: Incoming,
+    max_body: usize,
+    budget: &Arc<Semaphore>,
+) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), BodyError> {
+    let mut out: Vec<u8> = Vec::new();
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let len = out.len().saturating_add(data.len());
+        if len > max_body {
+            return Err(BodyError::TooLarge);
+        }
+        let drawn = held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
+        let owed = len.saturating_sub(FREE_BODY).saturating_sub(drawn);
+        if owed > 0 {
+            let owed = u32::try_from(owed).map_err(|_| BodyError::TooLarge)?;
+            let permit = Arc::clone(budget)
+                .acquire_many_owned(owed)
+                .await
+                .map_err(|e| BodyError::Read(e.to_string()))?;
+            match &mut held {
+                Some(held) => held.merge(permit),
+                None => held = Some(permit),
+            }
+        }
+        out.extend_from_slice(&data);
+    }
+    Ok((out, held))
 }
 
 fn text(status: StatusCode, message: String) -> HttpResponse {

@@ -1,0 +1,402 @@
+//! The webhook server against slow, oversized and odd clients: the whole-request deadline, the connection
+//! cap, the body limit, the content type, capped denial messages, and runtime reads from the watch cache.
+//! Requests are written by hand over TLS so that a test can stall half-way through a body.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubetrain_controller::mock::FakeApiServer;
+use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
+use kubetrain_controller::webhook::{
+    Admission, MAX_BODY, MAX_MESSAGE, Route, RuntimeCache, ServerLimits, WebhookServer,
+};
+use rustls::pki_types::ServerName;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+const NS: &str = "team-a";
+/// How long any single step may take before the test gives up (generous: the machine may be loaded).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+struct Server {
+    addr: SocketAddr,
+    connector: TlsConnector,
+    apiserver: FakeApiServer,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<()>,
+    _certs: tempfile::TempDir,
+}
+
+impl Server {
+    /// A webhook server with `limits`, reading runtimes from a watch cache of an in-memory API server that
+    /// holds the built-in runtimes.
+    async fn start(limits: ServerLimits) -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let certs = tempfile::tempdir().unwrap();
+        let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        std::fs::write(certs.path().join(CERT_FILE), pair.cert.pem()).unwrap();
+        std::fs::write(
+            certs.path().join(KEY_FILE),
+            pair.signing_key.serialize_pem(),
+        )
+        .unwrap();
+        let cert = Arc::new(ReloadingCert::from_dir(certs.path(), provider.clone()).unwrap());
+
+        let apiserver = FakeApiServer::start();
+        for runtime in kubetrain_jobset::builtin::runtimes() {
+            apiserver.insert(serde_json::to_value(runtime).unwrap());
+        }
+        let (cache, watches) = RuntimeCache::new(apiserver.client());
+        tokio::spawn(watches);
+        cache.wait_until_ready().await;
+        let admission = Admission::new(apiserver.client()).with_cache(cache);
+        let server = WebhookServer::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            cert,
+            provider.clone(),
+            admission,
+        )
+        .await
+        .unwrap()
+        .with_limits(limits);
+        let addr = server.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(server.serve(async {
+            let _ = stopped.await;
+        }));
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pair.cert.der().clone()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Self {
+            addr,
+            connector: TlsConnector::from(Arc::new(config)),
+            apiserver,
+            stop: Some(stop),
+            served,
+            _certs: certs,
+        }
+    }
+
+    async fn connect(&self) -> TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(self.addr).await.unwrap();
+        tokio::time::timeout(
+            PATIENCE,
+            self.connector
+                .connect(ServerName::try_from("localhost").unwrap(), tcp),
+        )
+        .await
+        .expect("TLS handshake in time")
+        .expect("TLS handshake")
+    }
+
+    /// Opens a connection and sends a POST head for `route` with these headers, then `body`.
+    async fn post(
+        &self,
+        route: Route,
+        content_type: &str,
+        content_length: usize,
+        body: &[u8],
+    ) -> TlsStream<TcpStream> {
+        let mut tls = self.connect().await;
+        let head = format!(
+            "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {content_length}\r\n\r\n",
+            route.path()
+        );
+        tls.write_all(head.as_bytes()).await.unwrap();
+        tls.write_all(body).await.unwrap();
+        tls.flush().await.unwrap();
+        tls
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.served.await.unwrap();
+    }
+}
+
+/// Reads the whole answer (the server closes the connection or sends `Connection: close`): status and body.
+async fn answer(mut tls: TlsStream<TcpStream>) -> (u16, String) {
+    let mut bytes = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, async {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    bytes.extend_from_slice(&buf[..n]);
+                    if complete(&bytes) {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer in time");
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Whether `bytes` hold a whole response with a `Content-Length` body.
+fn complete(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    head.lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .and_then(|v| v.trim().parse::<usize>().ok())
+        })
+        .is_some_and(|n| body.len() >= n)
+}
+
+fn review(object: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+            "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"},
+            "name": object["metadata"]["name"],
+            "namespace": NS,
+            "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": object,
+        }
+    }))
+    .unwrap()
+}
+
+fn trainjob(trainer: Value) -> Value {
+    json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llm", "namespace": NS},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer},
+    })
+}
+
+fn quick(deadline: Duration) -> ServerLimits {
+    ServerLimits {
+        request_deadline: deadline,
+        ..ServerLimits::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_is_cut_at_the_deadline_with_408() {
+    let server = Server::start(quick(Duration::from_millis(300))).await;
+    // Promises 1,000 bytes, sends 10, then nothing.
+    let stalled = server
+        .post(
+            Route::ValidateTrainJob,
+            "application/json",
+            1000,
+            b"{\"apiVersi",
+        )
+        .await;
+    let (status, body) = answer(stalled).await;
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("not complete within"), "{body}");
+    // The server still answers.
+    let valid = server
+        .post(
+            Route::ValidateTrainJob,
+            "application/json",
+            review(trainjob(json!({"numNodes": 1}))).len(),
+            &review(trainjob(json!({"numNodes": 1}))),
+        )
+        .await;
+    let (status, body) = answer(valid).await;
+    assert_eq!(status, 200, "{body}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_wait_until_one_ends() {
+    let deadline = Duration::from_millis(1500);
+    let server = Server::start(ServerLimits {
+        max_connections: 2,
+        ..quick(deadline)
+    })
+    .await;
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        stalled.push(
+            server
+                .post(Route::ValidateTrainJob, "application/json", 1000, b"{")
+                .await,
+        );
+    }
+    let opened = Instant::now();
+    // The third is not accepted until the deadline frees a slot: its TLS handshake waits in the backlog.
+    let third = server.connect().await;
+    assert!(
+        opened.elapsed() >= deadline - Duration::from_millis(100),
+        "a third connection was served while two stalled ones held both slots ({:?})",
+        opened.elapsed()
+    );
+    drop(third);
+    for tls in stalled {
+        assert_eq!(answer(tls).await.0, 408);
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_declared_over_the_limit_is_refused_without_reading_it() {
+    let server = Server::start(ServerLimits::default()).await;
+    let tls = server
+        .post(
+            Route::ValidateTrainJob,
+            "application/json",
+            MAX_BODY + 1,
+            b"",
+        )
+        .await;
+    let (status, body) = answer(tls).await;
+    assert_eq!(status, 413, "{body}");
+    // A body that only turns out too large is cut as soon as it passes the limit.
+    let mut tls = server.connect().await;
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+        Route::ValidateTrainJob.path()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 1 << 20];
+    let mut sent = 0;
+    while sent <= MAX_BODY {
+        let frame = [
+            format!("{:x}\r\n", chunk.len()).into_bytes(),
+            chunk.clone(),
+            b"\r\n".to_vec(),
+        ]
+        .concat();
+        // The server stops reading once the limit is passed: a write that fails or blocks ends the loop.
+        let written = tokio::time::timeout(Duration::from_secs(5), tls.write_all(&frame)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            break;
+        }
+        sent += chunk.len();
+    }
+    let (status, body) = answer(tls).await;
+    assert_eq!(status, 413, "{body}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_json_is_reviewed() {
+    let server = Server::start(ServerLimits::default()).await;
+    let body = review(trainjob(json!({"numNodes": 1})));
+    let tls = server
+        .post(Route::ValidateTrainJob, "text/plain", body.len(), &body)
+        .await;
+    let (status, text) = answer(tls).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("contentType=text/plain, expected application/json"),
+        "{text}"
+    );
+    let tls = server
+        .post(
+            Route::ValidateTrainJob,
+            "application/json; charset=utf-8",
+            body.len(),
+            &body,
+        )
+        .await;
+    assert_eq!(answer(tls).await.0, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_for_100k_faulty_entries_stays_small() {
+    let server = Server::start(ServerLimits::default()).await;
+    let env: Vec<Value> = (0..100_000)
+        .map(|_| json!({"name": "PET_NNODES", "value": "3"}))
+        .collect();
+    let body = review(trainjob(json!({"numNodes": 1, "env": env})));
+    assert!(body.len() < MAX_BODY);
+    let tls = server
+        .post(
+            Route::ValidateTrainJob,
+            "application/json",
+            body.len(),
+            &body,
+        )
+        .await;
+    let (status, text) = answer(tls).await;
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert_eq!(answer["response"]["allowed"], false);
+    assert!(message.len() <= MAX_MESSAGE + 64, "{} bytes", message.len());
+    assert!(
+        text.len() < 2 * MAX_MESSAGE,
+        "{} bytes answered",
+        text.len()
+    );
+    assert!(message.contains("PET_NNODES"), "{message}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtimes_come_from_the_watch_cache_not_a_get_per_review() {
+    let server = Server::start(ServerLimits::default()).await;
+    let body = review(trainjob(json!({"numNodes": 2})));
+    for _ in 0..5 {
+        let tls = server
+            .post(
+                Route::ValidateTrainJob,
+                "application/json",
+                body.len(),
+                &body,
+            )
+            .await;
+        let (status, text) = answer(tls).await;
+        assert_eq!(status, 200);
+        assert!(text.contains("\"allowed\":true"), "{text}");
+    }
+    let stats = server.apiserver.stats();
+    assert_eq!(stats.gets, 0, "{stats:?}");
+    assert!(stats.lists >= 2, "both runtime kinds listed: {stats:?}");
+
+    // A runtime the cache does not hold is still looked up (it may have been created a moment ago).
+    let mut job = trainjob(json!({"numNodes": 2}));
+    job["spec"]["runtimeRef"]["name"] = json!("not-yet-cached");
+    let body = review(job);
+    let tls = server
+        .post(
+            Route::ValidateTrainJob,
+            "application/json",
+            body.len(),
+            &body,
+        )
+        .await;
+    let (status, text) = answer(tls).await;
+    assert_eq!(status, 200);
+    assert!(text.contains("\"allowed\":false"), "{text}");
+    assert_eq!(server.apiserver.stats().gets, 1);
+    server.stop().await;
+}
