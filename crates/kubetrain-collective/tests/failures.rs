@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{run_ranks, test_options};
 use kubetrain_collective::cpu::Transport;
@@ -15,26 +15,24 @@ fn stalled_rank_fails_the_others(transport: Transport) {
         timeout: TIMEOUT,
         ..test_options(transport)
     };
+    // Rank 2 stalls until every other rank has failed (an event, not a sleep): the others can only have
+    // failed through their own timeout. Then it tries to join in and must find the communicator dead.
+    let others_failed = std::sync::Barrier::new(4);
     let results = run_ranks(4, opts, |c| {
         if c.rank() == 2 {
-            // Stalls past everybody's timeout, then tries to join in: it must find the communicator dead.
-            std::thread::sleep(TIMEOUT * 3);
+            others_failed.wait();
             let mut v = vec![1.0f32; 4096];
-            return (
-                c.all_reduce_in_place(&mut v, ReduceOp::Sum).err(),
-                Duration::ZERO,
-            );
+            return c.all_reduce_in_place(&mut v, ReduceOp::Sum).err();
         }
-        let start = Instant::now();
         let mut v = vec![1.0f32; 4096];
         let err = c.all_reduce_in_place(&mut v, ReduceOp::Sum).err();
-        let elapsed = start.elapsed();
+        others_failed.wait();
         // Once failed, the communicator refuses further work at once.
         let again = c.barrier().unwrap_err();
         assert!(matches!(again, CollectiveError::Poisoned(_)), "{again}");
-        (err, elapsed)
+        err
     });
-    for (rank, (err, elapsed)) in results.into_iter().enumerate() {
+    for (rank, err) in results.into_iter().enumerate() {
         let err = err.unwrap_or_else(|| panic!("rank {rank} did not fail"));
         if rank == 2 {
             continue;
@@ -47,10 +45,6 @@ fn stalled_rank_fails_the_others(transport: Transport) {
                     | CollectiveError::PeerLost { .. }
             ),
             "rank {rank}: {err}"
-        );
-        assert!(
-            elapsed < TIMEOUT * 2,
-            "rank {rank} took {elapsed:?} to fail: {err}"
         );
     }
 }
@@ -75,13 +69,12 @@ fn a_rank_that_leaves_early_is_lost_not_waited_for_over_tcp() {
         if c.rank() == 1 {
             return None; // drops its communicator: connections close
         }
-        let start = Instant::now();
         let mut v = vec![1i64; 1000];
         let err = c.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap_err();
-        Some((err, start.elapsed()))
+        Some(err)
     });
-    for (err, elapsed) in results.into_iter().flatten() {
-        assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}: {err}");
+    // Lost or aborted, not a timeout: the closed connections were noticed, the 30 s were not waited out.
+    for err in results.into_iter().flatten() {
         assert!(
             matches!(
                 err,
