@@ -116,3 +116,48 @@ fn trainjob_status_plugin_is_opt_in() {
     assert!(!missing.status.success());
     assert!(text(&missing.stderr).contains("--trainjob-status-ca"));
 }
+
+/// The `ssh-privatekey` value of the MPI Secret in rendered YAML.
+fn private_key(stdout: &str) -> String {
+    let key = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("ssh-privatekey:"))
+        .unwrap_or_else(|| panic!("no ssh-privatekey in {stdout}"));
+    key.trim().to_owned()
+}
+
+#[test]
+fn mpi_ssh_keys_are_random_unless_seeded() {
+    let job = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: ds, namespace: ml}\nspec: {runtimeRef: {name: deepspeed-distributed}}\n";
+    let first = kubetrain(&["render", "-f", "-"], job);
+    let second = kubetrain(&["render", "-f", "-"], job);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    // Without --seed the key is not a function of the TrainJob's name: two runs differ, and nothing warns.
+    assert_ne!(
+        private_key(&text(&first.stdout)),
+        private_key(&text(&second.stdout))
+    );
+    assert!(
+        !text(&first.stderr).contains("--seed"),
+        "{}",
+        text(&first.stderr)
+    );
+
+    // --seed: byte-identical output, and a warning that the keys are not secret.
+    let seeded = kubetrain(&["render", "-f", "-", "--seed", "5"], job);
+    let again = kubetrain(&["render", "-f", "-", "--seed", "5"], job);
+    assert!(seeded.status.success(), "{}", text(&seeded.stderr));
+    assert_eq!(seeded.stdout, again.stdout);
+    let warning = text(&seeded.stderr);
+    assert!(
+        warning.contains("warning: --seed") && warning.contains("recompute its private key"),
+        "{warning}"
+    );
+    assert_ne!(
+        private_key(&text(&seeded.stdout)),
+        private_key(&text(
+            &kubetrain(&["render", "-f", "-", "--seed", "6"], job).stdout
+        ))
+    );
+}

@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use kubetrain_api::catalog::DEFAULT_NAMESPACE;
 use kubetrain_api::validation::validate_trainjob;
 use kubetrain_api::{Document, FieldError, RuntimeCatalog, TrainJob};
-use kubetrain_jobset::ssh::{ChaCha20Rng, seed_from_text, seeded_rng};
+use kubetrain_jobset::ssh::{ChaCha20Rng, os_rng, seed_from_text, seeded_rng};
 use kubetrain_jobset::{
     Object, Observed, RenderOptions, TrainJobStatusOptions, builtin, render_with, resolve,
 };
@@ -31,7 +31,9 @@ pub(crate) struct RenderArgs {
     /// Output format: multi-document YAML or a JSON array.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     output: Format,
-    /// Seed for generated key material; by default it derives from each TrainJob's uid (or namespace/name).
+    /// Reproducible key material (MPI SSH keys), derived from this seed and each TrainJob's uid (or
+    /// namespace/name): for tests and diffs only, the keys are not secret. By default keys come from the
+    /// operating system's randomness.
     #[arg(long)]
     seed: Option<u64>,
     /// Skip the CRD-schema, CEL and webhook checks (parse errors and render errors are still reported); for
@@ -179,9 +181,39 @@ fn load_runtimes(
     Ok(())
 }
 
-/// The random source of one TrainJob: from --seed if given, and always from the TrainJob's identity, so that
-/// two TrainJobs in one stream get different keys.
-fn rng_for(job: &TrainJob, seed: Option<u64>) -> ChaCha20Rng {
+/// What `--seed` prints: reproducible keys can be recomputed by anyone who has the seed and the job's name.
+const SEED_WARNING: &str = "warning: --seed makes the MPI SSH keys reproducible: anyone who knows the seed and a \
+TrainJob's name can recompute its private key; do not apply this output to a cluster";
+
+/// Where key material comes from: one OS-seeded ChaCha20 stream for the whole run, or, with `--seed`, a
+/// stream per TrainJob derived from the seed and the TrainJob's identity (so that two TrainJobs in one
+/// stream get different keys and the output does not depend on document order).
+enum KeySource {
+    Random(Box<ChaCha20Rng>),
+    Seeded(u64),
+}
+
+impl KeySource {
+    fn new(seed: Option<u64>) -> Result<Self> {
+        Ok(match seed {
+            Some(seed) => Self::Seeded(seed),
+            None => Self::Random(Box::new(
+                os_rng().context("cannot read the operating system's random source")?,
+            )),
+        })
+    }
+
+    /// Runs `f` with the random source of `job`.
+    fn with_rng<T>(&mut self, job: &TrainJob, f: impl FnOnce(&mut ChaCha20Rng) -> T) -> T {
+        match self {
+            Self::Random(rng) => f(rng),
+            Self::Seeded(seed) => f(&mut seeded_rng_for(job, *seed)),
+        }
+    }
+}
+
+/// The reproducible random source of one TrainJob under `--seed`.
+fn seeded_rng_for(job: &TrainJob, seed: u64) -> ChaCha20Rng {
     let identity = job.metadata.uid.clone().unwrap_or_else(|| {
         format!(
             "{}/{}",
@@ -192,11 +224,7 @@ fn rng_for(job: &TrainJob, seed: Option<u64>) -> ChaCha20Rng {
             job.name()
         )
     });
-    let text = match seed {
-        Some(seed) => format!("{seed}/{identity}"),
-        None => identity,
-    };
-    seeded_rng(seed_from_text(&text))
+    seeded_rng(seed_from_text(&format!("{seed}/{identity}")))
 }
 
 struct Output<W: Write> {
@@ -265,8 +293,8 @@ fn render_job(
     catalog: &RuntimeCatalog,
     args: &RenderArgs,
     options: &RenderOptions,
+    keys: &mut KeySource,
 ) -> Result<Vec<Object>, Vec<FieldError>> {
-    let seed = args.seed;
     let found: Vec<FieldError> = if args.no_validate {
         Vec::new()
     } else {
@@ -283,19 +311,20 @@ fn render_job(
         vec![FieldError::error(path, message).on("TrainJob", job.name())]
     };
     let runtime = resolve(catalog, job).map_err(|e| fail(e.field_path(), e.message()))?;
-    let rendered = render_with(
-        job,
-        runtime,
-        &Observed::default(),
-        options,
-        &mut rng_for(job, seed),
-    )
-    .map_err(|e| fail(e.field_path(), e.message()))?;
+    let rendered = keys
+        .with_rng(job, |rng| {
+            render_with(job, runtime, &Observed::default(), options, rng)
+        })
+        .map_err(|e| fail(e.field_path(), e.message()))?;
     Ok(rendered.objects)
 }
 
 pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
     let options = render_options(&args)?;
+    let mut keys = KeySource::new(args.seed)?;
+    if args.seed.is_some() {
+        eprintln!("{SEED_WARNING}");
+    }
     let mut errors: Vec<FieldError> = Vec::new();
     let mut catalog = RuntimeCatalog::new();
     load_runtimes(&args.runtimes, &mut catalog, &mut errors)?;
@@ -356,7 +385,7 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
                 continue;
             }
         };
-        match render_job(&job, &catalog, &args, &options) {
+        match render_job(&job, &catalog, &args, &options, &mut keys) {
             Ok(objects) => {
                 for object in &objects {
                     out.object(object)?;
@@ -393,9 +422,25 @@ mod tests {
     fn seeds_differ_per_job_and_follow_the_seed_flag() {
         use rand_core::RngCore;
         let job = |name: &str| TrainJob::new(name, Default::default());
-        let draw = |j: &TrainJob, s| rng_for(j, s).next_u64();
-        assert_eq!(draw(&job("a"), None), draw(&job("a"), None));
-        assert_ne!(draw(&job("a"), None), draw(&job("b"), None));
-        assert_ne!(draw(&job("a"), Some(1)), draw(&job("a"), Some(2)));
+        let draw = |j: &TrainJob, s| seeded_rng_for(j, s).next_u64();
+        assert_eq!(draw(&job("a"), 1), draw(&job("a"), 1));
+        assert_ne!(draw(&job("a"), 1), draw(&job("b"), 1));
+        assert_ne!(draw(&job("a"), 1), draw(&job("a"), 2));
+    }
+
+    #[test]
+    fn without_a_seed_keys_come_from_the_os() {
+        use rand_core::RngCore;
+        let job = TrainJob::new("a", Default::default());
+        let draw = || {
+            KeySource::new(None)
+                .unwrap()
+                .with_rng(&job, |rng| rng.next_u64())
+        };
+        assert_ne!(
+            draw(),
+            draw(),
+            "the same TrainJob gets a fresh key on every run"
+        );
     }
 }
