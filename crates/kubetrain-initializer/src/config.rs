@@ -155,7 +155,16 @@ pub struct Tuning {
     /// Flush each file to disk before renaming it into place, so even a power loss never leaves
     /// a file that looks whole but is not.
     pub sync_files: bool,
+    /// Permission bits of every downloaded file, set exactly (the umask does not apply):
+    /// [`DEFAULT_FILE_MODE`] (`0640`, owner and group) unless changed. Directories the
+    /// initializer creates get `0750` before the umask.
+    pub file_mode: u32,
 }
+
+/// Default permission bits of downloaded files: read-write for the owner, read for the group,
+/// nothing for others, so gated models and private datasets on a shared node are not readable by
+/// every user. Pods that read them as another user share a group (`fsGroup`).
+pub const DEFAULT_FILE_MODE: u32 = 0o640;
 
 impl Default for Tuning {
     fn default() -> Self {
@@ -167,6 +176,7 @@ impl Default for Tuning {
             read_timeout: Duration::from_secs(60),
             log_interval: Duration::from_secs(10),
             sync_files: true,
+            file_mode: DEFAULT_FILE_MODE,
         }
     }
 }

@@ -1,16 +1,19 @@
 //! The download engine: list, skip what is already complete, fetch the rest in parallel into
 //! temporary files, rename each into place when whole.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 
 use crate::config::{InitConfig, Tuning};
 use crate::error::{Attempt, InitError};
+use crate::integrity::{Verdict, Verifier};
 use crate::progress::Progress;
 use crate::remote::{Checksum, RemoteFile};
 use crate::retry::backoff;
+use crate::safe_fs::{Dir, split_parent};
 use crate::source::{Listing, Source};
 use crate::verify;
 use crate::writer::BatchWriter;
@@ -26,6 +29,13 @@ pub struct Summary {
     pub files_ignored: usize,
     /// Files downloaded in this run.
     pub files_downloaded: usize,
+    /// Files downloaded in this run whose content could not be checked (the source lists no
+    /// checksum, or an S3 ETag that is not a content hash); each is named in a warning. Every
+    /// other downloaded file matched its listed checksum.
+    pub files_unverified: usize,
+    /// Remote files skipped because their names are unsafe (`..`, absolute, empty segments);
+    /// each is named in a "refusing remote file" warning.
+    pub files_refused: usize,
     /// Files already complete from an earlier run (same size and checksum).
     pub files_already_present: usize,
     /// Bytes downloaded in this run (retried ranges counted once).
@@ -37,7 +47,7 @@ pub struct Summary {
 }
 
 enum Outcome {
-    Downloaded(u64),
+    Downloaded { bytes: u64, verified: bool },
     AlreadyPresent(u64),
 }
 
@@ -50,6 +60,7 @@ pub(crate) async fn run(config: &InitConfig) -> Result<Summary, InitError> {
         files,
         found,
         ignored,
+        refused,
     } = listing;
     if files.is_empty() {
         return Err(InitError::NothingToDownload {
@@ -62,6 +73,11 @@ pub(crate) async fn run(config: &InitConfig) -> Result<Summary, InitError> {
     tokio::fs::create_dir_all(&destination)
         .await
         .map_err(|e| InitError::io("create directory", &destination, e))?;
+    let root_path = destination.clone();
+    let root = tokio::task::spawn_blocking(move || Dir::open_root(&root_path))
+        .await
+        .map_err(|e| InitError::io("open directory", &destination, std::io::Error::other(e)))??;
+    let root = Arc::new(root);
     let sweep_dir = destination.clone();
     let swept = tokio::task::spawn_blocking(move || verify::sweep_partials(&sweep_dir))
         .await
@@ -92,6 +108,8 @@ pub(crate) async fn run(config: &InitConfig) -> Result<Summary, InitError> {
         files_found: found,
         files_ignored: ignored,
         files_downloaded: 0,
+        files_unverified: 0,
+        files_refused: refused,
         files_already_present: 0,
         bytes_downloaded: 0,
         bytes_already_present: 0,
@@ -99,13 +117,14 @@ pub(crate) async fn run(config: &InitConfig) -> Result<Summary, InitError> {
     };
     let concurrency = config.tuning.concurrency.max(1);
     let mut results = stream::iter(files.iter())
-        .map(|file| download_one(&source, file, &destination, &config.tuning, &progress))
+        .map(|file| download_one(&source, file, &root, &config.tuning, &progress))
         .buffer_unordered(concurrency);
     // The first error ends the run; dropping the other downloads removes their partial files.
     while let Some(outcome) = results.try_next().await? {
         match outcome {
-            Outcome::Downloaded(bytes) => {
+            Outcome::Downloaded { bytes, verified } => {
                 summary.files_downloaded += 1;
+                summary.files_unverified += usize::from(!verified);
                 summary.bytes_downloaded += bytes;
             }
             Outcome::AlreadyPresent(bytes) => {
@@ -185,32 +204,50 @@ async fn pause_or_fail(
 
 /// Removes the partial file unless the download completed (also when the future is dropped).
 struct PartialFile {
-    path: PathBuf,
+    dir: Arc<Dir>,
+    name: String,
     armed: bool,
 }
 
 impl Drop for PartialFile {
     fn drop(&mut self) {
         if self.armed {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = self.dir.remove(&self.name);
         }
     }
+}
+
+/// Runs blocking file-system work on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    what: &'static str,
+    path: &std::path::Path,
+    work: impl FnOnce() -> Result<T, InitError> + Send + 'static,
+) -> Result<T, InitError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| InitError::io(what, path, std::io::Error::other(e)))?
 }
 
 async fn download_one(
     source: &Source,
     file: &RemoteFile,
-    destination: &Path,
+    root: &Arc<Dir>,
     tuning: &Tuning,
     progress: &Progress,
 ) -> Result<Outcome, InitError> {
-    let final_path = file.local_path(destination);
+    let final_path = file.local_path(root.path());
     let mut file = file.clone();
-    let local_len = tokio::fs::metadata(&final_path)
-        .await
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len());
+    let (parent, name) = split_parent(&file.relative_path);
+    let (parent, name) = (parent.to_string(), name.to_string());
+    let local_len = {
+        let (root, relative) = (Arc::clone(root), file.relative_path.clone());
+        blocking("inspect", &final_path, move || {
+            Ok(verify::open_local(&root, &relative)
+                .and_then(|f| f.metadata().ok())
+                .map(|m| m.len()))
+        })
+        .await?
+    };
     let mut complete = false;
     if local_len.is_some() && local_len == file.size {
         if file.checksum == Checksum::Unknown {
@@ -220,12 +257,12 @@ async fn download_one(
             })
             .await?;
         }
-        let check_dest = destination.to_path_buf();
-        let check_file = file.clone();
-        complete =
-            tokio::task::spawn_blocking(move || verify::is_complete(&check_dest, &check_file))
-                .await
-                .unwrap_or(false);
+        let (root, check_file) = (Arc::clone(root), file.clone());
+        complete = blocking("verify", &final_path, move || {
+            Ok(verify::is_complete(&root, &check_file))
+        })
+        .await
+        .unwrap_or(false);
     }
     if complete {
         let size = file.size.unwrap_or(0);
@@ -233,18 +270,45 @@ async fn download_one(
         tracing::debug!(key = file.key, "already complete");
         return Ok(Outcome::AlreadyPresent(size));
     }
-    if let Some(parent) = final_path.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| InitError::io("create directory", parent, e))?;
-    }
+    let parts = with_retries(tuning, source.endpoint(), Some(&file.key), || {
+        source.part_sizes(&file)
+    })
+    .await?;
+    let partial_name = verify::partial_name(&name);
+    let mode = tuning.file_mode;
+    let (dir, handle) = {
+        let (root, parent, partial_name) = (Arc::clone(root), parent.clone(), partial_name.clone());
+        blocking("create", &final_path, move || {
+            let dir = root.open_dir(&parent, true)?.ok_or_else(|| {
+                InitError::io(
+                    "create directory",
+                    root.path().join(&parent),
+                    std::io::ErrorKind::NotFound.into(),
+                )
+            })?;
+            let handle = dir.create_file(&partial_name, mode)?;
+            Ok((Arc::new(dir), handle))
+        })
+        .await?
+    };
     let mut partial = PartialFile {
-        path: verify::partial_path(&final_path),
+        dir: Arc::clone(&dir),
+        name: partial_name.clone(),
         armed: true,
     };
-    let mut writer = BatchWriter::create(&partial.path).await?;
+    let partial_path = dir.path().join(&partial_name);
+    let mut writer = BatchWriter::new(&partial_path, handle, Verifier::new(&file, parts.as_ref()));
     let mut retry = 0;
-    while let Err(failure) = fetch_into(source, &mut file, &mut writer, tuning, progress).await {
+    while let Err(failure) = fetch_into(
+        source,
+        &mut file,
+        parts.as_ref(),
+        &mut writer,
+        tuning,
+        progress,
+    )
+    .await
+    {
         pause_or_fail(
             tuning,
             &mut retry,
@@ -255,30 +319,84 @@ async fn download_one(
         .await?;
     }
     let written = writer.len();
-    writer.finish(tuning.sync_files).await?;
-    if let Checksum::Tag(tag) = &file.checksum {
-        let record = verify::tag_path(destination, &file);
-        if let Some(parent) = record.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| InitError::io("create directory", parent, e))?;
-        }
-        tokio::fs::write(&record, format!("{tag}\n"))
-            .await
-            .map_err(|e| InitError::io("write", &record, e))?;
+    let (mut handle, verifier) = writer.finish(tuning.sync_files).await?;
+    let mut verdict = verifier.finish();
+    if let Verdict::HashFinishedFile { expected } = verdict {
+        // A git blob id needs the size first; it was not listed, so hash the finished file.
+        verdict = blocking("verify", &partial_path, move || {
+            let actual = verify::hex_digest(&mut handle, verify::DigestKind::GitSha1(written))
+                .unwrap_or_default();
+            Ok(if actual == expected {
+                Verdict::Verified
+            } else {
+                Verdict::Mismatch {
+                    algorithm: "git blob sha1",
+                    expected,
+                    actual,
+                }
+            })
+        })
+        .await?;
     }
-    tokio::fs::rename(&partial.path, &final_path)
-        .await
-        .map_err(|e| InitError::io("rename into place", &final_path, e))?;
+    let verified = match verdict {
+        Verdict::Verified => true,
+        Verdict::Unverified(reason) => {
+            tracing::warn!(key = file.key, "{} not verified: {reason}", file.key);
+            false
+        }
+        Verdict::Mismatch {
+            algorithm,
+            expected,
+            actual,
+        } => {
+            let content_hash = with_retries(tuning, source.endpoint(), Some(&file.key), || {
+                source.etag_is_content_hash(&file)
+            })
+            .await?;
+            if content_hash {
+                // Dropping `partial` removes the file: nothing of it is kept.
+                return Err(InitError::ChecksumMismatch {
+                    key: file.key.clone(),
+                    algorithm,
+                    expected,
+                    actual,
+                });
+            }
+            tracing::warn!(
+                key = file.key,
+                "{} not verified: its ETag is not an MD5 (server-side encryption with KMS or customer keys)",
+                file.key
+            );
+            false
+        }
+        Verdict::HashFinishedFile { .. } => false,
+    };
+    let tag = match &file.checksum {
+        Checksum::Tag(tag) => Some(tag.clone()),
+        _ => None,
+    };
+    let (root_for_tag, file_for_tag, dir_for_rename) =
+        (Arc::clone(root), file.clone(), Arc::clone(&dir));
+    blocking("rename into place", &final_path, move || {
+        if let Some(tag) = tag {
+            verify::write_tag(&root_for_tag, &file_for_tag, &tag)?;
+        }
+        dir_for_rename.rename(&partial_name, &name)
+    })
+    .await?;
     partial.armed = false;
-    tracing::debug!(key = file.key, bytes = written, "downloaded");
-    Ok(Outcome::Downloaded(written))
+    tracing::debug!(key = file.key, bytes = written, verified, "downloaded");
+    Ok(Outcome::Downloaded {
+        bytes: written,
+        verified,
+    })
 }
 
 /// One attempt: continues from the bytes already written.
 async fn fetch_into(
     source: &Source,
     file: &mut RemoteFile,
+    parts: Option<&crate::integrity::PartSizes>,
     writer: &mut BatchWriter,
     tuning: &Tuning,
     progress: &Progress,
@@ -288,9 +406,13 @@ async fn fetch_into(
         return Ok(());
     }
     let opened = source.open(file, offset).await?;
-    if file.checksum == Checksum::Unknown {
+    if file.checksum == Checksum::Unknown && opened.checksum != Checksum::Unknown {
         // Pins the version for resumed ranges and gives reruns something to compare.
         file.checksum = opened.checksum;
+        if offset == 0 {
+            // Nothing received yet: check the download against it too.
+            writer.set_verifier(Verifier::new(file, parts)).await?;
+        }
     }
     if opened.from_start && offset > 0 {
         progress.sub(offset);

@@ -75,6 +75,30 @@ pub enum InitError {
         /// The offending key or repository path.
         key: String,
     },
+    /// A downloaded file's content does not match the checksum the source lists for it. Nothing
+    /// is kept: the partial file is removed.
+    #[error(
+        "downloaded {key} does not match its listed {algorithm} (expected {expected}, got {actual}): the server sent other content than it lists; nothing was kept"
+    )]
+    ChecksumMismatch {
+        /// The object key or repository path.
+        key: String,
+        /// `md5`, `sha256`, `git blob sha1` or `multipart etag`.
+        algorithm: &'static str,
+        /// The checksum the listing (or the object's ETag) gives.
+        expected: String,
+        /// The checksum of the bytes received.
+        actual: String,
+    },
+    /// A path below the destination cannot be written safely (a symbolic link or a non-directory
+    /// where a directory is needed): files are never written through links.
+    #[error("refusing to write {path}: {detail}")]
+    UnsafeDestination {
+        /// The path below the destination.
+        path: PathBuf,
+        /// What is in the way.
+        detail: String,
+    },
     /// A file could not be downloaded after all retries.
     #[error("downloading {key} failed after {attempts} attempts: {detail}")]
     Transfer {

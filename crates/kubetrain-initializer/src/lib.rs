@@ -14,8 +14,12 @@
 //! | `ACCESS_TOKEN`, `HF_ENDPOINT` | Hugging Face hub (token, mirror) |
 //!
 //! Files are written to a hidden temporary name and renamed when complete, so a crash never
-//! leaves a half file under the final name. A rerun skips files whose size and checksum already
-//! match (S3 ETag MD5, hub SHA-256 / git blob id). Downloads run in parallel with a bound, retry
+//! leaves a half file under the final name. Every download is checked against the checksum its
+//! source lists (hub SHA-256 / git blob id, S3 ETag MD5 or multipart ETag) while it streams in;
+//! a mismatch fails the run and keeps nothing. A rerun skips files whose size and checksum
+//! already match. Files are written `0640` ([`DEFAULT_FILE_MODE`]) and never through a
+//! symbolic link inside the destination; remote names that would leave it are skipped with a
+//! warning. Downloads run in parallel with a bound, retry
 //! transient errors with backoff (resuming from the bytes already written) and report progress.
 //!
 //! ```no_run
@@ -43,10 +47,12 @@
 mod config;
 mod download;
 mod error;
+mod integrity;
 mod pattern;
 mod progress;
 mod remote;
 mod retry;
+mod safe_fs;
 mod source;
 mod uri;
 mod verify;
@@ -57,9 +63,9 @@ mod writer;
 pub mod testing;
 
 pub use config::{
-    ConfigError, DATASET_PATH, DEFAULT_HF_ENDPOINT, ENV_IGNORE_PATTERNS, ENV_STORAGE_URI,
-    HF_MODEL_ALLOW_PATTERNS, HubOptions, InitConfig, Kind, MODEL_IGNORE_PATTERNS, MODEL_PATH,
-    ProgressMode, S3Options, Tuning,
+    ConfigError, DATASET_PATH, DEFAULT_FILE_MODE, DEFAULT_HF_ENDPOINT, ENV_IGNORE_PATTERNS,
+    ENV_STORAGE_URI, HF_MODEL_ALLOW_PATTERNS, HubOptions, InitConfig, Kind, MODEL_IGNORE_PATTERNS,
+    MODEL_PATH, ProgressMode, S3Options, Tuning,
 };
 pub use download::Summary;
 pub use error::InitError;

@@ -58,7 +58,8 @@ pub struct RemoteFile {
 }
 
 impl RemoteFile {
-    /// Builds a file entry, rejecting relative paths that would escape the destination.
+    /// Builds a file entry, rejecting relative paths that would escape the destination or have
+    /// empty segments.
     ///
     /// ```
     /// use kubetrain_initializer::{Checksum, RemoteFile};
@@ -92,7 +93,8 @@ impl RemoteFile {
     }
 }
 
-/// Only plain names: no `..`, no root, no empty path, no NUL, no backslash tricks.
+/// Only plain names: no `..`, no root, no empty path or empty segment (`a//b` would land on the
+/// same file as `a/b`), no NUL, no backslash tricks.
 fn is_safe_relative(path: &str) -> bool {
     if path.is_empty() || path.contains('\0') || path.contains('\\') || path.starts_with('/') {
         return false;
@@ -100,7 +102,7 @@ fn is_safe_relative(path: &str) -> bool {
     let mut any = false;
     for part in path.split('/') {
         if part.is_empty() {
-            continue;
+            return false;
         }
         let mut components = Path::new(part).components();
         match (components.next(), components.next()) {
@@ -120,7 +122,8 @@ mod tests {
         let table = [
             ("a", true),
             ("a/b/c.json", true),
-            ("a//b", true),
+            ("a//b", false),
+            ("a/", false),
             ("", false),
             ("/etc/passwd", false),
             ("../x", false),
@@ -133,7 +136,7 @@ mod tests {
         for (path, want) in table {
             assert_eq!(is_safe_relative(path), want, "{path:?}");
         }
-        let file = RemoteFile::new("k", "a//b/c", None, Checksum::Unknown).unwrap();
+        let file = RemoteFile::new("k", "a/b/c", None, Checksum::Unknown).unwrap();
         assert_eq!(file.local_path(Path::new("/d")), PathBuf::from("/d/a/b/c"));
     }
 

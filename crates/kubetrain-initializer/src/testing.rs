@@ -219,6 +219,10 @@ struct HubState {
     faults: HashMap<String, (u32, u32)>,
     /// `"GET <path> [range]"` per request, in order.
     log: Vec<String>,
+    /// Content served instead of the listed one, per file path (a lying or broken hub).
+    served: HashMap<String, Vec<u8>>,
+    /// List files without `size` (and LFS files without `lfs.size`).
+    hide_sizes: bool,
 }
 
 /// A minimal Hugging Face hub: `GET /api/{models,datasets}/<repo>/revision/<rev>` and
@@ -257,6 +261,21 @@ impl HubTestServer {
             state
                 .faults
                 .insert(path.to_string(), (server_errors, cut_bodies));
+        }
+    }
+
+    /// Serves `content` for `path` from now on while the listing keeps the checksum and size of
+    /// the listed content: a hub (or a proxy in front of it) that sends something else.
+    pub fn serve_instead(&self, path: &str, content: Vec<u8>) {
+        if let Ok(mut state) = self.state.lock() {
+            state.served.insert(path.to_string(), content);
+        }
+    }
+
+    /// Lists files without their sizes from now on (only the checksums remain).
+    pub fn hide_sizes(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.hide_sizes = true;
         }
     }
 
@@ -323,7 +342,7 @@ fn hub_response(state: &Mutex<HubState>, req: &Request<Incoming>) -> Response<Hu
                 "{\"error\":\"Access to this repo is restricted\"}",
             );
         }
-        return full(StatusCode::OK, repo_info(repo));
+        return full(StatusCode::OK, repo_info(repo, state.hide_sizes));
     }
     let (kind, rest) = match decoded.strip_prefix("/datasets/") {
         Some(rest) => (Kind::Dataset, rest),
@@ -350,7 +369,7 @@ fn hub_response(state: &Mutex<HubState>, req: &Request<Incoming>) -> Response<Hu
     let Some((_, content)) = repo.files.iter().find(|(p, _)| p == file_path) else {
         return full(StatusCode::NOT_FOUND, "Entry not found");
     };
-    let content = Bytes::from(content.clone());
+    let content = Bytes::from(state.served.get(file_path).unwrap_or(content).clone());
     let file_path = file_path.to_string();
     if let Some(fault) = state.faults.get_mut(&file_path) {
         if fault.0 > 0 {
@@ -400,7 +419,7 @@ fn hub_response(state: &Mutex<HubState>, req: &Request<Incoming>) -> Response<Hu
     }
 }
 
-fn repo_info(repo: &HubRepo) -> String {
+fn repo_info(repo: &HubRepo, hide_sizes: bool) -> String {
     use sha1::Digest as _;
     let siblings: Vec<serde_json::Value> = repo
         .files
@@ -420,6 +439,14 @@ fn repo_info(repo: &HubRepo) -> String {
                     serde_json::json!({ "sha256": sha, "size": content.len(), "pointerSize": 134 });
                 // For LFS files the hub's blobId is the pointer's id, not the content's.
                 entry["blobId"] = serde_json::json!("0".repeat(40));
+            }
+            if hide_sizes {
+                if let Some(entry) = entry.as_object_mut() {
+                    entry.remove("size");
+                }
+                if let Some(lfs) = entry.get_mut("lfs").and_then(|l| l.as_object_mut()) {
+                    lfs.remove("size");
+                }
             }
             entry
         })
@@ -465,7 +492,8 @@ pub struct MemoryS3Server {
 }
 
 impl MemoryS3Server {
-    /// Starts a server whose `bucket` holds `objects` (key, content).
+    /// Starts a server whose `bucket` holds `objects` (key, content), each with the MD5 of its
+    /// content as ETag.
     pub fn start(
         bucket: &str,
         objects: Vec<(String, Bytes)>,
@@ -473,13 +501,29 @@ impl MemoryS3Server {
         secret_key: &str,
     ) -> std::io::Result<Self> {
         use md5::Digest as _;
-        let now = std::time::SystemTime::now();
         let objects = objects
             .into_iter()
             .map(|(key, data)| {
                 let etag = to_hex(&md5::Md5::digest(&data));
-                (key, MemoryObject { data, etag })
+                (key, data, etag)
             })
+            .collect();
+        Self::start_with_etags(bucket, objects, access_key, secret_key)
+    }
+
+    /// Starts a server whose `bucket` holds `objects` (key, content, ETag): any keys (folder
+    /// markers, `..`, empty segments) and any ETags (multipart `<md5>-<N>`, or one that does
+    /// not match the content).
+    pub fn start_with_etags(
+        bucket: &str,
+        objects: Vec<(String, Bytes, String)>,
+        access_key: &str,
+        secret_key: &str,
+    ) -> std::io::Result<Self> {
+        let now = std::time::SystemTime::now();
+        let objects = objects
+            .into_iter()
+            .map(|(key, data, etag)| (key, MemoryObject { data, etag }))
             .collect();
         let store = MemoryS3 {
             bucket: bucket.to_string(),

@@ -1,14 +1,16 @@
 //! Deciding whether a local file is already complete: same size and same checksum.
 
 use std::fs::File;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
 
 use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
+use crate::error::InitError;
 use crate::remote::{Checksum, RemoteFile};
+use crate::safe_fs::{Dir, split_parent};
 
 /// Directory below the destination holding version tags of files whose checksum cannot be
 /// computed locally (multipart S3 ETags).
@@ -17,46 +19,65 @@ pub(crate) const STATE_DIR: &str = ".kubetrain-initializer";
 /// Suffix of files being written; they are renamed into place when complete.
 pub(crate) const PARTIAL_SUFFIX: &str = ".kubetrain-partial";
 
-/// Where `file`'s version tag is recorded.
-pub(crate) fn tag_path(destination: &Path, file: &RemoteFile) -> PathBuf {
-    let mut path = destination.join(STATE_DIR).join("tags");
-    path.extend(file.relative_path.split('/').filter(|s| !s.is_empty()));
-    path
+/// Where `file`'s version tag is recorded, relative to the destination.
+pub(crate) fn tag_relative(file: &RemoteFile) -> String {
+    format!("{STATE_DIR}/tags/{}", file.relative_path)
 }
 
-/// The temporary name of a file being downloaded: hidden, next to its final name (same file
-/// system, so the rename is atomic).
-pub(crate) fn partial_path(final_path: &Path) -> PathBuf {
-    let name = final_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    final_path.with_file_name(format!(".{name}{PARTIAL_SUFFIX}"))
+/// The temporary name of a file being downloaded: hidden, next to its final name (same
+/// directory, so the rename is atomic).
+pub(crate) fn partial_name(name: &str) -> String {
+    format!(".{name}{PARTIAL_SUFFIX}")
 }
 
-/// Whether the local copy of `file` is complete. Blocking: hashes the file.
-pub(crate) fn is_complete(destination: &Path, file: &RemoteFile) -> bool {
-    let path = file.local_path(destination);
-    let Ok(meta) = std::fs::metadata(&path) else {
+/// Records `tag` as the version of `file` (multipart ETags), below the destination `root`.
+/// Blocking.
+pub(crate) fn write_tag(root: &Dir, file: &RemoteFile, tag: &str) -> Result<(), InitError> {
+    use std::io::Write as _;
+    let relative = tag_relative(file);
+    let (parent, name) = split_parent(&relative);
+    let Some(dir) = root.open_dir(parent, true)? else {
+        return Ok(());
+    };
+    let partial = partial_name(name);
+    let mut record = dir.create_file(&partial, crate::config::DEFAULT_FILE_MODE)?;
+    record
+        .write_all(format!("{tag}\n").as_bytes())
+        .map_err(|e| InitError::io("write", dir.path().join(&partial), e))?;
+    dir.rename(&partial, name)
+}
+
+/// Opens the local copy of `relative` below `root` for reading, never through a link.
+pub(crate) fn open_local(root: &Dir, relative: &str) -> Option<File> {
+    let (parent, name) = split_parent(relative);
+    root.open_dir(parent, false).ok()??.open_file(name)
+}
+
+/// Whether the local copy of `file` is complete. Blocking: hashes the file. A symbolic link (at
+/// the file or any directory above it) is never complete: the download replaces it.
+pub(crate) fn is_complete(root: &Dir, file: &RemoteFile) -> bool {
+    let Some(mut local) = open_local(root, &file.relative_path) else {
         return false;
     };
-    if !meta.is_file() {
+    let Ok(meta) = local.metadata() else {
         return false;
-    }
+    };
     match file.size {
         Some(size) if size != meta.len() => return false,
         None => return false,
         Some(_) => {}
     }
-    let local = |kind| hex_digest(&path, kind);
+    let mut digest = |kind| hex_digest(&mut local, kind);
     match &file.checksum {
-        Checksum::Md5(want) => local(DigestKind::Md5).is_some_and(|got| &got == want),
-        Checksum::Sha256(want) => local(DigestKind::Sha256).is_some_and(|got| &got == want),
+        Checksum::Md5(want) => digest(DigestKind::Md5).is_some_and(|got| &got == want),
+        Checksum::Sha256(want) => digest(DigestKind::Sha256).is_some_and(|got| &got == want),
         Checksum::GitSha1(want) => {
-            local(DigestKind::GitSha1(meta.len())).is_some_and(|got| &got == want)
+            digest(DigestKind::GitSha1(meta.len())).is_some_and(|got| &got == want)
         }
-        Checksum::Tag(want) => std::fs::read_to_string(tag_path(destination, file))
-            .is_ok_and(|recorded| recorded.trim() == want),
+        Checksum::Tag(want) => open_local(root, &tag_relative(file)).is_some_and(|mut record| {
+            let mut recorded = String::new();
+            record.read_to_string(&mut recorded).is_ok() && recorded.trim() == want
+        }),
         Checksum::Unknown => true,
     }
 }
@@ -69,14 +90,14 @@ pub(crate) enum DigestKind {
     GitSha1(u64),
 }
 
-/// Hex digest of a file; `None` when it cannot be read.
-pub(crate) fn hex_digest(path: &Path, kind: DigestKind) -> Option<String> {
-    let mut file = File::open(path).ok()?;
+/// Hex digest of an open file from its start; `None` when it cannot be read.
+pub(crate) fn hex_digest(file: &mut File, kind: DigestKind) -> Option<String> {
+    file.seek(SeekFrom::Start(0)).ok()?;
     match kind {
-        DigestKind::Md5 => digest_reader::<Md5>(&mut file, b""),
-        DigestKind::Sha256 => digest_reader::<Sha256>(&mut file, b""),
+        DigestKind::Md5 => digest_reader::<Md5>(file, b""),
+        DigestKind::Sha256 => digest_reader::<Sha256>(file, b""),
         DigestKind::GitSha1(size) => {
-            digest_reader::<Sha1>(&mut file, format!("blob {size}\0").as_bytes())
+            digest_reader::<Sha1>(file, format!("blob {size}\0").as_bytes())
         }
     }
 }
@@ -135,22 +156,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"hello\n").unwrap();
+        let mut file = File::open(&path).unwrap();
         assert_eq!(
-            hex_digest(&path, DigestKind::Md5).unwrap(),
+            hex_digest(&mut file, DigestKind::Md5).unwrap(),
             "b1946ac92492d2347c6235b4d2611184"
         );
         assert_eq!(
-            hex_digest(&path, DigestKind::Sha256).unwrap(),
+            hex_digest(&mut file, DigestKind::Sha256).unwrap(),
             "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
         );
         // `git hash-object` of "hello\n".
         assert_eq!(
-            hex_digest(&path, DigestKind::GitSha1(6)).unwrap(),
+            hex_digest(&mut file, DigestKind::GitSha1(6)).unwrap(),
             "ce013625030ba8dba906f756967f9e9ca394464a"
-        );
-        assert_eq!(
-            hex_digest(&dir.path().join("missing"), DigestKind::Md5),
-            None
         );
     }
 
@@ -159,29 +177,36 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("a")).unwrap();
         std::fs::write(dir.path().join("a/f"), b"hello\n").unwrap();
+        let root = Dir::open_root(dir.path()).unwrap();
         let file = |size, checksum| RemoteFile::new("k", "a/f", size, checksum).unwrap();
         let md5 = "b1946ac92492d2347c6235b4d2611184".to_string();
         assert!(is_complete(
-            dir.path(),
+            &root,
             &file(Some(6), Checksum::Md5(md5.clone()))
         ));
-        assert!(!is_complete(dir.path(), &file(Some(7), Checksum::Md5(md5))));
         assert!(!is_complete(
-            dir.path(),
+            &root,
+            &file(Some(7), Checksum::Md5(md5.clone()))
+        ));
+        assert!(!is_complete(
+            &root,
             &file(Some(6), Checksum::Md5("0".repeat(32)))
         ));
-        assert!(is_complete(dir.path(), &file(Some(6), Checksum::Unknown)));
-        assert!(!is_complete(dir.path(), &file(None, Checksum::Unknown)));
+        assert!(is_complete(&root, &file(Some(6), Checksum::Unknown)));
+        assert!(!is_complete(&root, &file(None, Checksum::Unknown)));
         let tagged = file(Some(6), Checksum::Tag("abc-2".into()));
-        assert!(!is_complete(dir.path(), &tagged), "no record yet");
-        let record = tag_path(dir.path(), &tagged);
-        std::fs::create_dir_all(record.parent().unwrap()).unwrap();
-        std::fs::write(&record, "abc-2\n").unwrap();
-        assert!(is_complete(dir.path(), &tagged));
+        assert!(!is_complete(&root, &tagged), "no record yet");
+        write_tag(&root, &tagged, "abc-2").unwrap();
+        assert!(is_complete(&root, &tagged));
         assert!(!is_complete(
-            dir.path(),
+            &root,
             &file(Some(6), Checksum::Tag("abc-3".into()))
         ));
+        // A link to a complete file elsewhere is not a complete file here.
+        std::fs::create_dir_all(dir.path().join("b")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a/f"), dir.path().join("b/f")).unwrap();
+        let linked = RemoteFile::new("k", "b/f", Some(6), Checksum::Md5(md5)).unwrap();
+        assert!(!is_complete(&root, &linked));
     }
 
     #[test]
@@ -189,7 +214,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("x/y")).unwrap();
         let keep = dir.path().join("x/y/data.json");
-        let partial = partial_path(&keep);
+        let partial = dir.path().join("x/y").join(partial_name("data.json"));
         assert_eq!(partial, dir.path().join("x/y/.data.json.kubetrain-partial"));
         std::fs::write(&keep, b"{}").unwrap();
         std::fs::write(&partial, b"{").unwrap();

@@ -160,9 +160,7 @@ impl HubSource {
                 (None, Some(blob)) => Checksum::GitSha1(blob.to_ascii_lowercase()),
                 (None, None) => Checksum::Unknown,
             };
-            listing
-                .files
-                .push(RemoteFile::new(path.clone(), path, size, checksum)?);
+            listing.admit(RemoteFile::new(path.clone(), path, size, checksum));
         }
         Ok(listing)
     }

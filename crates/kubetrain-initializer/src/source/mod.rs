@@ -14,12 +14,28 @@ pub(crate) mod s3;
 /// The body of one file, from some offset on.
 pub(crate) type ByteStream = BoxStream<'static, Result<Bytes, Attempt>>;
 
-/// What a source lists: the files to download and how many were skipped by ignore patterns.
+/// What a source lists: the files to download, how many were skipped by ignore patterns and
+/// how many were refused for unsafe names.
 #[derive(Debug, Default)]
 pub(crate) struct Listing {
     pub(crate) files: Vec<RemoteFile>,
     pub(crate) found: usize,
     pub(crate) ignored: usize,
+    pub(crate) refused: usize,
+}
+
+impl Listing {
+    /// Adds a file, or skips one whose name is unsafe with the "refusing remote file" warning:
+    /// one odd key does not stop the rest of the download.
+    pub(crate) fn admit(&mut self, file: Result<RemoteFile, InitError>) {
+        match file {
+            Ok(file) => self.files.push(file),
+            Err(err) => {
+                tracing::warn!("{err}; skipped");
+                self.refused += 1;
+            }
+        }
+    }
 }
 
 /// An opened download.
@@ -69,6 +85,26 @@ impl Source {
         match self {
             Self::S3(s) => s.checksum(file).await,
             Self::Hub(_) => Ok(Checksum::Unknown),
+        }
+    }
+
+    /// The part sizes to check a multipart S3 ETag with; `None` for anything else.
+    pub(crate) async fn part_sizes(
+        &self,
+        file: &RemoteFile,
+    ) -> Result<Option<crate::integrity::PartSizes>, Attempt> {
+        match self {
+            Self::S3(s) => s.part_sizes(file).await,
+            Self::Hub(_) => Ok(None),
+        }
+    }
+
+    /// Whether a checksum mismatch is real: false for S3 objects whose ETag is not an MD5
+    /// (SSE-KMS, SSE-C). Hub checksums are always content hashes.
+    pub(crate) async fn etag_is_content_hash(&self, file: &RemoteFile) -> Result<bool, Attempt> {
+        match self {
+            Self::S3(s) => s.etag_is_content_hash(file).await,
+            Self::Hub(_) => Ok(true),
         }
     }
 

@@ -1,21 +1,49 @@
 //! S3 and S3-compatible servers through `object_store`.
 
 use futures_util::{StreamExt, TryStreamExt};
-use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
-use object_store::client::{HttpError, HttpErrorKind};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsAuthorizer};
+use object_store::client::{HttpError, HttpErrorKind, HttpRequest, HttpRequestBody};
 use object_store::path::Path as StorePath;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig};
+use reqwest::{Method, Url};
+use serde::Deserialize;
 
 use super::{Listing, Opened};
 use crate::config::InitConfig;
-use crate::error::{Attempt, InitError, chain};
+use crate::error::{Attempt, InitError, chain, shorten};
+use crate::integrity::{PartSizes, guess_part_sizes, multipart_etag};
 use crate::pattern::PatternSet;
 use crate::remote::{Checksum, RemoteFile};
+
+/// One page of a `ListObjectsV2` answer, as far as we read it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListPage {
+    #[serde(default)]
+    contents: Vec<ListEntry>,
+    #[serde(default)]
+    is_truncated: bool,
+    next_continuation_token: Option<String>,
+}
+
+/// One object of a listing, with its key exactly as stored.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListEntry {
+    key: String,
+    size: u64,
+    #[serde(rename = "ETag")]
+    e_tag: Option<String>,
+}
 
 const CREDENTIAL_HINT: &str = "check ACCESS_KEY_ID, SECRET_ACCESS_KEY, REGION and ROLE_ARN";
 
 pub(crate) struct S3Source {
     store: AmazonS3,
+    /// Signed requests object_store does not offer: listings with every key as stored, `HEAD`
+    /// with headers (server-side encryption, part counts).
+    http: reqwest::Client,
+    region: String,
     bucket: String,
     prefix: String,
     endpoint: String,
@@ -94,8 +122,18 @@ impl S3Source {
                     setting: "S3 settings",
                     detail: chain(&e),
                 })?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.tuning.connect_timeout)
+            .user_agent(concat!("kubetrain-initializer/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| InitError::InvalidSetting {
+                setting: "HTTP client",
+                detail: chain(&e),
+            })?;
         Ok(Self {
             store,
+            http,
+            region,
             bucket: bucket.into(),
             prefix: prefix.into(),
             endpoint,
@@ -108,38 +146,157 @@ impl S3Source {
         &self.endpoint
     }
 
+    /// Sends a SigV4-signed request (object_store's signer and credentials) for `url`.
+    async fn signed(&self, method: Method, url: Url) -> Result<reqwest::Response, Attempt> {
+        let credential = self
+            .store
+            .credentials()
+            .get_credential()
+            .await
+            .map_err(|e| self.classify(e, None))?;
+        let mut request: HttpRequest = http::Request::builder()
+            .method(method.clone())
+            .uri(url.as_str())
+            .body(HttpRequestBody::empty())
+            .map_err(|e| Attempt::Fatal(self.protocol(e.to_string())))?;
+        AwsAuthorizer::new(&credential, "s3", &self.region)
+            .try_authorize(&mut request, None)
+            .map_err(|e| self.classify(e, None))?;
+        let mut builder = self.http.request(method, url);
+        for (name, value) in request.headers() {
+            builder = builder.header(name, value);
+        }
+        builder.send().await.map_err(|e| Attempt::Transient {
+            unreachable: e.is_connect(),
+            detail: chain(&e),
+        })
+    }
+
+    /// The bucket's URL, path-style as object_store addresses it.
+    fn bucket_url(&self) -> Result<Url, Attempt> {
+        Url::parse(&format!("{}/{}", self.endpoint, self.bucket))
+            .map_err(|e| Attempt::Fatal(self.protocol(format!("bucket URL: {e}"))))
+    }
+
+    fn protocol(&self, detail: String) -> InitError {
+        InitError::Protocol {
+            endpoint: self.endpoint.clone(),
+            detail,
+        }
+    }
+
+    /// Classifies a non-2xx answer to a signed request as object_store would.
+    async fn status_failure(&self, response: reqwest::Response, key: Option<&str>) -> Attempt {
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND && key.is_some() {
+            return Attempt::Fatal(InitError::Transfer {
+                key: key.unwrap_or_default().to_string(),
+                attempts: 1,
+                detail: "the object disappeared during the run".into(),
+            });
+        }
+        let body = response.text().await.unwrap_or_default();
+        let detail = if status.is_redirection() && !body.contains("<Code>") {
+            "Received redirect without LOCATION, this normally indicates an incorrectly configured region".to_string()
+        } else {
+            shorten(&format!(
+                "Server returned non-2xx status code: {status}: {body}"
+            ))
+        };
+        if status == reqwest::StatusCode::NOT_FOUND && s3_error_code(&detail).is_none() {
+            return Attempt::Fatal(InitError::BucketNotFound {
+                bucket: self.bucket.clone(),
+                endpoint: self.endpoint.clone(),
+            });
+        }
+        self.classify_detail(detail, false)
+    }
+
+    /// Every object below the prefix, with keys exactly as stored (object_store's listing fails
+    /// on keys it cannot represent, and drops the trailing `/` of folder markers).
+    async fn list_raw(&self, prefix: &str) -> Result<Vec<ListEntry>, Attempt> {
+        let mut entries = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut url = self.bucket_url()?;
+            {
+                let mut query = url.query_pairs_mut();
+                query.append_pair("list-type", "2");
+                if !prefix.is_empty() {
+                    query.append_pair("prefix", prefix);
+                }
+                if let Some(token) = &token {
+                    query.append_pair("continuation-token", token);
+                }
+            }
+            let response = self.signed(Method::GET, url).await?;
+            if !response.status().is_success() {
+                return Err(self.status_failure(response, None).await);
+            }
+            let body = response
+                .text()
+                .await
+                .map_err(|e| Attempt::transient(chain(&e)))?;
+            let page: ListPage = quick_xml::de::from_str(&body).map_err(|e| {
+                Attempt::Fatal(self.protocol(format!("invalid ListObjectsV2 answer: {e}")))
+            })?;
+            entries.extend(page.contents);
+            match page.next_continuation_token {
+                Some(next) if page.is_truncated && !next.is_empty() => token = Some(next),
+                _ => return Ok(entries),
+            }
+        }
+    }
+
     pub(crate) async fn list(&self) -> Result<Listing, Attempt> {
         let prefix = StorePath::from(self.prefix.as_str());
         let base = prefix.as_ref().to_string();
-        let mut metas: Vec<object_store::ObjectMeta> = self
-            .store
-            .list((!base.is_empty()).then_some(&prefix))
-            .map_err(|e| self.classify(e, None))
-            .try_collect()
-            .await?;
-        let mut single = false;
-        if metas.is_empty() && !base.is_empty() {
+        // The prefix is a directory: `alpaca` lists `alpaca/…`, not `alpaca-v2/…`.
+        let dir_prefix = if base.is_empty() {
+            String::new()
+        } else {
+            format!("{base}/")
+        };
+        let mut entries: Vec<(ListEntry, String)> = self
+            .list_raw(&dir_prefix)
+            .await?
+            .into_iter()
+            .map(|entry| {
+                let relative = entry
+                    .key
+                    .strip_prefix(&dir_prefix)
+                    .unwrap_or(&entry.key)
+                    .to_string();
+                (entry, relative)
+            })
+            .collect();
+        if entries.is_empty() && !base.is_empty() {
             // `s3://bucket/path/file.bin` names one object, not a directory.
             match self.store.head(&prefix).await {
                 Ok(meta) => {
-                    metas.push(meta);
-                    single = true;
+                    let key = meta.location.as_ref().to_string();
+                    let name = key.rsplit('/').next().unwrap_or(&key).to_string();
+                    entries.push((
+                        ListEntry {
+                            key,
+                            size: meta.size,
+                            e_tag: meta.e_tag,
+                        },
+                        name,
+                    ));
                 }
                 Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(self.classify(e, None)),
             }
         }
         let mut listing = Listing::default();
-        for meta in metas {
-            let key = meta.location.as_ref().to_string();
-            let relative = if single {
-                key.rsplit('/').next().unwrap_or(&key).to_string()
-            } else {
-                key.strip_prefix(base.as_str())
-                    .unwrap_or(&key)
-                    .trim_start_matches('/')
-                    .to_string()
-            };
+        for (entry, relative) in entries {
+            let ListEntry { key, size, e_tag } = entry;
+            if key.ends_with('/') && size == 0 {
+                // A "folder marker" (the S3 console's "Create folder"): not a file.
+                tracing::debug!(key, "skipped folder marker");
+                continue;
+            }
             listing.found += 1;
             // Upstream matches the full key; the relative path is what users see, so accept both.
             if self.ignore.matches(&key) || self.ignore.matches(&relative) {
@@ -147,15 +304,90 @@ impl S3Source {
                 listing.ignored += 1;
                 continue;
             }
-            let checksum = meta
-                .e_tag
+            // Keys object_store cannot address as they are (empty segments, `.`/`..`) are
+            // refused like names that would leave the destination.
+            let addressable = StorePath::parse(&key).is_ok_and(|p| p.as_ref() == key);
+            let checksum = e_tag
                 .as_deref()
                 .map_or(Checksum::Unknown, Checksum::from_etag);
-            listing
-                .files
-                .push(RemoteFile::new(key, relative, Some(meta.size), checksum)?);
+            let file = if addressable {
+                RemoteFile::new(key.clone(), relative, Some(size), checksum)
+            } else {
+                Err(InitError::UnsafePath { key: key.clone() })
+            };
+            listing.admit(file);
         }
         Ok(listing)
+    }
+
+    /// A `HEAD` of `key` (or of one part of it) with the headers object_store does not surface.
+    async fn head_raw(
+        &self,
+        key: &str,
+        part: Option<u32>,
+    ) -> Result<reqwest::header::HeaderMap, Attempt> {
+        let mut url = self.bucket_url()?;
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.extend(key.split('/'));
+        }
+        if let Some(part) = part {
+            url.query_pairs_mut()
+                .append_pair("partNumber", &part.to_string());
+        }
+        let response = self.signed(Method::HEAD, url).await?;
+        if !response.status().is_success() {
+            return Err(self.status_failure(response, Some(key)).await);
+        }
+        Ok(response.headers().clone())
+    }
+
+    /// The part size of a multipart object: what the server reports for part 1 when it reports
+    /// the part count, else the common sizes that give the ETag's number of parts.
+    pub(crate) async fn part_sizes(&self, file: &RemoteFile) -> Result<Option<PartSizes>, Attempt> {
+        let (Checksum::Tag(tag), Some(size)) = (&file.checksum, file.size) else {
+            return Ok(None);
+        };
+        let Some((_, parts)) = multipart_etag(tag) else {
+            return Ok(None);
+        };
+        let guessed = Some(PartSizes::Guessed(guess_part_sizes(size, parts)));
+        let headers = match self.head_raw(&file.key, Some(1)).await {
+            Ok(headers) => headers,
+            // Servers without `partNumber` support: fall back to guessing.
+            Err(Attempt::Fatal(err)) => {
+                tracing::debug!(key = file.key, "no part size from the server: {err}");
+                return Ok(guessed);
+            }
+            Err(transient) => return Err(transient),
+        };
+        let number = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        if number("x-amz-mp-parts-count") == Some(u64::from(parts))
+            && let Some(part_size) = number("content-length").filter(|&n| n > 0)
+        {
+            return Ok(Some(PartSizes::Exact(part_size)));
+        }
+        Ok(guessed)
+    }
+
+    /// Whether the object's ETag is the MD5 of its content: not under SSE-KMS or SSE-C.
+    pub(crate) async fn etag_is_content_hash(&self, file: &RemoteFile) -> Result<bool, Attempt> {
+        let headers = match self.head_raw(&file.key, None).await {
+            Ok(headers) => headers,
+            // Without the headers, the listed ETag stands.
+            Err(Attempt::Fatal(_)) => return Ok(true),
+            Err(transient) => return Err(transient),
+        };
+        let kms = headers
+            .get("x-amz-server-side-encryption")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("aws:kms"));
+        let customer_key = headers.contains_key("x-amz-server-side-encryption-customer-algorithm");
+        Ok(!kms && !customer_key)
     }
 
     pub(crate) async fn open(&self, file: &RemoteFile, offset: u64) -> Result<Opened, Attempt> {
@@ -228,58 +460,62 @@ impl S3Source {
                     chain(&err)
                 ),
             }),
-            E::Generic { .. } => {
-                let detail = chain(&err);
-                // object_store reports some statuses (403 on listing among them) only as text.
-                let code = s3_error_code(&detail);
-                if detail.contains("incorrectly configured region") {
-                    return Attempt::Fatal(InitError::InvalidSetting {
-                        setting: "REGION",
-                        detail: format!(
-                            "bucket {:?} lives in another region: set REGION to it",
-                            self.bucket
-                        ),
-                    });
-                }
-                match (status_code(&detail), code.as_deref()) {
-                    (_, Some("NoSuchBucket")) => Attempt::Fatal(InitError::BucketNotFound {
-                        bucket: self.bucket.clone(),
-                        endpoint: self.endpoint.clone(),
-                    }),
-                    (Some(401 | 403), _)
-                    | (
-                        _,
-                        Some(
-                            "AccessDenied"
-                            | "InvalidAccessKeyId"
-                            | "SignatureDoesNotMatch"
-                            | "ExpiredToken"
-                            | "InvalidToken"
-                            | "AuthorizationHeaderMalformed",
-                        ),
-                    ) => Attempt::Fatal(InitError::AccessDenied {
-                        uri: self.uri.clone(),
-                        hint: CREDENTIAL_HINT,
-                        detail: code.unwrap_or(detail),
-                    }),
-                    (Some(status), _)
-                        if (400..500).contains(&status) && status != 408 && status != 429 =>
-                    {
-                        Attempt::Fatal(InitError::Protocol {
-                            endpoint: self.endpoint.clone(),
-                            detail,
-                        })
-                    }
-                    _ => Attempt::Transient {
-                        unreachable: http_error_kind(&err) == Some(HttpErrorKind::Connect),
-                        detail,
-                    },
-                }
-            }
+            E::Generic { .. } => self.classify_detail(
+                chain(&err),
+                http_error_kind(&err) == Some(HttpErrorKind::Connect),
+            ),
             _ => Attempt::Fatal(InitError::Protocol {
                 endpoint: self.endpoint.clone(),
                 detail: chain(&err),
             }),
+        }
+    }
+
+    /// Sorts an error known only as text (status and S3 error code inside) into retry-worthy
+    /// and final ones.
+    fn classify_detail(&self, detail: String, unreachable: bool) -> Attempt {
+        // object_store reports some statuses (403 on listing among them) only as text.
+        let code = s3_error_code(&detail);
+        if detail.contains("incorrectly configured region") {
+            return Attempt::Fatal(InitError::InvalidSetting {
+                setting: "REGION",
+                detail: format!(
+                    "bucket {:?} lives in another region: set REGION to it",
+                    self.bucket
+                ),
+            });
+        }
+        match (status_code(&detail), code.as_deref()) {
+            (_, Some("NoSuchBucket")) => Attempt::Fatal(InitError::BucketNotFound {
+                bucket: self.bucket.clone(),
+                endpoint: self.endpoint.clone(),
+            }),
+            (Some(401 | 403), _)
+            | (
+                _,
+                Some(
+                    "AccessDenied"
+                    | "InvalidAccessKeyId"
+                    | "SignatureDoesNotMatch"
+                    | "ExpiredToken"
+                    | "InvalidToken"
+                    | "AuthorizationHeaderMalformed",
+                ),
+            ) => Attempt::Fatal(InitError::AccessDenied {
+                uri: self.uri.clone(),
+                hint: CREDENTIAL_HINT,
+                detail: code.unwrap_or(detail),
+            }),
+            (Some(status), _) if (400..500).contains(&status) && status != 408 && status != 429 => {
+                Attempt::Fatal(InitError::Protocol {
+                    endpoint: self.endpoint.clone(),
+                    detail,
+                })
+            }
+            _ => Attempt::Transient {
+                unreachable,
+                detail,
+            },
         }
     }
 }
