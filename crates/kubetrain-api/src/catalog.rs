@@ -79,6 +79,13 @@ pub enum LookupError {
     },
 }
 
+/// `runtime` with its CRD defaults, as the API server stores it. The typed runtime always serializes and
+/// reads back, and defaults are typed values of the schema, so the fallback (the runtime as given) is not
+/// expected to be taken.
+fn stored<T: crate::crd::CrdSchema + Clone>(runtime: &T) -> T {
+    crate::crd::with_defaults(runtime).unwrap_or_else(|_| runtime.clone())
+}
+
 impl RuntimeCatalog {
     /// An empty catalog.
     pub fn new() -> Self {
@@ -109,10 +116,17 @@ impl RuntimeCatalog {
     }
 
     /// Adds the document if it is a runtime; returns whether it was.
+    ///
+    /// A document is what a file holds, not what the API server stores: the runtime is stored here as the API
+    /// server would store it, with its CRD's schema defaults filled in ([`crate::crd::with_defaults`]:
+    /// `replicas: 1` and `groupName: default` on every replicatedJob, the MPI and pod-group defaults, …), so
+    /// that a TrainJob resolved against it renders as the controller renders it against the stored runtime.
+    /// [`add_cluster`](Self::add_cluster) and [`add_namespaced`](Self::add_namespaced) keep a runtime as given
+    /// (one read from the API server is defaulted already).
     pub fn add_document(&mut self, document: &Document) -> bool {
         match document {
-            Document::ClusterTrainingRuntime(r) => self.add_cluster((**r).clone()),
-            Document::TrainingRuntime(r) => self.add_namespaced((**r).clone()),
+            Document::ClusterTrainingRuntime(r) => self.add_cluster(stored(r)),
+            Document::TrainingRuntime(r) => self.add_namespaced(stored(r)),
             _ => return false,
         }
         true
@@ -172,5 +186,138 @@ impl RuntimeCatalog {
             .values()
             .map(RuntimeEntry::Cluster)
             .chain(self.namespaced.values().map(RuntimeEntry::Namespaced))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MLPolicySource, PodGroupPolicySource, RuntimeRef, parse_documents};
+
+    const RUNTIMES: &str = "
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: mpi}
+spec:
+  mlPolicy: {numNodes: 2, mpi: {}}
+  podGroupPolicy: {coscheduling: {}}
+  template:
+    spec:
+      replicatedJobs:
+        - name: launcher
+          template: {spec: {template: {spec: {containers: [{name: node, image: x, ports: [{containerPort: 22}]}]}}}}
+        - name: node
+          replicas: 3
+          groupName: workers
+          template: {spec: {template: {spec: {containers: [{name: node, image: x}]}}}}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata: {name: plain, namespace: team}
+spec:
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template: {spec: {template: {spec: {containers: [{name: node, image: x}]}}}}
+";
+
+    fn catalog() -> RuntimeCatalog {
+        let mut catalog = RuntimeCatalog::new();
+        for doc in parse_documents(RUNTIMES).expect("fixture parses") {
+            assert!(catalog.add_document(&doc.document));
+        }
+        catalog
+    }
+
+    fn spec<'a>(catalog: &'a RuntimeCatalog, kind: &str, name: &str) -> &'a TrainingRuntimeSpec {
+        let reference = RuntimeRef {
+            kind: Some(kind.into()),
+            ..RuntimeRef::cluster(name)
+        };
+        catalog.lookup(&reference, "team").expect("runtime").spec()
+    }
+
+    #[test]
+    fn documents_are_stored_with_crd_defaults_as_the_api_server_stores_them() {
+        let catalog = catalog();
+        let mpi = spec(&catalog, CLUSTER_TRAINING_RUNTIME_KIND, "mpi");
+        let jobs: Vec<_> = mpi
+            .template
+            .spec
+            .replicated_jobs
+            .iter()
+            .map(|j| (j.name.as_str(), j.replicas, j.group_name.as_deref()))
+            .collect();
+        // Absent fields get the default; values written in the file stay.
+        assert_eq!(
+            jobs,
+            [
+                ("launcher", Some(1), Some("default")),
+                ("node", Some(3), Some("workers"))
+            ]
+        );
+        let Some(MLPolicySource::Mpi(policy)) =
+            mpi.ml_policy.as_ref().and_then(|p| p.source.as_ref())
+        else {
+            panic!("an MPI policy")
+        };
+        assert_eq!(
+            (
+                policy.num_proc_per_node,
+                policy.ssh_auth_mount_path.as_deref(),
+                policy.run_launcher_as_node
+            ),
+            (Some(1), Some("/root/.ssh"), Some(false))
+        );
+        let Some(PodGroupPolicySource::Coscheduling(gang)) = mpi
+            .pod_group_policy
+            .as_ref()
+            .and_then(|p| p.source.as_ref())
+        else {
+            panic!("a coscheduling policy")
+        };
+        assert_eq!(gang.schedule_timeout_seconds, Some(60));
+        // Core-type defaults inside the JobSet template too (the CRD declares `protocol: TCP` on ports).
+        let launcher = mpi.template.spec.replicated_jobs[0]
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("a pod spec");
+        let port = &launcher.containers[0].ports.as_ref().expect("ports")[0];
+        assert_eq!(port.protocol.as_deref(), Some("TCP"));
+
+        let plain = spec(&catalog, TRAINING_RUNTIME_KIND, "plain");
+        let job = &plain.template.spec.replicated_jobs[0];
+        assert_eq!(
+            (job.replicas, job.group_name.as_deref()),
+            (Some(1), Some("default"))
+        );
+        assert!(plain.ml_policy.is_none(), "no policy is invented");
+    }
+
+    #[test]
+    fn runtimes_added_as_objects_are_kept_as_given() {
+        let mut catalog = RuntimeCatalog::new();
+        for doc in parse_documents(RUNTIMES).expect("fixture parses") {
+            match doc.document {
+                Document::ClusterTrainingRuntime(r) => catalog.add_cluster(*r),
+                Document::TrainingRuntime(r) => catalog.add_namespaced(*r),
+                _ => {}
+            }
+        }
+        let mpi = spec(&catalog, CLUSTER_TRAINING_RUNTIME_KIND, "mpi");
+        assert_eq!(mpi.template.spec.replicated_jobs[0].replicas, None);
+    }
+
+    #[test]
+    fn defaulting_a_stored_runtime_changes_nothing() {
+        let catalog = catalog();
+        for entry in catalog.entries() {
+            if let RuntimeEntry::Cluster(r) = entry {
+                assert_eq!(&crate::crd::with_defaults(r).expect("defaults"), r);
+            }
+        }
     }
 }

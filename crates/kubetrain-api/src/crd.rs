@@ -365,19 +365,80 @@ fn reference_rows(node: &Value, path: &str, out: &mut String) {
 /// assert_eq!(stored.spec.managed_by.as_deref(), Some("trainer.kubeflow.org/trainjob-controller"));
 /// ```
 pub fn with_defaults<T: CrdSchema>(object: &T) -> Result<T, serde_json::Error> {
-    let value = serde_json::to_value(object)?;
-    serde_json::from_value(kube::core::cel::apply_defaults(T::schema(), &value))
+    let mut value = serde_json::to_value(object)?;
+    apply_schema_defaults(&mut value, T::defaulting_schema());
+    serde_json::from_value(value)
+}
+
+/// Fills in the `default` values of a structural schema as the API server does for a custom resource
+/// (`k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting.Default`): in every object, a declared
+/// property that is absent, or `null` where the property is not `nullable`, gets a copy of its default; then
+/// every property (including one just defaulted) is defaulted by its own schema, map values by
+/// `additionalProperties`, and list items by `items`. Nothing else changes.
+///
+/// ```
+/// use serde_json::json;
+/// let schema = json!({"type": "object", "properties": {
+///     "jobs": {"type": "array", "items": {"type": "object", "properties": {
+///         "replicas": {"type": "integer", "default": 1},
+///         "groupName": {"type": "string", "default": "default"}}}}}});
+/// let mut value = json!({"jobs": [{"replicas": 3}, {}]});
+/// kubetrain_api::crd::apply_schema_defaults(&mut value, &schema);
+/// assert_eq!(value, json!({"jobs": [
+///     {"replicas": 3, "groupName": "default"},
+///     {"replicas": 1, "groupName": "default"}]}));
+/// ```
+pub fn apply_schema_defaults(value: &mut Value, schema: &Value) {
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for (key, property) in properties.into_iter().flatten() {
+                let Some(default) = property.get("default") else {
+                    continue;
+                };
+                let nullable = property.get("nullable").and_then(Value::as_bool) == Some(true);
+                match map.get_mut(key) {
+                    None => {
+                        map.insert(key.clone(), default.clone());
+                    }
+                    Some(current) if current.is_null() && !nullable => *current = default.clone(),
+                    Some(_) => {}
+                }
+            }
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (key, child) in map.iter_mut() {
+                if let Some(child_schema) = properties.and_then(|p| p.get(key)).or(additional) {
+                    apply_schema_defaults(child, child_schema);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                items
+                    .iter_mut()
+                    .for_each(|item| apply_schema_defaults(item, item_schema));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Trainer kinds whose CRD schema is known, for [`with_defaults`].
 pub trait CrdSchema: serde::Serialize + serde::de::DeserializeOwned {
     /// The kind's `openAPIV3Schema`.
     fn schema() -> &'static Value;
+
+    /// The same schema without descriptions, embedded at build time: what defaulting and validation read
+    /// (no schema generation at run time).
+    fn defaulting_schema() -> &'static Value;
 }
 
 impl CrdSchema for crate::TrainJob {
     fn schema() -> &'static Value {
         trainjob_schema()
+    }
+    fn defaulting_schema() -> &'static Value {
+        trainjob_validation_schema()
     }
 }
 
@@ -385,11 +446,17 @@ impl CrdSchema for crate::TrainingRuntime {
     fn schema() -> &'static Value {
         runtime_schema()
     }
+    fn defaulting_schema() -> &'static Value {
+        runtime_validation_schema()
+    }
 }
 
 impl CrdSchema for crate::ClusterTrainingRuntime {
     fn schema() -> &'static Value {
         runtime_schema()
+    }
+    fn defaulting_schema() -> &'static Value {
+        runtime_validation_schema()
     }
 }
 
@@ -418,6 +485,45 @@ mod embedded_schemas {
                 "src/schemas/{file} is stale: run `KUBETRAIN_BLESS=1 cargo test -p kubetrain-api --lib embedded_schemas`"
             );
         }
+    }
+
+    /// Defaulting as the API server does it: into a default just inserted, a non-nullable `null` replaced,
+    /// a nullable `null` kept, map values by `additionalProperties`, nothing invented where no default is.
+    #[test]
+    fn schema_defaults_follow_the_api_server() {
+        let schema = json!({"type": "object", "properties": {
+            "template": {"type": "object", "default": {}, "properties": {
+                "spec": {"type": "object", "default": {}, "properties": {
+                    "restart": {"type": "string", "default": "Recreate"}}}}},
+            "timeout": {"type": "integer", "default": 60},
+            "port": {"type": "string", "nullable": true, "default": "TCP"},
+            "plain": {"type": "object", "properties": {"x": {"type": "string"}}},
+            "groups": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                "size": {"type": "integer", "default": 1}}}}}});
+        let mut value =
+            json!({"timeout": null, "port": null, "groups": {"a": {}, "b": {"size": 4}}});
+        apply_schema_defaults(&mut value, &schema);
+        assert_eq!(
+            value,
+            json!({
+                "template": {"spec": {"restart": "Recreate"}},
+                "timeout": 60,
+                "port": null,
+                "groups": {"a": {"size": 1}, "b": {"size": 4}}
+            })
+        );
+    }
+
+    /// Every runtime default of upstream's CRD reaches a runtime with nothing set.
+    #[test]
+    fn runtime_defaults_fill_replicated_jobs() {
+        let mut value =
+            json!({"spec": {"template": {"spec": {"replicatedJobs": [{"name": "node"}]}}}});
+        apply_schema_defaults(&mut value, runtime_validation_schema());
+        assert_eq!(
+            value["spec"]["template"]["spec"]["replicatedJobs"][0],
+            json!({"name": "node", "replicas": 1, "groupName": "default"})
+        );
     }
 
     #[test]

@@ -41,8 +41,10 @@ pub const SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The built-in runtimes, parsed, in [`SOURCES`] order. `kubetrain validate` and `kubetrain render` resolve
-/// `runtimeRef` against them when no runtime file is given.
+/// The built-in runtimes, parsed, in [`SOURCES`] order, as a cluster stores them once applied: with their CRD's
+/// schema defaults filled in ([`kubetrain_api::crd::with_defaults`]; `replicas: 1` and `groupName: default` on
+/// every replicatedJob, …). `kubetrain validate` and `kubetrain render` resolve `runtimeRef` against them when
+/// no runtime file is given.
 ///
 /// ```
 /// let names: Vec<String> = kubetrain_jobset::builtin::runtimes().iter().map(|r| r.name().to_owned()).collect();
@@ -55,7 +57,9 @@ pub fn runtimes() -> Vec<kubetrain_api::ClusterTrainingRuntime> {
             // The sources are ours and parse (tested below); a failure would drop that runtime, not panic.
             let docs = kubetrain_api::parse_documents(yaml).ok()?;
             docs.into_iter().find_map(|d| match d.document {
-                kubetrain_api::Document::ClusterTrainingRuntime(rt) => Some(*rt),
+                kubetrain_api::Document::ClusterTrainingRuntime(rt) => {
+                    Some(kubetrain_api::crd::with_defaults(&*rt).unwrap_or(*rt))
+                }
                 _ => None,
             })
         })

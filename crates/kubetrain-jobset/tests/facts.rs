@@ -955,3 +955,24 @@ fn empty_env_is_omitted_where_upstream_omits_it() {
         assert!(!printed.contains("\"env\":[]"), "{name}: {printed}");
     }
 }
+
+#[test]
+fn runtimes_from_files_render_with_their_crd_defaults() {
+    // The controller renders against the stored runtime, which the API server has defaulted: every
+    // replicatedJob has `replicas: 1` and `groupName: default` unless the runtime says otherwise.
+    for yaml in [
+        VOLCANO.to_owned(),
+        torch_job("{numNodes: 2}"),
+        mpi_job("deepspeed-distributed", "{}"),
+    ] {
+        let r = render_yaml(&yaml);
+        for rjob in &jobset(&r).spec.replicated_jobs {
+            assert_eq!(
+                (rjob.replicas, rjob.group_name.as_deref()),
+                (Some(1), Some("default")),
+                "{}",
+                rjob.name
+            );
+        }
+    }
+}
