@@ -495,6 +495,52 @@ pub(crate) fn apply(schema: &mut Value) {
         })
         .collect();
     walk(schema, "", "", &table);
+    embedded_object_meta(schema);
+}
+
+/// The properties upstream's CRDs declare for the metadata of an embedded object (a pod, job or claim
+/// template): controller-gen's `generateEmbeddedObjectMeta` keeps these five `ObjectMeta` fields. The API
+/// server prunes every other field there, and every field of a `metadata` declared as a bare object.
+const EMBEDDED_OBJECT_META: &str = r#"{
+    "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    "finalizers": {"type": "array", "items": {"type": "string"}},
+    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+    "name": {"type": "string"},
+    "namespace": {"type": "string"}
+}"#;
+
+/// Gives every `metadata` property below the root (`schema` is a spec or status schema, so each is an
+/// embedded object's `ObjectMeta`) upstream's [`EMBEDDED_OBJECT_META`] properties, keeping its description
+/// and nullability.
+fn embedded_object_meta(schema: &mut Value) {
+    let Ok(meta) = serde_json::from_str::<Value>(EMBEDDED_OBJECT_META) else {
+        return;
+    };
+    fn walk(node: &mut Value, meta: &Value) {
+        let Value::Object(map) = node else {
+            return;
+        };
+        if let Some(Value::Object(properties)) = map.get_mut("properties") {
+            for (key, child) in properties.iter_mut() {
+                if key == "metadata"
+                    && let Value::Object(child) = child
+                    && child.get("type").and_then(Value::as_str) == Some("object")
+                {
+                    child.remove("additionalProperties");
+                    child.insert("properties".into(), meta.clone());
+                } else {
+                    walk(child, meta);
+                }
+            }
+        }
+        if let Some(items) = map.get_mut("items") {
+            walk(items, meta);
+        }
+        if let Some(additional @ Value::Object(_)) = map.get_mut("additionalProperties") {
+            walk(additional, meta);
+        }
+    }
+    walk(schema, &meta);
 }
 
 fn walk(

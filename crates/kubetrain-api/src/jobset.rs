@@ -296,10 +296,9 @@ pub struct VolumeClaimTemplate {
     /// `PersistentVolumeClaim`, when written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    /// Name (the pod volume it backs) and labels. Free-form in the schema, as upstream's CRD has it, so the
-    /// CEL rule on `metadata.namespace` reads the key as written.
+    /// Name (the pod volume it backs) and labels. The CRD declares upstream's embedded-metadata fields
+    /// (`annotations`, `finalizers`, `labels`, `name`, `namespace`), as for every embedded `ObjectMeta`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "free_form_object")]
     pub metadata: Option<ObjectMeta>,
     /// The claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -307,10 +306,6 @@ pub struct VolumeClaimTemplate {
     /// Status, never set in templates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<PersistentVolumeClaimStatus>,
-}
-
-fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "object"})
 }
 
 /// Retention of volume claims.

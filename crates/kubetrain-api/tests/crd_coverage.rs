@@ -59,14 +59,7 @@ fn assert_covers(upstream: &Value, ours: &Value) {
     let (mut theirs, mut mine) = (BTreeSet::new(), BTreeSet::new());
     facts(upstream, "", &mut theirs);
     facts(ours, "", &mut mine);
-    // Metadata of embedded objects is free-form in our schema (any ObjectMeta field is kept).
-    let missing: Vec<&String> = theirs
-        .difference(&mine)
-        .filter(|f| {
-            !f.contains(".metadata.")
-                || f.contains(".spec.template.spec.replicatedJobs[].template.spec")
-        })
-        .collect();
+    let missing: Vec<&String> = theirs.difference(&mine).collect();
     assert!(
         missing.is_empty(),
         "{} upstream facts missing from our CRD, e.g.:\n{:#?}",
@@ -74,6 +67,54 @@ fn assert_covers(upstream: &Value, ours: &Value) {
         &missing[..missing.len().min(40)]
     );
     assert!(theirs.len() > 100, "upstream schema looks empty");
+}
+
+/// `(path, declared properties)` of every `metadata` schema below the root.
+fn metadata_nodes(schema: &Value, path: &str, out: &mut Vec<(String, Vec<String>)>) {
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (key, child) in properties {
+            let child_path = format!("{path}.{key}");
+            if key == "metadata" && !path.is_empty() {
+                let declared = child
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
+                out.push((child_path.clone(), declared));
+            }
+            metadata_nodes(child, &child_path, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        metadata_nodes(items, &format!("{path}[]"), out);
+    }
+    if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        metadata_nodes(additional, &format!("{path}{{}}"), out);
+    }
+}
+
+/// Every embedded `metadata` declares exactly upstream's properties: a bare object would make the API server
+/// prune a template's name and labels, and extra properties would keep what upstream's server prunes.
+fn assert_embedded_metadata_matches(upstream: &Value, ours: &Value) {
+    let (mut theirs, mut mine) = (Vec::new(), Vec::new());
+    metadata_nodes(upstream, "", &mut theirs);
+    metadata_nodes(ours, "", &mut mine);
+    assert!(!theirs.is_empty(), "upstream declares embedded metadata");
+    for (path, declared) in &theirs {
+        let found = mine.iter().find(|(p, _)| p == path);
+        assert_eq!(
+            found.map(|(_, d)| d),
+            Some(declared),
+            "{path}: our metadata properties differ from upstream's"
+        );
+    }
+    let five = ["annotations", "finalizers", "labels", "name", "namespace"];
+    for (path, declared) in &mine {
+        assert_eq!(
+            declared, &five,
+            "{path}: not upstream's embedded ObjectMeta"
+        );
+    }
 }
 
 fn schema_of(
@@ -94,6 +135,7 @@ fn trainjob_crd_covers_upstream() {
         return;
     };
     assert_covers(&upstream, &schema_of(&crd::trainjob_crd()));
+    assert_embedded_metadata_matches(&upstream, &schema_of(&crd::trainjob_crd()));
 }
 
 #[test]
@@ -102,6 +144,7 @@ fn training_runtime_crd_covers_upstream() {
         return;
     };
     assert_covers(&upstream, &schema_of(&crd::training_runtime_crd()));
+    assert_embedded_metadata_matches(&upstream, &schema_of(&crd::training_runtime_crd()));
 }
 
 #[test]
@@ -111,6 +154,7 @@ fn cluster_training_runtime_crd_covers_upstream() {
         return;
     };
     assert_covers(&upstream, &schema_of(&crd::cluster_training_runtime_crd()));
+    assert_embedded_metadata_matches(&upstream, &schema_of(&crd::cluster_training_runtime_crd()));
 }
 
 #[test]

@@ -569,8 +569,10 @@ pub(crate) fn runtime(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
     }
 }
 
-/// Upstream's CRD rule "namespace cannot be set for VolumeClaimPolicies templates" never fires on a cluster (the
-/// free-form template metadata is pruned before CEL runs), so its intent is enforced here.
+/// Upstream's CRD rule "namespace cannot be set for VolumeClaimPolicies templates" never fires on a cluster:
+/// `namespace` is a CEL reserved word, which Kubernetes exposes to rules as `__namespace__`, so
+/// `has(t.metadata.namespace)` is false even when the template sets one (kube-cel agrees). Its intent is
+/// enforced here.
 fn claim_namespaces(spec: &JobSetSpec, out: &mut Vec<FieldError>) {
     for (i, policy) in spec.volume_claim_policies.iter().enumerate() {
         let namespaced = policy.templates.iter().any(|t| {
