@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds the real components of the e2e cluster from their Go modules, once, into the cache
+# (${XDG_CACHE_HOME:-~/.cache}/kubetrain-e2e/<component>-<version>-<hash>/bin). A warm cache makes this a no-op.
+#
+#   e2e/build.sh [k8s|kwok|jobset|kueue|trainer|venv|all]...   (default: everything `cluster.sh up` needs)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+command -v go >/dev/null || die "go is not on PATH (the harness builds the components with the Go toolchain)"
+export GOFLAGS="${GOFLAGS:--buildvcs=false} -mod=readonly"
+export CGO_ENABLED=0
+
+# build NAME VERSION LDFLAGS PACKAGE...: go build every package into NAME's cache folder, all or nothing.
+build() {
+    local name=$1 version=$2 ldflags=$3
+    shift 3
+    local dir
+    dir=$(bin_dir "$name" "$version")
+    local missing=0 pkg
+    for pkg in "$@"; do
+        [[ -x "$dir/$(basename "$pkg")" ]] || missing=1
+    done
+    if [[ $missing == 0 ]]; then
+        log "$name $version: cached in $dir"
+        return
+    fi
+    log "$name $version: building $* (cold: minutes)"
+    local start=$SECONDS tmp="$dir.partial"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    (cd "$E2E_DIR/tools/$name" && go build -trimpath -ldflags "-s -w $ldflags" -o "$tmp/" "$@")
+    rm -rf "$dir" && mv "$tmp" "$dir"
+    log "$name $version: built in $((SECONDS - start)) s ($(du -sh "$dir" | cut -f1))"
+}
+
+k8s_ldflags() {
+    local v=$K8S_VERSION minor
+    minor=$(echo "$v" | cut -d. -f2)
+    local x
+    for x in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        printf -- '-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s -X %s.gitTreeState=clean ' \
+            "$x" "$v" "$x" "$x" "$minor" "$x"
+    done
+}
+
+build_k8s() {
+    build k8s "$K8S_VERSION" "$(k8s_ldflags)" ./etcd k8s.io/kubernetes/cmd/kube-apiserver \
+        k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+        k8s.io/kubernetes/cmd/kubectl
+}
+build_kwok() { build kwok "$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok; }
+build_jobset() { build jobset "$JOBSET_VERSION" "-X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION" sigs.k8s.io/jobset; }
+build_kueue() { build kueue "$KUEUE_VERSION" "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue; }
+build_trainer() {
+    build trainer "$TRAINER_VERSION" "" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+}
+
+# The Kubeflow Python SDK (a real client no one here wrote) and the scenarios' test runner, in a venv.
+build_venv() {
+    if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c 'import kubeflow.trainer, pytest, yaml' 2>/dev/null; then
+        log "venv: cached in $VENV"
+        return
+    fi
+    log "venv: installing kubeflow==$KUBEFLOW_SDK_VERSION, pytest, pyyaml"
+    rm -rf "$VENV.partial"
+    python3 -m venv "$VENV.partial"
+    "$VENV.partial/bin/pip" install --quiet --disable-pip-version-check \
+        "kubeflow==$KUBEFLOW_SDK_VERSION" "pytest==8.4.2" "pyyaml==6.0.3"
+    rm -rf "$VENV" && mv "$VENV.partial" "$VENV"
+    # A venv records its own path in scripts; a moved venv still runs `bin/python -m ...`, which is all we use.
+}
+
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(k8s kwok jobset kueue venv)
+[[ " ${targets[*]} " == *" all "* ]] && targets=(k8s kwok jobset kueue trainer venv)
+start=$SECONDS
+for t in "${targets[@]}"; do
+    case $t in
+        k8s | kwok | jobset | kueue | trainer | venv) "build_$t" ;;
+        *) die "unknown component '$t' (k8s, kwok, jobset, kueue, trainer, venv, all)" ;;
+    esac
+done
+log "components ready in $((SECONDS - start)) s; cache: $E2E_CACHE ($(du -sh "$E2E_CACHE" 2>/dev/null | cut -f1))"
