@@ -11,6 +11,7 @@
 //! | [`webhook`] | HTTPS admission webhooks (validating and runtimePatches defaulting) |
 //! | [`election`], [`leadership`] | Lease leader election and the "may I write" view it drives |
 //! | [`http`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics |
+//! | [`runtime_finalizer`] | removes the legacy `resource-in-use` finalizer from runtimes, as upstream v2.3 |
 //! | [`permissions`] | the RBAC rules the controller needs (the install manifests are tested against them) |
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
@@ -30,6 +31,7 @@ pub mod metrics;
 pub mod mock;
 pub mod permissions;
 pub mod reconcile;
+pub mod runtime_finalizer;
 #[cfg(test)]
 mod scenarios;
 mod serving;

@@ -5,7 +5,8 @@
 //! - discovery (`GET /apis/<group>/<version>`) for the kinds it serves;
 //! - list (with `limit`/`continue` pages) and watch (held open, never sends events);
 //! - get, server-side apply (`PATCH` with apply content type: the object is stored, status kept), JSON merge
-//!   patch of `/status`, delete, and event creation.
+//!   patch of `/status`, JSON merge patch of an object (a `metadata.resourceVersion` in the patch must match,
+//!   else 409 Conflict, as on the API server), delete, and event creation.
 //!
 //! Objects are stored as JSON bytes, keyed by API path. It does not validate, default, track managed fields or
 //! garbage-collect; it counts requests by verb so callers can assert on traffic.
@@ -92,6 +93,8 @@ pub struct Stats {
     pub applies: u64,
     /// Status merge patches.
     pub status_patches: u64,
+    /// Merge patches of objects (not their status).
+    pub merge_patches: u64,
     /// Deletes.
     pub deletes: u64,
     /// Events created.
@@ -107,6 +110,7 @@ struct Counters {
     watches: AtomicU64,
     applies: AtomicU64,
     status_patches: AtomicU64,
+    merge_patches: AtomicU64,
     deletes: AtomicU64,
     events: AtomicU64,
     discovery: AtomicU64,
@@ -240,6 +244,7 @@ impl FakeApiServer {
             watches: get(&c.watches),
             applies: get(&c.applies),
             status_patches: get(&c.status_patches),
+            merge_patches: get(&c.merge_patches),
             deletes: get(&c.deletes),
             events: get(&c.events),
             discovery: get(&c.discovery),
@@ -470,6 +475,33 @@ async fn answer(request: Request<Body>, state: &State) -> (StatusCode, Value) {
                 }
             }
             state.stamp(&mut object, existing.is_none());
+            objects.insert(key, serde_json::to_vec(&object).unwrap_or_default());
+            (StatusCode::OK, object)
+        }
+        (Method::PATCH, Some(Route::Object { key, status: false }))
+            if content_type.starts_with("application/merge-patch+json") =>
+        {
+            counters.merge_patches.fetch_add(1, Ordering::Relaxed);
+            let mut objects = state.objects.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(mut object) = objects
+                .get(&key)
+                .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+            else {
+                return not_found(&format!("{} {:?}", key.1, key.3));
+            };
+            let expected = body["metadata"].get("resourceVersion");
+            if expected.is_some_and(|v| *v != object["metadata"]["resourceVersion"]) {
+                return status_reply(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on {} {:?}: the object has been modified",
+                        key.1, key.3
+                    ),
+                );
+            }
+            merge(&mut object, &body);
+            state.stamp(&mut object, false);
             objects.insert(key, serde_json::to_vec(&object).unwrap_or_default());
             (StatusCode::OK, object)
         }

@@ -15,7 +15,9 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 /// Every API group, resource and verb the controller uses:
 ///
 /// - TrainJobs are listed and watched (the reconcile reads the cache) and their status is merge-patched.
-/// - Runtimes are read with `get` on the first reconcile of a TrainJob (later renders use the snapshot).
+/// - Runtimes are read with `get` on the first reconcile of a TrainJob (later renders use the snapshot), and
+///   watched (`list`, `watch`) and `patch`ed by the runtime controllers that remove the legacy
+///   `resource-in-use` finalizer ([`crate::runtime_finalizer`]).
 /// - Children (JobSets, ConfigMaps, Secrets, both PodGroup kinds) are read with `get`, watched (`list`,
 ///   `watch`) to trigger reconciles, and written with server-side apply, which is a `patch` that also needs
 ///   `create` when the object does not exist yet. JobSets are `delete`d after the active deadline.
@@ -30,7 +32,7 @@ pub fn required_rules() -> Vec<PolicyRule> {
         rule(
             "trainer.kubeflow.org",
             &["clustertrainingruntimes", "trainingruntimes"],
-            &["get"],
+            &["get", "list", "patch", "watch"],
         ),
         rule(
             "jobset.x-k8s.io",
@@ -63,6 +65,8 @@ mod tests {
             ("trainer.kubeflow.org", "trainjobs/status", "patch"),
             ("trainer.kubeflow.org", "trainingruntimes", "get"),
             ("trainer.kubeflow.org", "clustertrainingruntimes", "get"),
+            ("trainer.kubeflow.org", "clustertrainingruntimes", "patch"),
+            ("trainer.kubeflow.org", "trainingruntimes", "watch"),
             ("jobset.x-k8s.io", "jobsets", "create"),
             ("jobset.x-k8s.io", "jobsets", "delete"),
             ("", "configmaps", "patch"),
@@ -80,7 +84,12 @@ mod tests {
         for (group, resource, verb) in [
             ("trainer.kubeflow.org", "trainjobs", "update"),
             ("trainer.kubeflow.org", "trainjobs", "delete"),
-            ("trainer.kubeflow.org", "trainingruntimes", "list"),
+            ("trainer.kubeflow.org", "trainingruntimes", "update"),
+            (
+                "trainer.kubeflow.org",
+                "trainingruntimes/finalizers",
+                "update",
+            ),
             ("", "secrets", "delete"),
             ("", "pods", "get"),
             ("coordination.k8s.io", "leases", "get"),

@@ -202,6 +202,17 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
         sync_period: Some(cli.sync_period).filter(|p| !p.is_zero()),
         ..Settings::default()
     };
+    // Upstream v2.3's runtime controllers: drop the legacy resource-in-use finalizer from runtimes.
+    let runtimes = kubetrain_controller::runtime_finalizer::run(
+        client.clone(),
+        settings.clone(),
+        leadership.clone(),
+        stop.signalled(),
+    );
+    tasks.spawn(async move {
+        runtimes.await;
+        Ok(())
+    });
     let controller =
         kubetrain_controller::run(client, settings, leadership, metrics, stop.signalled());
     let outcome = controller.await.context("the TrainJob controller stopped");
