@@ -72,6 +72,25 @@ wait_ready() {
 
 manifests() { "$VENV/bin/python" "$E2E_DIR/lib/manifests.py" "$@"; }
 
+# established CRD...: until the API server serves each CRD (a controller started earlier fails "no matches for
+# kind"). kubectl wait errors on an object that has no status.conditions yet, so this polls the condition.
+established() {
+    local crd deadline=$((SECONDS + 60))
+    for crd in "$@"; do
+        until [[ $(kubectl_admin get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' \
+            2>/dev/null) == True ]]; do
+            ((SECONDS < deadline)) || die "CRD $crd is not Established after 60 s"
+            sleep 0.2
+        done
+    done
+}
+
+# crd_names FILE...: the metadata.name of every CRD in the files.
+crd_names() { "$VENV/bin/python" -c 'import sys, yaml
+for f in sys.argv[1:]:
+    for d in yaml.safe_load_all(open(f)):
+        if d and d.get("kind") == "CustomResourceDefinition": print(d["metadata"]["name"])' "$@"; }
+
 start_etcd() {
     start etcd "$(K8S_BIN)/etcd" --data-dir "$E2E_STATE/etcd" \
         --listen-client-url "http://127.0.0.1:$ETCD_PORT" --listen-peer-url "http://127.0.0.1:$ETCD_PEER_PORT"
@@ -146,6 +165,7 @@ install_podgroup_crd() {
     local src
     src=$(module_dir "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")
     kubectl_admin apply --server-side -f "$src/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" >/dev/null
+    established podgroups.scheduling.x-k8s.io
 }
 
 start_jobset() {
@@ -153,6 +173,8 @@ start_jobset() {
     src=$(module_dir "sigs.k8s.io/jobset@$JOBSET_VERSION")
     kubectl_admin create namespace jobset-system --dry-run=client -o yaml | kubectl_admin apply -f - >/dev/null
     kubectl_admin apply --server-side -f "$src/config/components/crd/bases/" >/dev/null
+    # shellcheck disable=SC2046
+    established $(crd_names "$src"/config/components/crd/bases/*.yaml)
     manifests webhooks --url "https://127.0.0.1:$JOBSET_WEBHOOK_PORT" --ca "$PKI/ca.crt" --prefix jobset- \
         "$src/config/components/webhook/manifests.yaml" | kubectl_admin apply --server-side -f - >/dev/null
     cat >"$E2E_STATE/jobset-config.yaml" <<YAML
@@ -175,6 +197,8 @@ start_kueue() {
     manifests crds --conversion-url "https://127.0.0.1:$KUEUE_WEBHOOK_PORT" --ca "$PKI/ca.crt" \
         --convert localqueues.kueue.x-k8s.io,clusterqueues.kueue.x-k8s.io,cohorts.kueue.x-k8s.io,workloads.kueue.x-k8s.io,multikueueclusters.kueue.x-k8s.io \
         "$src"/config/components/crd/bases/*.yaml | kubectl_admin apply --server-side -f - >/dev/null
+    # shellcheck disable=SC2046
+    established $(crd_names "$src"/config/components/crd/bases/*.yaml)
     manifests webhooks --url "https://127.0.0.1:$KUEUE_WEBHOOK_PORT" --ca "$PKI/ca.crt" --prefix kueue- \
         "$src/config/components/webhook/manifests.yaml" | kubectl_admin apply --server-side -f - >/dev/null
     cat >"$E2E_STATE/kueue-config.yaml" <<YAML
@@ -220,8 +244,8 @@ build_kubetrain() {
 install_kubetrain_api() {
     kubectl_admin apply --server-side -f "$REPO_DIR/examples/manifests/deploy/namespace.yaml" >/dev/null
     "$KUBETRAIN_BIN/kubetrain" crd -o yaml | kubectl_admin apply --server-side -f - >/dev/null
-    kubectl_admin wait --for=condition=Established crd/trainjobs.trainer.kubeflow.org \
-        crd/trainingruntimes.trainer.kubeflow.org crd/clustertrainingruntimes.trainer.kubeflow.org >/dev/null
+    established trainjobs.trainer.kubeflow.org trainingruntimes.trainer.kubeflow.org \
+        clustertrainingruntimes.trainer.kubeflow.org
     kubectl_admin apply --server-side -f "$REPO_DIR/examples/manifests/deploy/rbac.yaml" >/dev/null
 }
 
