@@ -4,7 +4,7 @@ the nine built-in runtimes went in through our runtime webhook."""
 import pytest
 import yaml
 
-from conftest import KUBETRAIN, condition, get, kubectl, kubetrain
+from conftest import KUBETRAIN, condition, get, kubectl, kubetrain, wait
 
 pytestmark = pytest.mark.kubetrain
 
@@ -79,3 +79,24 @@ def test_runtime_webhook_refuses_an_invalid_runtime():
     assert proc.returncode != 0
     assert "e2e-bad-runtime" in proc.stderr
     assert "mlPolicy" in proc.stderr, proc.stderr
+
+
+def test_legacy_finalizer_is_removed_so_an_old_runtime_can_be_deleted():
+    # Trainer releases before v2.3 put this finalizer on runtimes; v2.3 (and kubetrain) remove it.
+    name = "e2e-legacy-runtime"
+    legacy = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {
+            "name": name,
+            "finalizers": ["trainer.kubeflow.org/resource-in-use"],
+            "labels": {"trainer.kubeflow.org/webhook-validation": "disabled"},
+        },
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {"spec": {"replicatedJobs": []}},
+        },
+    }
+    kubectl("apply", "-f", "-", input=legacy)
+    kubectl("delete", "clustertrainingruntime", name, "--wait=false")
+    wait(f"clustertrainingruntime/{name}", "delete")

@@ -77,8 +77,15 @@ def test_mpi_trainjob_mounts_its_ssh_secret_and_hostfile_and_completes(ns):
     launcher = [r for r in js["spec"]["replicatedJobs"] if r["name"] == "launcher"][0]
     lvolumes = launcher["template"]["spec"]["template"]["spec"]["volumes"]
     assert any(v.get("configMap", {}).get("name") == "mpi-mpi-hostfile" for v in lvolumes)
+    # The pods the real Job controller made carry the mounts: the key pair everywhere, the hostfile on the launcher.
     pods = get("pods", namespace=ns, selector="jobset.sigs.k8s.io/jobset-name=mpi")["items"]
-    assert any(p["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name") == "launcher" for p in pods)
+    launchers = [p for p in pods if p["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name") == "launcher"]
+    assert launchers, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        secrets = {v.get("secret", {}).get("secretName") for v in pod["spec"].get("volumes", [])}
+        assert "mpi-mpi-ssh-auth" in secrets, pod["metadata"]["name"]
+    maps = {v.get("configMap", {}).get("name") for v in launchers[0]["spec"]["volumes"]}
+    assert "mpi-mpi-hostfile" in maps
 
 
 def test_jax_trainjob_completes(ns):
