@@ -386,6 +386,24 @@ fn jax_and_xgboost_env() {
     );
     assert_eq!(env_value(node, "DMLC_NUM_WORKER").as_deref(), Some("6"));
     assert!(env(node, "DMLC_TASK_ID").unwrap().value_from.is_some());
+
+    // The TrainJob env comes before DMLC_*: upstream's PlainML plugin runs for XGBoost runtimes first (found by
+    // the live side-by-side differential; JAX above keeps its own order, PlainML skips JAX).
+    let r = render_yaml(&mpi_job(
+        "xgboost-distributed",
+        "{numNodes: 2, env: [{name: U, value: v}]}",
+    ));
+    let node = container(jobset(&r), "node", "node");
+    assert_eq!(
+        env_names(node),
+        [
+            "U",
+            "DMLC_TRACKER_URI",
+            "DMLC_TRACKER_PORT",
+            "DMLC_TASK_ID",
+            "DMLC_NUM_WORKER"
+        ]
+    );
 }
 
 #[test]

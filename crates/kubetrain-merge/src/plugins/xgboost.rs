@@ -24,9 +24,9 @@ impl EnforceMlPolicy for Xgboost {
         let Some(trainer_ps) = apply_num_nodes(info, job) else {
             return Ok(());
         };
-        if job.spec.trainer.is_none() {
+        let Some(trainer) = &job.spec.trainer else {
             return Ok(());
-        }
+        };
         let workers_per_node = info
             .resources_per_node_ref(job)
             .map_or(0, resources::gpus)
@@ -35,6 +35,9 @@ impl EnforceMlPolicy for Xgboost {
         let Some(c) = info.trainer_container_mut() else {
             return Ok(());
         };
+        // Upstream's PlainML plugin also runs for XGBoost runtimes (its gate excludes only torch, MPI and JAX)
+        // and before XGBoost's: the TrainJob env comes first, then the DMLC_* env (found side by side).
+        upsert::env(&mut c.env, &trainer.env);
         upsert::env(
             &mut c.env,
             &[
