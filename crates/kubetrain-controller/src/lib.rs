@@ -13,6 +13,7 @@
 //! | [`http`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics |
 //! | [`runtime_finalizer`] | removes the legacy `resource-in-use` finalizer from runtimes, as upstream v2.3 |
 //! | [`permissions`] | the RBAC rules the controller needs (the install manifests are tested against them) |
+//! | [`status_server`] | upstream's TrainJob status server: progress and metrics from the training pods into `status.trainerStatus` |
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
 
@@ -36,6 +37,7 @@ pub mod runtime_finalizer;
 mod scenarios;
 mod serving;
 mod settings;
+pub mod status_server;
 pub mod webhook;
 
 pub use controller::run;

@@ -6,7 +6,9 @@
 //! - list (with `limit`/`continue` pages) and watch (held open, never sends events);
 //! - get, server-side apply (`PATCH` with apply content type: the object is stored, status kept), JSON merge
 //!   patch of `/status`, JSON merge patch of an object (a `metadata.resourceVersion` in the patch must match,
-//!   else 409 Conflict, as on the API server), delete, and event creation.
+//!   else 409 Conflict, as on the API server), delete, and event creation;
+//! - `TokenReview`s of the tokens registered with [`FakeApiServer::add_token`], with the API server's
+//!   audience rules (the review's audiences must meet the token's; the answer lists the ones they share).
 //!
 //! Objects are stored as JSON bytes, keyed by API path. It does not validate, default, track managed fields or
 //! garbage-collect; it counts requests by verb so callers can assert on traffic.
@@ -101,6 +103,19 @@ pub struct Stats {
     pub events: u64,
     /// Discovery requests.
     pub discovery: u64,
+    /// TokenReviews.
+    pub token_reviews: u64,
+}
+
+/// A ServiceAccount token the fake API server's TokenReview knows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FakeToken {
+    /// The user it authenticates, e.g. `system:serviceaccount:team-a:default`.
+    pub username: String,
+    /// The audiences it was issued for.
+    pub audiences: Vec<String>,
+    /// Whether it has expired (reviews then fail as the API server's do).
+    pub expired: bool,
 }
 
 #[derive(Default)]
@@ -114,11 +129,13 @@ struct Counters {
     deletes: AtomicU64,
     events: AtomicU64,
     discovery: AtomicU64,
+    token_reviews: AtomicU64,
 }
 
 #[derive(Default)]
 struct State {
     objects: Mutex<BTreeMap<Key, Vec<u8>>>,
+    tokens: Mutex<BTreeMap<String, FakeToken>>,
     counters: Counters,
     revision: AtomicU64,
 }
@@ -207,6 +224,15 @@ impl FakeApiServer {
             .and_then(|b| serde_json::from_slice(b).ok())
     }
 
+    /// Makes TokenReviews of `token` answer for `identity`; unknown tokens are not authenticated.
+    pub fn add_token(&self, token: impl Into<String>, identity: FakeToken) {
+        self.state
+            .tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.into(), identity);
+    }
+
     /// Removes a stored object; returns whether it existed.
     pub fn remove(&self, api_version: &str, plural: &str, namespace: &str, name: &str) -> bool {
         let key = (
@@ -248,6 +274,7 @@ impl FakeApiServer {
             deletes: get(&c.deletes),
             events: get(&c.events),
             discovery: get(&c.discovery),
+            token_reviews: get(&c.token_reviews),
         }
     }
 }
@@ -342,6 +369,44 @@ fn merge(target: &mut Value, patch: &Value) {
         }
         (t, p) => *t = p.clone(),
     }
+}
+
+/// The API server's answer to a TokenReview: the review with its `status` filled in.
+fn token_review(tokens: &BTreeMap<String, FakeToken>, mut review: Value) -> Value {
+    let token = review["spec"]["token"].as_str().unwrap_or_default();
+    let wanted: Vec<String> = review["spec"]["audiences"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let status = match tokens.get(token) {
+        None => {
+            json!({"authenticated": false, "error": "[invalid bearer token, square/go-jose: error in cryptographic primitive]"})
+        }
+        Some(t) if t.expired => {
+            json!({"authenticated": false, "error": "[invalid bearer token, service account token has expired]"})
+        }
+        Some(t) => {
+            let shared: Vec<&String> = if wanted.is_empty() {
+                t.audiences.iter().collect()
+            } else {
+                wanted.iter().filter(|a| t.audiences.contains(a)).collect()
+            };
+            if shared.is_empty() {
+                json!({"authenticated": false, "error": format!(
+                    "[invalid bearer token, token audiences {:?} is invalid for the target audiences {:?}]",
+                    t.audiences, wanted)})
+            } else {
+                json!({"authenticated": true, "audiences": shared,
+                       "user": {"username": t.username, "groups": ["system:serviceaccounts", "system:authenticated"]}})
+            }
+        }
+    };
+    review["status"] = status;
+    review
 }
 
 async fn serve(mut handle: Handle, state: Arc<State>) {
@@ -440,6 +505,11 @@ async fn answer(request: Request<Body>, state: &State) -> (StatusCode, Value) {
                 json!({"kind": format!("{kind}List"), "apiVersion": api_version,
                        "metadata": metadata, "items": page}),
             )
+        }
+        (Method::POST, Some(Route::Collection { plural, .. })) if plural == "tokenreviews" => {
+            counters.token_reviews.fetch_add(1, Ordering::Relaxed);
+            let tokens = state.tokens.lock().unwrap_or_else(|e| e.into_inner());
+            (StatusCode::CREATED, token_review(&tokens, body))
         }
         (Method::POST, Some(Route::Collection { plural, .. })) if plural == "events" => {
             counters.events.fetch_add(1, Ordering::Relaxed);

@@ -136,6 +136,9 @@ fn the_cluster_role_is_exactly_what_controller_and_webhooks_use() {
     let declared = triples(role.rules.as_deref().unwrap_or_default());
     let mut needed = triples(&kubetrain_controller::permissions::required_rules());
     needed.extend(triples(&kubetrain_controller::webhook::required_rules()));
+    needed.extend(triples(
+        &kubetrain_controller::status_server::required_rules(),
+    ));
     let missing: Vec<_> = needed.difference(&declared).collect();
     let extra: Vec<_> = declared.difference(&needed).collect();
     assert!(

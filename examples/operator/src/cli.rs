@@ -54,6 +54,10 @@ pub(crate) struct Cli {
     )]
     pub webhook_cert_dir: PathBuf,
 
+    /// Port of the HTTPS TrainJob status server (upstream's statusServer.port; the webhook certificate; 0 = off).
+    #[arg(long, env = "KUBETRAIN_STATUS_SERVER_PORT", default_value_t = kubetrain_controller::status_server::DEFAULT_PORT)]
+    pub status_server_port: u16,
+
     /// Do not serve the admission webhooks (e.g. running locally without certificates).
     #[arg(long, env = "KUBETRAIN_DISABLE_WEBHOOKS")]
     pub disable_webhooks: bool,
@@ -172,6 +176,7 @@ mod tests {
     fn defaults_match_upstreams_manager() {
         let cli = Cli::try_parse_from(["kubetrain-operator"]).unwrap();
         assert_eq!(cli.webhook_port, 9443);
+        assert_eq!(cli.status_server_port, 10443);
         assert_eq!(cli.health_probe_bind_address.port(), 8081);
         assert!(cli.leader_elect);
         assert_eq!(cli.leader_elect_lease_name, "trainer.kubeflow.org");

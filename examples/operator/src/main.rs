@@ -14,6 +14,7 @@ use kubetrain_controller::election::{
     ElectionConfig, LeaderElector, default_identity, register_leader_gauge,
 };
 use kubetrain_controller::http::{Endpoints, Health};
+use kubetrain_controller::status_server::{StatusMetrics, StatusServer};
 use kubetrain_controller::webhook::tls::ReloadingCert;
 use kubetrain_controller::webhook::{Admission, RuntimeCache, WebhookMetrics, WebhookServer};
 use kubetrain_controller::{Leadership, Metrics, Settings};
@@ -131,6 +132,7 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let webhook_metrics = WebhookMetrics::register(&mut registry);
+    let status_metrics = StatusMetrics::register(&mut registry);
     let leadership = if cli.leader_elect {
         let namespace = cli
             .leader_elect_namespace
@@ -156,7 +158,7 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
     register_leader_gauge(&mut registry, leadership.clone());
     let registry = Arc::new(registry);
 
-    if let Some(cert) = cert {
+    if let Some(cert) = cert.clone() {
         let ready = health.check("webhook");
         let addr = SocketAddr::from((Ipv6Addr::UNSPECIFIED, cli.webhook_port));
         // Runtimes for reviews come from watches, not a GET per review.
@@ -180,12 +182,45 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
                 // Hosts without IPv6 (some kind nodes, containers with IPv6 off): all IPv4 interfaces.
                 Err(_) => {
                     let addr = SocketAddr::from(([0, 0, 0, 0], cli.webhook_port));
-                    WebhookServer::bind(addr, cert, provider, admission()).await?
+                    WebhookServer::bind(addr, cert, provider.clone(), admission()).await?
                 }
             };
         tracing::info!(addr = %server.local_addr()?, "serving admission webhooks");
         ready.set(true);
         tasks.spawn(server.serve(stop.signalled()).map_ok());
+    }
+
+    // Upstream's status server: training pods report progress into status.trainerStatus, over TLS with the
+    // webhook certificate (so it needs the webhooks on).
+    match (&cert, cli.status_server_port) {
+        (_, 0) => tracing::info!("status server off (--status-server-port 0)"),
+        (None, _) => tracing::info!(
+            "status server off: it serves the webhook certificate, and webhooks are disabled"
+        ),
+        (Some(cert), port) => {
+            let server = match StatusServer::bind(
+                SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+                cert.clone(),
+                provider.clone(),
+                client.clone(),
+            )
+            .await
+            {
+                Ok(server) => server,
+                Err(_) => {
+                    StatusServer::bind(
+                        SocketAddr::from(([0, 0, 0, 0], port)),
+                        cert.clone(),
+                        provider.clone(),
+                        client.clone(),
+                    )
+                    .await?
+                }
+            };
+            let server = server.with_metrics(status_metrics);
+            tracing::info!(addr = %server.local_addr()?, "serving the TrainJob status server");
+            tasks.spawn(server.serve(stop.signalled()).map_ok());
+        }
     }
 
     for addr in endpoint_addresses(&cli) {

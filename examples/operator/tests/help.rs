@@ -21,6 +21,7 @@ fn help_mentions_every_flag_and_its_environment_variable() {
         ("--webhook-port", "KUBETRAIN_WEBHOOK_PORT"),
         ("--webhook-cert-dir", "KUBETRAIN_WEBHOOK_CERT_DIR"),
         ("--disable-webhooks", "KUBETRAIN_DISABLE_WEBHOOKS"),
+        ("--status-server-port", "KUBETRAIN_STATUS_SERVER_PORT"),
         ("--leader-elect", "KUBETRAIN_LEADER_ELECT"),
         (
             "--leader-elect-namespace",

@@ -1,0 +1,533 @@
+//! The status server end to end: a real HTTPS server on loopback with a self-signed certificate, requests as
+//! the Python SDK sends them, tokens reviewed and statuses written by the in-memory API server
+//! (`FakeApiServer`); and the per-TrainJob coalescing against a mock whose answers the test releases.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use kube::client::Body;
+use kubetrain_controller::mock::{FakeApiServer, FakeToken};
+use kubetrain_controller::status_server::auth::audience;
+use kubetrain_controller::status_server::coalesce::{Busy, Coalescer, Outcome};
+use kubetrain_controller::status_server::metrics::Verdict;
+use kubetrain_controller::status_server::{MAX_BODY, StatusMetrics, StatusServer};
+use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
+use rustls::pki_types::ServerName;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_rustls::TlsConnector;
+
+const NS: &str = "team-a";
+const JOB: &str = "mnist";
+const GOOD: &str = "good-token";
+
+fn path(namespace: &str, name: &str) -> String {
+    format!("/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status")
+}
+
+struct Fixture {
+    addr: SocketAddr,
+    api: FakeApiServer,
+    metrics: Arc<StatusMetrics>,
+    connector: TlsConnector,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<()>,
+    _certs: tempfile::TempDir,
+}
+
+impl Fixture {
+    async fn start() -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let certs = tempfile::tempdir().unwrap();
+        let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        std::fs::write(certs.path().join(CERT_FILE), pair.cert.pem()).unwrap();
+        std::fs::write(
+            certs.path().join(KEY_FILE),
+            pair.signing_key.serialize_pem(),
+        )
+        .unwrap();
+        let cert = Arc::new(ReloadingCert::from_dir(certs.path(), provider.clone()).unwrap());
+
+        let api = FakeApiServer::start();
+        api.insert(json!({
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": JOB, "namespace": NS},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+            "status": {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed",
+                "message": "TrainJob is resumed", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }));
+        let sa = |ns: &str| format!("system:serviceaccount:{ns}:default");
+        api.add_token(
+            GOOD,
+            FakeToken {
+                username: sa(NS),
+                audiences: vec![audience(NS, JOB)],
+                expired: false,
+            },
+        );
+        api.add_token(
+            "api-audience",
+            FakeToken {
+                username: sa(NS),
+                audiences: vec!["https://kubernetes.default.svc".into()],
+                expired: false,
+            },
+        );
+        api.add_token(
+            "other-job",
+            FakeToken {
+                username: sa(NS),
+                audiences: vec![audience(NS, "other")],
+                expired: false,
+            },
+        );
+        api.add_token(
+            "expired",
+            FakeToken {
+                username: sa(NS),
+                audiences: vec![audience(NS, JOB)],
+                expired: true,
+            },
+        );
+        // A token minted in another namespace for this TrainJob's audience (anyone may request any audience).
+        api.add_token(
+            "other-namespace",
+            FakeToken {
+                username: sa("team-b"),
+                audiences: vec![audience(NS, JOB)],
+                expired: false,
+            },
+        );
+        api.add_token(
+            "not-a-service-account",
+            FakeToken {
+                username: "alice".into(),
+                audiences: vec![audience(NS, JOB)],
+                expired: false,
+            },
+        );
+        // Allowed, for a TrainJob that does not exist.
+        api.add_token(
+            "missing-job",
+            FakeToken {
+                username: sa(NS),
+                audiences: vec![audience(NS, "missing")],
+                expired: false,
+            },
+        );
+
+        let metrics =
+            StatusMetrics::register(&mut prometheus_client::registry::Registry::default());
+        let server = StatusServer::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            cert,
+            provider.clone(),
+            api.client(),
+        )
+        .await
+        .unwrap()
+        .with_metrics(metrics.clone());
+        let addr = server.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(server.serve(async {
+            let _ = stopped.await;
+        }));
+
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pair.cert.der().clone()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Self {
+            addr,
+            api,
+            metrics,
+            connector: TlsConnector::from(Arc::new(config)),
+            stop: Some(stop),
+            served,
+            _certs: certs,
+        }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Vec<u8>,
+        content_length: Option<&str>,
+    ) -> (StatusCode, Value) {
+        let tcp = TcpStream::connect(self.addr).await.unwrap();
+        let tls = self
+            .connector
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .expect("TLS handshake with the webhook certificate");
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "localhost")
+            .header("content-type", "application/json");
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        if let Some(length) = content_length {
+            request = request.header("content-length", length);
+        }
+        let request = request.body(Full::new(Bytes::from(body))).unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let value = serde_json::from_slice(&body)
+            .unwrap_or_else(|_| panic!("JSON answer: {}", String::from_utf8_lossy(&body)));
+        (status, value)
+    }
+
+    async fn post(&self, token: Option<&str>, body: &Value) -> (StatusCode, Value) {
+        self.send(
+            Method::POST,
+            &path(NS, JOB),
+            token,
+            serde_json::to_vec(body).unwrap(),
+            None,
+        )
+        .await
+    }
+
+    fn trainer_status(&self) -> Value {
+        self.api
+            .get("trainer.kubeflow.org/v1alpha1", "trainjobs", NS, JOB)
+            .unwrap()["status"]["trainerStatus"]
+            .clone()
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.served.await.unwrap();
+    }
+}
+
+/// The body `kubeflow.trainer.update_trainjob_status(progress_percent=40, estimated_remaining_seconds=600,
+/// metrics={"loss": 0.25, "step": 40})` sends.
+fn sdk_body() -> Value {
+    json!({"trainerStatus": {
+        "lastUpdatedTime": "2026-12-01T14:38:32.123456+00:00",
+        "progressPercentage": 40,
+        "estimatedRemainingSeconds": 600,
+        "metrics": [{"name": "loss", "value": "0.25"}, {"name": "step", "value": "40"}],
+    }})
+}
+
+#[tokio::test]
+async fn a_valid_update_is_written_as_upstream_writes_it_and_echoed() {
+    let f = Fixture::start().await;
+    let (status, answer) = f.post(Some(GOOD), &sdk_body()).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let written = json!({
+        "progressPercentage": 40,
+        "estimatedRemainingSeconds": 600,
+        "metrics": [{"name": "loss", "value": "0.25"}, {"name": "step", "value": "40"}],
+        "lastUpdatedTime": "2026-12-01T14:38:32Z",
+    });
+    assert_eq!(answer, json!({"trainerStatus": written}));
+    assert_eq!(f.trainer_status(), written);
+    // The controller's conditions are left alone.
+    let job = f
+        .api
+        .get("trainer.kubeflow.org/v1alpha1", "trainjobs", NS, JOB)
+        .unwrap();
+    assert_eq!(job["status"]["conditions"][0]["reason"], "Resumed");
+
+    // The next update replaces the whole trainerStatus: fields it leaves out are removed (as upstream's
+    // server-side apply by one field manager).
+    let (status, _) = f
+        .post(
+            Some(GOOD),
+            &json!({"trainerStatus": {"progressPercentage": 41, "lastUpdatedTime": "2026-12-01T14:38:40Z"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        f.trainer_status(),
+        json!({"progressPercentage": 41, "lastUpdatedTime": "2026-12-01T14:38:40Z"})
+    );
+    assert_eq!(f.metrics.updates(Verdict::Written), 2);
+    // One TokenReview: the accepted token is cached.
+    assert_eq!(f.api.stats().token_reviews, 1);
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn table_of_refusals() {
+    let f = Fixture::start().await;
+    let forbidden = json!({"metadata": {}, "status": "Failure", "message": "Forbidden", "reason": "Forbidden", "code": 403});
+    let cases: Vec<(&str, Option<&str>, Value, StatusCode, Value)> = vec![
+        (
+            "no token",
+            None,
+            sdk_body(),
+            StatusCode::FORBIDDEN,
+            forbidden.clone(),
+        ),
+        (
+            "unknown token",
+            Some("forged"),
+            sdk_body(),
+            StatusCode::FORBIDDEN,
+            forbidden.clone(),
+        ),
+        (
+            "API audience",
+            Some("api-audience"),
+            sdk_body(),
+            StatusCode::FORBIDDEN,
+            forbidden.clone(),
+        ),
+        (
+            "another TrainJob's audience",
+            Some("other-job"),
+            sdk_body(),
+            StatusCode::FORBIDDEN,
+            forbidden.clone(),
+        ),
+        (
+            "expired",
+            Some("expired"),
+            sdk_body(),
+            StatusCode::FORBIDDEN,
+            forbidden.clone(),
+        ),
+        (
+            "ServiceAccount of another namespace",
+            Some("other-namespace"),
+            sdk_body(),
+            StatusCode::FORBIDDEN,
+            forbidden.clone(),
+        ),
+        (
+            "not a ServiceAccount",
+            Some("not-a-service-account"),
+            sdk_body(),
+            StatusCode::FORBIDDEN,
+            forbidden.clone(),
+        ),
+        (
+            "not JSON",
+            Some(GOOD),
+            json!("not an object"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"metadata": {}, "status": "Failure", "message": "Invalid payload", "reason": "Invalid", "code": 422}),
+        ),
+        (
+            "fractional progress",
+            Some(GOOD),
+            json!({"trainerStatus": {"progressPercentage": 40.5, "lastUpdatedTime": "2026-12-01T14:38:32Z"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"metadata": {}, "status": "Failure", "message": "Invalid payload", "reason": "Invalid", "code": 422}),
+        ),
+        (
+            "progress over 100",
+            Some(GOOD),
+            json!({"trainerStatus": {"progressPercentage": 101, "lastUpdatedTime": "2026-12-01T14:38:32Z"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
+                   "message": "TrainJob.trainer.kubeflow.org \"mnist\" is invalid: status.trainerStatus.progressPercentage: Invalid value: 101: status.trainerStatus.progressPercentage in body should be less than or equal to 100"}),
+        ),
+        (
+            "no lastUpdatedTime",
+            Some(GOOD),
+            json!({"trainerStatus": {"progressPercentage": 1}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
+                   "message": "TrainJob.trainer.kubeflow.org \"mnist\" is invalid: status.trainerStatus: Invalid value: \"object\": lastUpdatedTime is required when trainerStatus is present"}),
+        ),
+        (
+            "no trainerStatus: nothing to write",
+            Some(GOOD),
+            json!({}),
+            StatusCode::OK,
+            json!({}),
+        ),
+    ];
+    for (what, token, body, code, answer) in cases {
+        let (status, got) = f.post(token, &body).await;
+        assert_eq!((status, &got), (code, &answer), "{what}");
+    }
+    assert_eq!(f.trainer_status(), Value::Null, "nothing was written");
+    assert_eq!(f.api.stats().status_patches, 0);
+    assert_eq!(f.metrics.updates(Verdict::Forbidden), 7);
+    assert_eq!(f.metrics.updates(Verdict::Invalid), 4);
+    assert_eq!(f.metrics.updates(Verdict::Empty), 1);
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn paths_sizes_and_missing_jobs() {
+    let f = Fixture::start().await;
+    let not_found = json!({"metadata": {}, "status": "Failure", "message": "Not found", "reason": "NotFound", "code": 404});
+    let body = serde_json::to_vec(&sdk_body()).unwrap();
+    for (method, p) in [
+        (Method::GET, path(NS, JOB)),
+        (Method::PUT, path(NS, JOB)),
+        (Method::POST, format!("{}/", path(NS, JOB))),
+        (
+            Method::POST,
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/mnist".into(),
+        ),
+        (Method::POST, "/".into()),
+        (
+            Method::POST,
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/jobsets/mnist/status".into(),
+        ),
+    ] {
+        let (status, answer) = f
+            .send(method.clone(), &p, Some(GOOD), body.clone(), None)
+            .await;
+        assert_eq!(
+            (status, &answer),
+            (StatusCode::NOT_FOUND, &not_found),
+            "{method} {p}"
+        );
+    }
+
+    // Oversized: refused from Content-Length before routing or authentication, as upstream's middleware.
+    let big = vec![b' '; MAX_BODY + 1];
+    let (status, answer) = f.send(Method::POST, &path(NS, JOB), None, big, None).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(answer["reason"], "RequestEntityTooLarge");
+    assert_eq!(answer["message"], "Payload too large");
+    // Exactly at the limit is read (and is not a request).
+    let mut at_limit = serde_json::to_vec(&sdk_body()).unwrap();
+    at_limit.resize(MAX_BODY, b' ');
+    let (status, _) = f
+        .send(Method::POST, &path(NS, JOB), Some(GOOD), at_limit, None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Allowed, but no such TrainJob.
+    let (status, answer) = f
+        .send(
+            Method::POST,
+            &path(NS, "missing"),
+            Some("missing-job"),
+            serde_json::to_vec(&sdk_body()).unwrap(),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(answer["message"], "Train job not found");
+    assert_eq!(f.metrics.updates(Verdict::TooLarge), 1);
+    assert_eq!(f.metrics.updates(Verdict::NotFound), 7);
+    f.stop().await;
+}
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+async fn next_patch(api: &mut Handle) -> (Value, tower_test::mock::SendResponse<Response<Body>>) {
+    let (request, send) = api.next_request().await.expect("a status patch");
+    assert_eq!(request.method(), Method::PATCH);
+    assert_eq!(request.uri().path(), path(NS, JOB));
+    assert!(
+        request
+            .uri()
+            .query()
+            .unwrap()
+            .contains("fieldManager=trainer-status")
+    );
+    let body = request.into_body().collect_bytes().await.unwrap();
+    (serde_json::from_slice(&body).unwrap(), send)
+}
+
+fn ok() -> Response<Body> {
+    Response::new(Body::from(
+        serde_json::to_vec(
+            &json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": JOB, "namespace": NS}}),
+        )
+        .unwrap(),
+    ))
+}
+
+#[tokio::test]
+async fn a_flood_from_one_job_is_coalesced_to_one_write_in_flight_and_the_newest_waiting() {
+    let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let superseded = Arc::new(AtomicU64::new(0));
+    let counted = superseded.clone();
+    let writes = Coalescer::new(
+        kube::Client::new(service, "default"),
+        "trainer-status",
+        1,
+        move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        },
+    );
+    let submit = |n: i64| {
+        let writes = writes.clone();
+        tokio::spawn(async move { writes.submit(NS, JOB, json!({"n": n})).await })
+    };
+
+    let first = submit(0);
+    let (patch, in_flight) = next_patch(&mut api).await;
+    assert_eq!(patch, json!({"n": 0}));
+    // While the first write is in flight, 100 more arrive; each replaces the one waiting.
+    let mut later = Vec::new();
+    for n in 1..=100 {
+        later.push(submit(n));
+        // Wait until this update is the waiting one (it was taken by the lock) before sending the next.
+        while superseded.load(Ordering::Relaxed) + 1 < n as u64 {
+            tokio::task::yield_now().await;
+        }
+    }
+    while superseded.load(Ordering::Relaxed) < 99 {
+        tokio::task::yield_now().await;
+    }
+    // Another TrainJob while this one holds the only slot: busy, not queued.
+    assert_eq!(writes.submit(NS, "other", json!({})).await, Err(Busy));
+
+    in_flight.send_response(ok());
+    assert_eq!(first.await.unwrap(), Ok(Outcome::Written));
+    let (patch, second) = next_patch(&mut api).await;
+    assert_eq!(
+        patch,
+        json!({"n": 100}),
+        "only the newest update is written"
+    );
+    second.send_response(ok());
+    for waiter in later {
+        assert_eq!(waiter.await.unwrap(), Ok(Outcome::Written));
+    }
+    assert_eq!(superseded.load(Ordering::Relaxed), 99);
+    // The writer ended: the slot is free for other TrainJobs.
+    while writes.active() > 0 {
+        tokio::task::yield_now().await;
+    }
+    let other = {
+        let writes = writes.clone();
+        tokio::spawn(async move { writes.submit(NS, "other", json!({})).await })
+    };
+    let (request, send) = api.next_request().await.unwrap();
+    assert!(request.uri().path().ends_with("/trainjobs/other/status"));
+    send.send_response(
+        Response::builder()
+            .status(404)
+            .body(Body::from(
+                serde_json::to_vec(&json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "trainjobs.trainer.kubeflow.org \"other\" not found", "reason": "NotFound", "code": 404}))
+                .unwrap(),
+            ))
+            .unwrap(),
+    );
+    assert_eq!(other.await.unwrap(), Ok(Outcome::NotFound));
+}
