@@ -3,14 +3,13 @@
 
 use kubetrain_api::{MLPolicySource, PodGroupPolicySource, TrainJob, TrainingRuntimeSpec};
 use kubetrain_merge::{Info, MergeError};
-use rand_core::{CryptoRng, RngCore};
 
 use crate::builder::{build_jobset, sync_parallelism};
 use crate::companions::{
     coscheduling_pod_group, hostfile_config_map, ssh_auth_secret, volcano_pod_group,
 };
 use crate::object::{Object, sort};
-use crate::ssh::SshKeyPair;
+use crate::ssh::KeySource;
 
 /// What the caller found in the cluster; everything `false`/`None` for a fresh TrainJob (and in the CLI).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,24 +107,24 @@ pub struct Rendered {
     pub objects: Vec<Object>,
 }
 
-/// Renders `job` against `runtime`. Randomness (the MPI SSH key) is drawn from `rng` only when the Secret is
-/// needed, so a seeded RNG gives byte-identical output.
-pub fn render<R: RngCore + CryptoRng>(
+/// Renders `job` against `runtime`. The MPI SSH key is taken from `keys` (any cryptographic RNG, or a
+/// [`crate::ssh::KeyPool`]) only when the Secret is needed, so a seeded RNG gives byte-identical output.
+pub fn render<K: KeySource>(
     job: &TrainJob,
     runtime: &TrainingRuntimeSpec,
     observed: &Observed,
-    rng: &mut R,
+    keys: &mut K,
 ) -> Result<Rendered, RenderError> {
-    render_with(job, runtime, observed, &RenderOptions::default(), rng)
+    render_with(job, runtime, observed, &RenderOptions::default(), keys)
 }
 
 /// [`render`] with optional plugins (TrainJobStatus) enabled by `options`.
-pub fn render_with<R: RngCore + CryptoRng>(
+pub fn render_with<K: KeySource>(
     job: &TrainJob,
     runtime: &TrainingRuntimeSpec,
     observed: &Observed,
     options: &RenderOptions,
-    rng: &mut R,
+    keys: &mut K,
 ) -> Result<Rendered, RenderError> {
     let status = options.trainjob_status.as_ref();
     if status.is_some_and(|s| s.ca_cert.is_empty()) {
@@ -154,7 +153,7 @@ pub fn render_with<R: RngCore + CryptoRng>(
             return Err(RenderError::TooManyHosts { hosts });
         }
         if !observed.ssh_secret_exists {
-            let key = SshKeyPair::generate(rng);
+            let key = keys.key_pair();
             objects.push(Object::Secret(Box::new(ssh_auth_secret(job, &key))));
         }
         objects.push(Object::ConfigMap(Box::new(hostfile_config_map(&info, job))));

@@ -189,6 +189,92 @@ pub fn os_rng() -> Result<ChaCha20Rng, rand_core::Error> {
     ChaCha20Rng::from_rng(OsRng)
 }
 
+/// Where a render gets a new MPI SSH key pair: any cryptographic RNG (the key is generated on the
+/// spot, so a seeded RNG gives reproducible keys) or a [`KeyPool`] (keys generated ahead from OS
+/// randomness on other threads).
+pub trait KeySource {
+    /// A fresh key pair.
+    fn key_pair(&mut self) -> SshKeyPair;
+}
+
+impl<R: RngCore + CryptoRng> KeySource for R {
+    fn key_pair(&mut self) -> SshKeyPair {
+        SshKeyPair::generate(self)
+    }
+}
+
+/// MPI SSH keys generated ahead, off the render path: worker threads, each with its own
+/// [`os_rng`], fill a bounded queue that [`KeySource::key_pair`] takes from. The workers start
+/// with the first key taken (a stream without MPI TrainJobs costs nothing) and stop when the
+/// pool is dropped. For streams of many MPI TrainJobs (`kubetrain render`), where the key is
+/// most of a render's cost.
+///
+/// ```
+/// use kubetrain_jobset::ssh::{KeyPool, KeySource};
+/// let mut pool = KeyPool::new(1, 4);
+/// assert_ne!(pool.key_pair(), pool.key_pair());
+/// ```
+pub struct KeyPool {
+    workers: usize,
+    capacity: usize,
+    keys: Option<std::sync::mpsc::Receiver<SshKeyPair>>,
+}
+
+impl std::fmt::Debug for KeyPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyPool")
+            .field("workers", &self.workers)
+            .field("capacity", &self.capacity)
+            .field("started", &self.keys.is_some())
+            .finish()
+    }
+}
+
+impl KeyPool {
+    /// A pool of `workers` threads (at least one) keeping up to `capacity` keys ready.
+    pub fn new(workers: usize, capacity: usize) -> Self {
+        Self {
+            workers: workers.max(1),
+            capacity,
+            keys: None,
+        }
+    }
+
+    /// One worker per CPU but one (the render keeps a CPU), at least one; 64 keys ready.
+    pub fn for_this_machine() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        Self::new(cpus.saturating_sub(1), 64)
+    }
+
+    fn start(&self) -> std::sync::mpsc::Receiver<SshKeyPair> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(self.capacity);
+        for _ in 0..self.workers {
+            let sender = sender.clone();
+            // A worker that cannot start (or has no OS randomness) leaves the work to the others,
+            // or, with none left, to `key_pair` itself.
+            let _ = std::thread::Builder::new()
+                .name("ssh-keys".into())
+                .spawn(move || {
+                    let Ok(mut rng) = os_rng() else { return };
+                    // Ends when the pool (the receiver) is dropped.
+                    while sender.send(SshKeyPair::generate(&mut rng)).is_ok() {}
+                });
+        }
+        receiver
+    }
+}
+
+impl KeySource for KeyPool {
+    fn key_pair(&mut self) -> SshKeyPair {
+        let keys = match &self.keys {
+            Some(keys) => keys,
+            None => self.keys.insert(self.start()),
+        };
+        keys.recv()
+            .unwrap_or_else(|_| SshKeyPair::generate(&mut OsRng))
+    }
+}
+
 /// A stable 64-bit seed derived from text (a TrainJob uid, or `namespace/name`): FNV-1a.
 pub fn seed_from_text(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -347,6 +433,24 @@ mod tests {
             derived.split_whitespace().take(2).collect::<Vec<_>>(),
             key.public_key.split_whitespace().collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn rngs_and_pools_are_key_sources() {
+        assert_eq!(
+            seeded_rng(4).key_pair(),
+            SshKeyPair::generate(&mut seeded_rng(4))
+        );
+        let mut pool = KeyPool::new(2, 2);
+        let keys: Vec<SshKeyPair> = (0..6).map(|_| pool.key_pair()).collect();
+        for (i, key) in keys.iter().enumerate() {
+            let secret = p521::SecretKey::from_sec1_pem(&key.private_key_pem).unwrap();
+            assert_eq!(
+                key.public_key,
+                authorized_key_line(secret.public_key().to_encoded_point(false).as_bytes())
+            );
+            assert!(keys[..i].iter().all(|other| other != key));
+        }
     }
 
     #[test]

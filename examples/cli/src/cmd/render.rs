@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use kubetrain_api::catalog::DEFAULT_NAMESPACE;
 use kubetrain_api::validation::validate_trainjob;
 use kubetrain_api::{Document, FieldError, RuntimeCatalog, TrainJob};
-use kubetrain_jobset::ssh::{ChaCha20Rng, os_rng, seed_from_text, seeded_rng};
+use kubetrain_jobset::ssh::{ChaCha20Rng, KeyPool, seed_from_text, seeded_rng};
 use kubetrain_jobset::{
     Object, Observed, RenderOptions, TrainJobStatusOptions, builtin, render_with, resolve,
 };
@@ -185,29 +185,20 @@ fn load_runtimes(
 const SEED_WARNING: &str = "warning: --seed makes the MPI SSH keys reproducible: anyone who knows the seed and a \
 TrainJob's name can recompute its private key; do not apply this output to a cluster";
 
-/// Where key material comes from: one OS-seeded ChaCha20 stream for the whole run, or, with `--seed`, a
-/// stream per TrainJob derived from the seed and the TrainJob's identity (so that two TrainJobs in one
-/// stream get different keys and the output does not depend on document order).
-enum KeySource {
-    Random(Box<ChaCha20Rng>),
+/// Where key material comes from: keys generated ahead from OS randomness on the other CPUs (a pool
+/// that starts with the first MPI TrainJob), or, with `--seed`, a random stream per TrainJob derived
+/// from the seed and the TrainJob's identity (so that two TrainJobs in one stream get different keys
+/// and the output does not depend on document order).
+enum Keys {
+    Random(KeyPool),
     Seeded(u64),
 }
 
-impl KeySource {
-    fn new(seed: Option<u64>) -> Result<Self> {
-        Ok(match seed {
+impl Keys {
+    fn new(seed: Option<u64>) -> Self {
+        match seed {
             Some(seed) => Self::Seeded(seed),
-            None => Self::Random(Box::new(
-                os_rng().context("cannot read the operating system's random source")?,
-            )),
-        })
-    }
-
-    /// Runs `f` with the random source of `job`.
-    fn with_rng<T>(&mut self, job: &TrainJob, f: impl FnOnce(&mut ChaCha20Rng) -> T) -> T {
-        match self {
-            Self::Random(rng) => f(rng),
-            Self::Seeded(seed) => f(&mut seeded_rng_for(job, *seed)),
+            None => Self::Random(KeyPool::for_this_machine()),
         }
     }
 }
@@ -293,7 +284,7 @@ fn render_job(
     catalog: &RuntimeCatalog,
     args: &RenderArgs,
     options: &RenderOptions,
-    keys: &mut KeySource,
+    keys: &mut Keys,
 ) -> Result<Vec<Object>, Vec<FieldError>> {
     let found: Vec<FieldError> = if args.no_validate {
         Vec::new()
@@ -311,17 +302,24 @@ fn render_job(
         vec![FieldError::error(path, message).on("TrainJob", job.name())]
     };
     let runtime = resolve(catalog, job).map_err(|e| fail(e.field_path(), e.message()))?;
-    let rendered = keys
-        .with_rng(job, |rng| {
-            render_with(job, runtime, &Observed::default(), options, rng)
-        })
-        .map_err(|e| fail(e.field_path(), e.message()))?;
+    let observed = Observed::default();
+    let rendered = match keys {
+        Keys::Random(pool) => render_with(job, runtime, &observed, options, pool),
+        Keys::Seeded(seed) => render_with(
+            job,
+            runtime,
+            &observed,
+            options,
+            &mut seeded_rng_for(job, *seed),
+        ),
+    }
+    .map_err(|e| fail(e.field_path(), e.message()))?;
     Ok(rendered.objects)
 }
 
 pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
     let options = render_options(&args)?;
-    let mut keys = KeySource::new(args.seed)?;
+    let mut keys = Keys::new(args.seed);
     if args.seed.is_some() {
         eprintln!("{SEED_WARNING}");
     }
@@ -430,17 +428,11 @@ mod tests {
 
     #[test]
     fn without_a_seed_keys_come_from_the_os() {
-        use rand_core::RngCore;
-        let job = TrainJob::new("a", Default::default());
-        let draw = || {
-            KeySource::new(None)
-                .unwrap()
-                .with_rng(&job, |rng| rng.next_u64())
+        use kubetrain_jobset::ssh::KeySource as _;
+        let key = || match Keys::new(None) {
+            Keys::Random(mut pool) => pool.key_pair(),
+            Keys::Seeded(_) => unreachable!("no seed given"),
         };
-        assert_ne!(
-            draw(),
-            draw(),
-            "the same TrainJob gets a fresh key on every run"
-        );
+        assert_ne!(key(), key(), "every run draws fresh keys");
     }
 }
