@@ -263,6 +263,7 @@ operator_start() {
     start "$name" env RUST_LOG="${RUST_LOG:-info}" POD_NAME="$name" "$KUBETRAIN_BIN/kubetrain-operator" \
         --kubeconfig "$(operator_kubeconfig)" --log-format text \
         --webhook-port "$webhook" --webhook-cert-dir "$PKI/webhook-certs" \
+        --status-server-port $((OPERATOR_STATUS_PORT + webhook - OPERATOR_WEBHOOK_PORT)) \
         --metrics-bind-address "127.0.0.1:$metrics" --health-probe-bind-address "127.0.0.1:$probe" \
         --leader-elect-namespace kubeflow-system "$@"
     wait_ready "$name" "http://127.0.0.1:$probe/readyz"

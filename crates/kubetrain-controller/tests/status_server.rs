@@ -343,7 +343,7 @@ async fn table_of_refusals() {
             json!({"trainerStatus": {"progressPercentage": 101, "lastUpdatedTime": "2026-12-01T14:38:32Z"}}),
             StatusCode::UNPROCESSABLE_ENTITY,
             json!({"metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
-                   "message": "TrainJob.trainer.kubeflow.org \"mnist\" is invalid: status.trainerStatus.progressPercentage: Invalid value: 101: status.trainerStatus.progressPercentage in body should be less than or equal to 100"}),
+                   "message": "TrainJob.trainer.kubeflow.org \"mnist\" is invalid: status.trainerStatus.progressPercentage: Invalid value: 101: trainerStatus.progressPercentage in body should be less than or equal to 100"}),
         ),
         (
             "no lastUpdatedTime",
@@ -351,7 +351,7 @@ async fn table_of_refusals() {
             json!({"trainerStatus": {"progressPercentage": 1}}),
             StatusCode::UNPROCESSABLE_ENTITY,
             json!({"metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
-                   "message": "TrainJob.trainer.kubeflow.org \"mnist\" is invalid: status.trainerStatus: Invalid value: \"object\": lastUpdatedTime is required when trainerStatus is present"}),
+                   "message": "TrainJob.trainer.kubeflow.org \"mnist\" is invalid: status.trainerStatus: Invalid value: lastUpdatedTime is required when trainerStatus is present"}),
         ),
         (
             "no trainerStatus: nothing to write",

@@ -109,42 +109,31 @@ fn metric(value: &Value) -> Result<Metric, InvalidPayload> {
     }
 }
 
-/// The CRD's rules for `status.trainerStatus`, which the API server would apply to the patch, as the API
-/// server words them (`<field path>: <reason>`). Checked before writing so that an invalid update never
-/// replaces a valid one waiting to be written.
+/// The CRD's rules for `status.trainerStatus`, which the API server would apply to the patch, worded as the
+/// API server (v1.35) words them (`<field path>: <reason>`). Checked before writing so that an invalid update
+/// never replaces a valid one waiting to be written.
+///
+/// As on the API server, a structural error (too long, too many, required) means the CEL rule
+/// (`lastUpdatedTime` required) is not checked, and a last error says so. The API server lists the errors of
+/// different fields in an order that varies from call to call (Go map iteration); here it is fixed: metrics,
+/// progress, remaining time, then the rule.
 ///
 /// ```
 /// use kubetrain_api::TrainerStatus;
 /// use kubetrain_controller::status_server::request::validate;
 ///
 /// let errors = validate(&TrainerStatus { progress_percentage: Some(101), ..Default::default() });
-/// assert_eq!(errors.len(), 2, "{errors:?}");
-/// assert!(errors[0].starts_with("status.trainerStatus.progressPercentage: Invalid value: 101"));
-/// assert!(errors[1].contains("lastUpdatedTime is required when trainerStatus is present"));
+/// assert_eq!(errors, [
+///     "status.trainerStatus.progressPercentage: Invalid value: 101: trainerStatus.progressPercentage in body should be less than or equal to 100",
+///     "status.trainerStatus: Invalid value: lastUpdatedTime is required when trainerStatus is present",
+/// ]);
 /// ```
 pub fn validate(status: &TrainerStatus) -> Vec<String> {
     const BASE: &str = "status.trainerStatus";
     let mut errors = Vec::new();
-    let mut range = |name: &str, value: Option<i32>, max: Option<i32>| {
-        let Some(value) = value else { return };
-        let path = format!("{BASE}.{name}");
-        if value < 0 {
-            errors.push(format!(
-                "{path}: Invalid value: {value}: {path} in body should be greater than or equal to 0"
-            ));
-        } else if let Some(max) = max.filter(|max| value > *max) {
-            errors.push(format!(
-                "{path}: Invalid value: {value}: {path} in body should be less than or equal to {max}"
-            ));
-        }
-    };
-    range("progressPercentage", status.progress_percentage, Some(100));
-    range(
-        "estimatedRemainingSeconds",
-        status.estimated_remaining_seconds,
-        None,
-    );
+    let mut structural = false;
     if status.metrics.len() > MAX_METRICS {
+        structural = true;
         errors.push(format!(
             "{BASE}.metrics: Too many: {}: must have at most {MAX_METRICS} items",
             status.metrics.len()
@@ -155,17 +144,46 @@ pub fn validate(status: &TrainerStatus) -> Vec<String> {
             let path = format!("{BASE}.metrics[{i}].{name}");
             if value.is_empty() {
                 // Upstream's Go types drop empty strings (omitempty), so the field is missing.
+                structural = true;
                 errors.push(format!("{path}: Required value"));
             } else if value.chars().count() > MAX_METRIC_LEN {
+                // Characters, though the API server's message says bytes.
+                structural = true;
                 errors.push(format!(
                     "{path}: Too long: may not be more than {MAX_METRIC_LEN} bytes"
                 ));
             }
         }
     }
-    if status.last_updated_time.is_none() {
+    let mut range = |name: &str, value: Option<i32>, max: Option<i32>| {
+        let Some(value) = value else { return };
+        let path = format!("{BASE}.{name}");
+        let in_body = format!("trainerStatus.{name}");
+        if value < 0 {
+            errors.push(format!(
+                "{path}: Invalid value: {value}: {in_body} in body should be greater than or equal to 0"
+            ));
+        } else if let Some(max) = max.filter(|max| value > *max) {
+            errors.push(format!(
+                "{path}: Invalid value: {value}: {in_body} in body should be less than or equal to {max}"
+            ));
+        }
+    };
+    range("progressPercentage", status.progress_percentage, Some(100));
+    range(
+        "estimatedRemainingSeconds",
+        status.estimated_remaining_seconds,
+        None,
+    );
+    if structural {
+        errors.push(
+            "<nil>: Invalid value: null: some validation rules were not checked because the object was \
+             invalid; correct the existing errors to complete validation"
+                .to_owned(),
+        );
+    } else if status.last_updated_time.is_none() {
         errors.push(format!(
-            "{BASE}: Invalid value: \"object\": lastUpdatedTime is required when trainerStatus is present"
+            "{BASE}: Invalid value: lastUpdatedTime is required when trainerStatus is present"
         ));
     }
     errors
@@ -200,7 +218,7 @@ pub fn merge_patch(status: &TrainerStatus) -> Value {
     let metrics = if status.metrics.is_empty() {
         Value::Null
     } else {
-        json!(status.metrics)
+        Value::Array(status.metrics.iter().map(metric_json).collect())
     };
     json!({"status": {"trainerStatus": {
         "progressPercentage": status.progress_percentage,
@@ -224,20 +242,7 @@ pub fn echo(status: Option<&TrainerStatus>) -> Vec<u8> {
                 out.insert("estimatedRemainingSeconds".into(), json!(s));
             }
             if !status.metrics.is_empty() {
-                let metrics: Vec<Value> = status
-                    .metrics
-                    .iter()
-                    .map(|m| {
-                        let mut o = Map::new();
-                        if !m.name.is_empty() {
-                            o.insert("name".into(), json!(m.name));
-                        }
-                        if !m.value.is_empty() {
-                            o.insert("value".into(), json!(m.value));
-                        }
-                        Value::Object(o)
-                    })
-                    .collect();
+                let metrics = status.metrics.iter().map(metric_json).collect();
                 out.insert("metrics".into(), Value::Array(metrics));
             }
             out.insert("lastUpdatedTime".into(), json!(status.last_updated_time));
@@ -247,6 +252,18 @@ pub fn echo(status: Option<&TrainerStatus>) -> Vec<u8> {
     let mut bytes = serde_json::to_vec(&body).unwrap_or_default();
     bytes.push(b'\n');
     bytes
+}
+
+/// A metric as Go encodes it: empty strings left out (`omitempty`).
+fn metric_json(metric: &Metric) -> Value {
+    let mut o = Map::new();
+    if !metric.name.is_empty() {
+        o.insert("name".into(), json!(metric.name));
+    }
+    if !metric.value.is_empty() {
+        o.insert("value".into(), json!(metric.value));
+    }
+    Value::Object(o)
 }
 
 /// Upstream's error answer: a `metav1.Status` as Go encodes it (no kind or apiVersion, an empty
@@ -335,7 +352,7 @@ mod tests {
             estimated_remaining_seconds: Some(0),
             metrics: vec![Metric {
                 name: "loss".into(),
-                value: "x".repeat(64),
+                value: "é".repeat(64),
             }],
             last_updated_time: time.clone(),
         };
@@ -352,8 +369,8 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            validate(&many),
-            ["status.trainerStatus.metrics: Too many: 257: must have at most 256 items"]
+            validate(&many)[0],
+            "status.trainerStatus.metrics: Too many: 257: must have at most 256 items"
         );
         let bad = TrainerStatus {
             estimated_remaining_seconds: Some(-1),
@@ -365,10 +382,18 @@ mod tests {
             ..Default::default()
         };
         let errors = validate(&bad);
-        assert_eq!(errors.len(), 3, "{errors:?}");
         assert_eq!(
-            invalid_message("job", &errors[..1]),
-            "TrainJob.trainer.kubeflow.org \"job\" is invalid: status.trainerStatus.estimatedRemainingSeconds: Invalid value: -1: status.trainerStatus.estimatedRemainingSeconds in body should be greater than or equal to 0"
+            errors,
+            [
+                "status.trainerStatus.metrics[0].name: Required value",
+                "status.trainerStatus.metrics[0].value: Too long: may not be more than 64 bytes",
+                "status.trainerStatus.estimatedRemainingSeconds: Invalid value: -1: trainerStatus.estimatedRemainingSeconds in body should be greater than or equal to 0",
+                "<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            ]
+        );
+        assert_eq!(
+            invalid_message("job", &errors[2..3]),
+            "TrainJob.trainer.kubeflow.org \"job\" is invalid: status.trainerStatus.estimatedRemainingSeconds: Invalid value: -1: trainerStatus.estimatedRemainingSeconds in body should be greater than or equal to 0"
         );
         assert!(invalid_message("job", &errors).contains(": [status."));
     }
