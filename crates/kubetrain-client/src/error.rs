@@ -47,6 +47,20 @@ pub enum PlanError {
         #[source]
         source: std::io::Error,
     },
+    /// Another run of the same TrainJob (namespace and name) is in progress on this machine.
+    #[error(
+        "TrainJob {namespace}/{name} is already running on this machine ({holder}); a second run of the same \
+         namespace/name is refused, not queued: wait for it to end or stop it, or give this one another \
+         metadata.name"
+    )]
+    AlreadyRunning {
+        /// The namespace.
+        namespace: String,
+        /// The name.
+        name: String,
+        /// The run in progress: its process id and run directory, as far as known.
+        holder: String,
+    },
     /// No free loopback port could be found for a pod port.
     #[error("finding a free loopback port for pod port {port}: {source}")]
     Port {

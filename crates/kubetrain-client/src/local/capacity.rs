@@ -202,10 +202,13 @@ pub fn admit(plan: &JobPlan, capacity: &Capacity) -> Result<(), String> {
 /// let options = LocalOptions { run_dir: Some(dir.path().into()), ..LocalOptions::default() };
 /// let catalog = kubetrain_jobset::builtin::catalog();
 /// let machine = Capacity { cpu: 2, memory: None, gpus: 0 };
+/// // A plan holds its run's lock until dropped: one plan of this job at a time.
 /// let gpu = local::prepare(&job("{nvidia.com/gpu: 1}"), &catalog, &options).unwrap();
 /// assert!(check(&gpu, &machine).unwrap_err().contains("nvidia.com/gpu"));
+/// drop(gpu);
 /// let cpu = local::prepare(&job("{cpu: 4}"), &catalog, &options).unwrap();
 /// assert!(check(&cpu, &machine).unwrap().unwrap().contains("cpu"));
+/// drop(cpu);
 /// let small = local::prepare(&job("{cpu: 1}"), &catalog, &options).unwrap();
 /// assert_eq!(check(&small, &machine), Ok(None));
 /// ```

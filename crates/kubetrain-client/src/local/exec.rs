@@ -1,5 +1,7 @@
 //! Runs a [`JobPlan`]: one process group per container, replicated jobs in `dependsOn` order, logs streamed
 //! line by line, the JobSet success and failure policies applied, everything killed on failure or cancel.
+//! When a container ends, every process it started ends with it, also those that left its process group
+//! ([`super::reaper`]).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -16,6 +18,7 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
 use super::plan::{JobPlan, PodPlan, ProcessPlan};
+use super::reaper;
 use crate::types::JobStatus;
 
 /// Lines of each pod's log kept for the failure report.
@@ -170,8 +173,18 @@ pub async fn execute(
     }
     let mut cancel = std::pin::pin!(cancel);
     let mut restarts = 0;
+    // The pods bind their ports now.
+    for port in &plan.ports {
+        port.release();
+    }
+    let run_id = if plan.run_id.is_empty() {
+        super::run_lock::new_run_id()
+    } else {
+        plan.run_id.clone()
+    };
     loop {
-        let (outcome, pods) = run_once(plan, events, cancel.as_mut()).await;
+        let (outcome, pods) = run_once(plan, &run_id, events, cancel.as_mut()).await;
+        reaper::stop_orphans().await;
         let (status, message, cancelled) = match outcome {
             Outcome::Complete => (
                 JobStatus::Complete,
@@ -243,6 +256,7 @@ fn is_complete(plan: &JobPlan, states: &[Vec<PodState>]) -> bool {
 
 async fn run_once(
     plan: &JobPlan,
+    run_id: &str,
     events: &mpsc::UnboundedSender<RunEvent>,
     mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> (Outcome, Vec<PodSummary>) {
@@ -285,15 +299,16 @@ async fn run_once(
                     pod: pod.name.clone(),
                 });
                 running += 1;
-                let (pod, events, kill, tx, tail) = (
+                let (pod, events, kill, tx, tail, run_id) = (
                     pod.clone(),
                     events.clone(),
                     kill_rx.clone(),
                     exit_tx.clone(),
                     state.tail.clone(),
+                    run_id.to_owned(),
                 );
                 tokio::spawn(async move {
-                    let exit = run_pod(&pod, &events, kill, tail).await;
+                    let exit = run_pod(&run_id, &pod, &events, kill, tail).await;
                     let _ = tx.send(((r, p), exit));
                 });
             }
@@ -378,13 +393,14 @@ async fn run_once(
 }
 
 async fn run_pod(
+    run_id: &str,
     pod: &PodPlan,
     events: &mpsc::UnboundedSender<RunEvent>,
     kill: watch::Receiver<bool>,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) -> PodExit {
     for init in &pod.init {
-        let exit = run_process(pod, init, events, kill.clone(), tail.clone()).await;
+        let exit = run_process(run_id, pod, init, events, kill.clone(), tail.clone()).await;
         if !exit.ok {
             return PodExit {
                 ok: false,
@@ -395,7 +411,7 @@ async fn run_pod(
     let exits = futures_util::future::join_all(
         pod.containers
             .iter()
-            .map(|c| run_process(pod, c, events, kill.clone(), tail.clone())),
+            .map(|c| run_process(run_id, pod, c, events, kill.clone(), tail.clone())),
     )
     .await;
     let multi = pod.containers.len() > 1;
@@ -431,6 +447,7 @@ fn signal_group(pid: Option<u32>, signal: Signal) {
 }
 
 async fn run_process(
+    run_id: &str,
     pod: &PodPlan,
     p: &ProcessPlan,
     events: &mpsc::UnboundedSender<RunEvent>,
@@ -443,10 +460,13 @@ async fn run_process(
             detail: STOPPED.into(),
         };
     }
+    // Inherited by everything the container starts, so that all of it can be found and stopped.
+    let marker = format!("{run_id}/{}/{}", pod.name, p.container);
     let mut cmd = Command::new(&p.program);
     cmd.args(&p.args)
         .env_clear()
         .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .env(reaper::MARKER_ENV, &marker)
         .current_dir(&p.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -463,6 +483,7 @@ async fn run_process(
         }
     };
     let pid = child.id();
+    reaper::register_root(pid);
     let readers = [
         child
             .stdout
@@ -477,6 +498,7 @@ async fn run_process(
         status = child.wait() => status,
         _ = async { kill.wait_for(|k| *k).await.is_ok() } => {
             signal_group(pid, Signal::SIGTERM);
+            reaper::signal_marked(&marker, Signal::SIGTERM);
             match tokio::time::timeout(TERMINATION_GRACE, child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
@@ -486,8 +508,11 @@ async fn run_process(
             }
         }
     };
-    // A container's leftover children end with it, as in a pod.
+    reaper::unregister_root(pid);
+    // A container's leftover children end with it, as in a pod: its process group, then whatever left the
+    // group but carries its marker (they may hold its output pipes open, too).
     signal_group(pid, Signal::SIGKILL);
+    reaper::kill_marked(&marker).await;
     for reader in readers.into_iter().flatten() {
         let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
     }

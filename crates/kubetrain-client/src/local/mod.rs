@@ -31,8 +31,11 @@ pub mod backend;
 pub mod capacity;
 pub mod exec;
 pub mod plan;
+pub mod ports;
 pub mod queue;
+pub mod reaper;
 pub mod rewrite;
+pub mod run_lock;
 
 use std::path::PathBuf;
 
@@ -47,7 +50,7 @@ use crate::error::{ClientError, PlanError};
 /// Options of a local run.
 #[derive(Clone, Debug)]
 pub struct LocalOptions {
-    /// The run directory (default `$TMPDIR/kubetrain-runs/<namespace>/<name>`).
+    /// The run directory (default `$TMPDIR/kubetrain-runs/<namespace>/<name>/<run id>`, a new one per run).
     pub run_dir: Option<PathBuf>,
     /// The program that runs for `command[0] == "kubetrain"`; `None` looks `kubetrain` up on `PATH`. When
     /// it is named `kubetrain`, its directory also leads the pods' `PATH` (for `sh -c "kubetrain ..."`).
@@ -117,10 +120,17 @@ pub fn prepare_job(
     )
     .map_err(PlanError::Render)?;
     let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
-    let run_dir = options
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| plan::default_run_dir(namespace, job.name()));
+    let run_id = run_lock::new_run_id();
+    // One run of a namespace/name at a time; the lock lives in the job's runs directory, or in the run
+    // directory the caller chose.
+    let (run_dir, lock_dir) = match &options.run_dir {
+        Some(dir) => (dir.clone(), dir.clone()),
+        None => (
+            plan::default_run_dir(namespace, job.name(), &run_id),
+            plan::job_runs_dir(namespace, job.name()),
+        ),
+    };
+    let lock = run_lock::RunLock::acquire(&lock_dir, namespace, job.name(), &run_dir)?;
     plan::prepare_run_dir(&run_dir)?;
     let mut plan = plan::plan(
         &rendered.objects,
@@ -130,6 +140,8 @@ pub fn prepare_job(
             remap_ports: options.remap_ports,
         },
     )?;
+    plan.run_id = run_id;
+    plan.lock = Some(lock);
     plan.notices
         .extend(warnings.iter().map(|w| format!("warning: {w}")));
     Ok(plan)

@@ -2,14 +2,15 @@
 //! ports, `/workspace`) and start order.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Secret};
 use kubetrain_api::jobset::{DependsOnStatus, JobSet, SuccessOperator};
 use kubetrain_jobset::Object;
 
+use super::ports::{PortReservation, reserve_port};
 use super::rewrite::{Network, expand, map_path};
+use super::run_lock::RunLock;
 use crate::error::PlanError;
 
 /// The path inside the pod that the local runner maps to `<run dir>/workspace`.
@@ -118,6 +119,15 @@ pub struct JobPlan {
     pub max_restarts: u32,
     /// Things the user should know (ignored images, remapped ports).
     pub notices: Vec<String>,
+    /// The run's id (the last component of the default run directory; empty when planned without one). It
+    /// also marks every process of the run ([`super::reaper`]).
+    pub run_id: String,
+    /// The local ports given to declared container ports, reserved until the plan is dropped
+    /// ([`super::ports`]); their sockets are released just before the pods start.
+    pub ports: Vec<PortReservation>,
+    /// The lock that refuses a second run of this TrainJob while this one is in progress
+    /// ([`super::run_lock`]); `None` when planned without one.
+    pub lock: Option<RunLock>,
 }
 
 impl JobPlan {
@@ -127,11 +137,8 @@ impl JobPlan {
     }
 }
 
-fn free_port(port: i32) -> Result<u16, PlanError> {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|source| PlanError::Port { port, source })
+fn reserve(port: i32) -> Result<PortReservation, PlanError> {
+    reserve_port().map_err(|source| PlanError::Port { port, source })
 }
 
 /// Plans the rendered `objects` (JobSet first, then companions) as local processes.
@@ -167,7 +174,12 @@ fn pod_spec(jobset: &JobSet, i: usize) -> Option<&PodSpec> {
         .as_ref()
 }
 
-fn network(jobset: &JobSet, name: &str, remap_ports: bool) -> Result<Network, PlanError> {
+fn network(
+    jobset: &JobSet,
+    name: &str,
+    remap_ports: bool,
+) -> Result<(Network, Vec<PortReservation>), PlanError> {
+    let mut reserved = Vec::new();
     let mut net = Network {
         subdomain: jobset
             .spec
@@ -192,13 +204,15 @@ fn network(jobset: &JobSet, name: &str, remap_ports: bool) -> Result<Network, Pl
                     if let std::collections::btree_map::Entry::Vacant(slot) =
                         net.ports.entry(p.container_port)
                     {
-                        slot.insert(free_port(p.container_port)?);
+                        let reservation = reserve(p.container_port)?;
+                        slot.insert(reservation.port());
+                        reserved.push(reservation);
                     }
                 }
             }
         }
     }
-    Ok(net)
+    Ok((net, reserved))
 }
 
 /// (job index, pod index) of every pod of replicated job `i`.
@@ -262,7 +276,7 @@ fn plan_jobset(
         .namespace
         .clone()
         .unwrap_or_else(|| "default".into());
-    let net = network(jobset, &name, options.remap_ports)?;
+    let (net, ports) = network(jobset, &name, options.remap_ports)?;
     let mut notices = Vec::new();
     for (port, local) in &net.ports {
         notices.push(format!(
@@ -412,6 +426,9 @@ fn plan_jobset(
         success,
         max_restarts,
         notices,
+        run_id: String::new(),
+        ports,
+        lock: None,
     })
 }
 
@@ -642,12 +659,18 @@ fn initializer_entrypoint(container: &str) -> Option<Vec<String>> {
     Some(["kubetrain", "init", kind].map(String::from).to_vec())
 }
 
-/// The default run directory of a job: `$TMPDIR/kubetrain-runs/<namespace>/<name>`.
-pub fn default_run_dir(namespace: &str, name: &str) -> PathBuf {
+/// The directory of a job's runs, `$TMPDIR/kubetrain-runs/<namespace>/<name>`: one directory per run id
+/// in it, and the lock that allows one run at a time ([`super::run_lock`]).
+pub fn job_runs_dir(namespace: &str, name: &str) -> PathBuf {
     std::env::temp_dir()
         .join("kubetrain-runs")
         .join(namespace)
         .join(name)
+}
+
+/// The default run directory of run `run_id` of a job: `$TMPDIR/kubetrain-runs/<namespace>/<name>/<run id>`.
+pub fn default_run_dir(namespace: &str, name: &str, run_id: &str) -> PathBuf {
+    job_runs_dir(namespace, name).join(run_id)
 }
 
 /// Creates the run directory and its `workspace/`.

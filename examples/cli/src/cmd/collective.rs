@@ -5,7 +5,6 @@
 //! `OMPI_COMM_WORLD_*` (mpirun) / `WORLD_SIZE`+`RANK` environment) or as a local launcher: `--local-ranks N`, or a torch environment with
 //! `PET_NPROC_PER_NODE > 1` and no `LOCAL_RANK`, starts one process of this binary per local rank.
 
-use std::net::TcpListener;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -206,11 +205,16 @@ pub(crate) fn run(args: CollectiveArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A port for the local store, reserved against concurrent `kubetrain run`s until this process ends
+/// (kubetrain-client's one home for local ports); its socket is released for rank 0 to bind.
 fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")
-        .context("find a free port for the local store")?
-        .local_addr()?
-        .port())
+    let reservation = kubetrain_client::local::ports::reserve_port()
+        .context("find a free port for the local store")?;
+    reservation.release();
+    let port = reservation.port();
+    // Held for the life of the process: the ranks are its children.
+    std::mem::forget(reservation);
+    Ok(port)
 }
 
 /// Resolves this process's role: a launcher of local ranks, or one rank (which then runs `body`).

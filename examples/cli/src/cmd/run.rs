@@ -25,8 +25,9 @@ pub(crate) struct RunArgs {
     /// TrainingRuntime / ClusterTrainingRuntime documents; repeatable. Built-in runtimes fill in the rest.
     #[arg(long = "runtime", value_name = "RUNTIMES.yaml")]
     runtimes: Vec<PathBuf>,
-    /// Run directory (`/workspace` of every pod maps to DIR/workspace); default
-    /// `$TMPDIR/kubetrain-runs/<namespace>/<name>`.
+    /// Run directory (`/workspace` of every pod maps to DIR/workspace); default a new
+    /// `$TMPDIR/kubetrain-runs/<namespace>/<name>/<run id>` per run. A second run of the same
+    /// namespace/name (or into the same DIR) while one is in progress is refused.
     #[arg(long, value_name = "DIR")]
     run_dir: Option<PathBuf>,
     /// Keep declared container ports as they are instead of giving each a free local port.
@@ -308,6 +309,9 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         kubetrain_exe: Some(std::env::current_exe().context("locating the kubetrain binary")?),
         remap_ports: !args.keep_ports,
     };
+    // Orphans of the pods (a daemon that left its container's process group) come back to this process,
+    // which stops them when the run ends or is interrupted.
+    local::reaper::adopt_orphans();
     let mut plan = local::prepare(&yaml, &catalog, &options)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -377,11 +381,14 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     let rank_env: Vec<(String, String)> =
         plan.pods().map(|p| (p.name.clone(), rank_env(p))).collect();
     println!(
-        "running TrainJob {}/{} locally: {} pods, run directory {}",
+        "running TrainJob {}/{} locally: {} pods, run {}, run directory {} (the pods' /workspace is {}); \
+         logs follow, one line per log line prefixed by its pod",
         plan.namespace,
         plan.name,
         plan.pods().count(),
-        plan.run_dir.display()
+        plan.run_id,
+        plan.run_dir.display(),
+        plan.run_dir.join("workspace").display()
     );
     let summary = runtime.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
