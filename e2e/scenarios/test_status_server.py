@@ -1,7 +1,8 @@
 """The TrainJob status server (issue 16) on the real API server: a ServiceAccount token minted by the
 TokenRequest API with the TrainJob's audience (what the TrainJobStatus plugin projects into trainer pods),
-posted by Kubeflow's Python SDK (`kubeflow.trainer.update_trainjob_status`), and `status.trainerStatus` read
-back with kubectl. Tokens of the wrong audience or
+posted by Kubeflow's Python SDK (`kubeflow.trainer.update_trainjob_status`) and by our Rust reporter (from
+`kubetrain collective train-demo`, rank 0 of a real CPU all-reduce run), and `status.trainerStatus` read back
+with kubectl. Tokens of the wrong audience or
 of another namespace are refused (403); a status the CRD refuses gets the API server's own message (422).
 """
 
@@ -93,6 +94,25 @@ def test_python_sdk_update_lands_in_trainer_status(ns, job, tmp_path):
     managers = {(m["manager"], m.get("subresource")) for m in get("trainjob", job, ns, managed_fields=True)["metadata"]["managedFields"]}
     assert ("trainer-status", "status") in managers, managers
     assert operator_metric("kubetrain_status_updates_total", verdict="written") >= written_before + 1
+
+
+def test_rust_reporter_from_train_demo_lands_in_trainer_status(ns, job, tmp_path):
+    env = pod_env(tmp_path, ns, job, token(ns, audience(ns, job)))
+    proc = kubetrain("collective", "train-demo", "--local-ranks", "2", "--steps", "30", env=env)
+    assert "final progress reported" in proc.stderr, proc.stderr
+    assert "failed" not in proc.stderr, proc.stderr
+    status = trainer_status(ns, job)
+    assert status is not None, get("trainjob", job, ns).get("status")
+    assert status["progressPercentage"] == 100, status
+    assert status["estimatedRemainingSeconds"] == 0, status
+    metrics = {m["name"]: m["value"] for m in status["metrics"]}
+    assert set(metrics) == {"loss", "step", "samples_per_second"}, metrics
+    assert metrics["step"] == "30"
+    # The loss the demo printed before its last step is the one reported.
+    last_loss = [line.split()[-1] for line in proc.stdout.splitlines() if line.startswith("step")][-1]
+    assert metrics["loss"] == last_loss, (metrics, proc.stdout)
+    assert float(metrics["samples_per_second"]) > 0
+    assert status["lastUpdatedTime"].endswith("Z")
 
 
 def test_tokens_that_may_not_update_this_trainjob_are_refused(ns, job):

@@ -9,6 +9,9 @@
 //! - [`KubernetesBackend`] talks to a cluster through kube-rs ([`kubernetes`]), from the kubeconfig or the
 //!   in-cluster config.
 //!
+//! Training code inside a TrainJob reports its progress to the operator with [`progress`] (the Python SDK's
+//! `update_trainjob_status`).
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kubetrain_client::ClientError> {
 //! use std::time::Duration;
@@ -35,6 +38,7 @@ pub mod build;
 pub mod error;
 pub mod kubernetes;
 pub mod local;
+pub mod progress;
 pub mod types;
 
 pub use backend::{Backend, LogStream, TrainerClient};

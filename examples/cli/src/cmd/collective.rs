@@ -6,10 +6,11 @@
 //! `PET_NPROC_PER_NODE > 1` and no `LOCAL_RANK`, starts one process of this binary per local rank.
 
 use std::process::{Command, ExitCode};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use kubetrain_client::progress::{Progress, Reporter};
 use kubetrain_collective::bench::{self, BenchConfig, BenchOp};
 use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
 use kubetrain_collective::demo::{self, DemoConfig};
@@ -445,11 +446,48 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
             cfg.steps
         );
     }
+    // Inside a TrainJob with the TrainJobStatus env, rank 0 reports progress to the operator (throttled to
+    // one update per 5 s, as the Python SDK) and always sends the last one.
+    let reporter = if rank == 0 {
+        Reporter::from_env().unwrap_or_else(|error| {
+            eprintln!("train-demo: not reporting progress: {error}");
+            None
+        })
+    } else {
+        None
+    };
+    let samples_per_step = cfg.samples as f64;
+    let started = Instant::now();
+    let progress = |step: usize, loss: f64| {
+        let done = step + 1;
+        let elapsed = started.elapsed().as_secs_f64();
+        let per_step = elapsed / done as f64;
+        Progress::new()
+            .percent((done * 100 / cfg.steps.max(1)) as i64)
+            .remaining_seconds((per_step * cfg.steps.saturating_sub(done) as f64).ceil() as i64)
+            .metric("loss", format!("{loss:.6}"))
+            .metric("step", done)
+            .metric(
+                "samples_per_second",
+                format!("{:.1}", samples_per_step * done as f64 / elapsed.max(1e-9)),
+            )
+    };
     let report = demo::train_linear_regression(&mut comm, &cfg, |step, loss| {
         if rank == 0 {
             println!("step {step:>4}  loss {loss:.6}");
         }
+        if let Some(reporter) = &reporter
+            && let Err(error) = reporter.report(&progress(step, loss))
+        {
+            eprintln!("train-demo: progress update failed: {error}");
+        }
     })?;
+    if let (Some(reporter), Some(&last)) = (&reporter, report.losses.last()) {
+        match reporter.report_now(&progress(cfg.steps.saturating_sub(1), last)) {
+            Ok(()) => eprintln!("train-demo: final progress reported"),
+            Err(error) => eprintln!("train-demo: final progress update failed: {error}"),
+        }
+    }
     if rank == 0 {
         let max_err = report
             .weights
