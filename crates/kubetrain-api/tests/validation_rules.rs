@@ -132,6 +132,20 @@ fn assert_accepted(documents: &[&str]) {
 }
 
 #[test]
+fn zero_nodes_is_accepted_with_a_warning_that_no_trainer_runs() {
+    let document = job("  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 0}");
+    assert_accepted(&[TORCH_RUNTIME, &document]);
+    let found = findings(&[TORCH_RUNTIME, &document]);
+    assert!(
+        found.contains(
+            &"warning: TrainJob/job: spec.trainer.numNodes: numNodes is 0: the job runs no trainer pods (it completes without training)"
+                .to_owned()
+        ),
+        "{found:#?}"
+    );
+}
+
+#[test]
 fn cel_and_schema_boundaries() {
     let ok = |trainer: &str| {
         job(&format!(

@@ -411,3 +411,24 @@ fn a_daemon_that_left_its_pod_does_not_keep_the_run_going() {
         .unwrap_or(false);
     assert!(!alive, "the daemon (pid {}) outlived the run", pid.trim());
 }
+
+#[test]
+fn zero_nodes_runs_nothing_and_says_so() {
+    let out = run_job(
+        &trainjob("empty", "numNodes: 0, command: [\"true\"]"),
+        &["--ignore-capacity"],
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("numNodes is 0: the job runs no trainer pods"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(
+            "TrainJob empty Complete (no trainer pod ran: numNodes is 0, so nothing was trained)"
+        ),
+        "{stdout}"
+    );
+}

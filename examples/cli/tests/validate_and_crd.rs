@@ -141,3 +141,15 @@ fn crd_prints_three_crds() {
     let parsed: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).expect("JSON array");
     assert_eq!(parsed.len(), 3);
 }
+
+#[test]
+fn zero_nodes_is_valid_with_a_warning_that_no_trainer_runs() {
+    let input = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: empty}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 0}\n";
+    let out = kubetrain(&["validate", "-f", "-"], Some(input));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("spec.trainer.numNodes: numNodes is 0: the job runs no trainer pods"),
+        "{all}"
+    );
+}

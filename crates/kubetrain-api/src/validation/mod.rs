@@ -70,6 +70,13 @@ pub fn validate_document(document: &Document, catalog: &RuntimeCatalog) -> Vec<F
 pub fn validate_trainjob(job: &TrainJob, catalog: &RuntimeCatalog) -> Vec<FieldError> {
     let mut errors = schema_and_cel(SchemaKind::TrainJob, job, None);
     webhook::trainjob(job, catalog, &mut errors);
+    // Valid upstream (the schema's minimum is 0), but almost always a mistake: say so.
+    if job.spec.trainer.as_ref().and_then(|t| t.num_nodes) == Some(0) {
+        errors.push(FieldError::warning(
+            "spec.trainer.numNodes",
+            "numNodes is 0: the job runs no trainer pods (it completes without training)",
+        ));
+    }
     attribute(errors, "TrainJob", job.name())
 }
 

@@ -183,7 +183,9 @@ impl Progress {
     }
 }
 
-fn print_summary(summary: &RunSummary) {
+/// Prints the pods and the outcome; `no_trainer` when the job had no trainer pod at all (`numNodes: 0`), which
+/// a bare "Complete" would hide.
+fn print_summary(summary: &RunSummary, no_trainer: bool) {
     println!();
     println!("{:<40} {:<10} {:<24} DURATION", "POD", "PHASE", "EXIT");
     for p in &summary.pods {
@@ -212,8 +214,13 @@ fn print_summary(summary: &RunSummary) {
         0 => String::new(),
         n => format!(", {n} restarts"),
     };
+    let nothing_ran = if no_trainer {
+        " (no trainer pod ran: numNodes is 0, so nothing was trained)"
+    } else {
+        ""
+    };
     println!(
-        "TrainJob {} {} in {:.1}s{restarts}: {}",
+        "TrainJob {} {}{nothing_ran} in {:.1}s{restarts}: {}",
         summary.name,
         summary.status,
         summary.elapsed.as_secs_f64(),
@@ -445,7 +452,12 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         let _ = printer.await;
         summary
     });
-    print_summary(&summary);
+    let no_trainer = plan
+        .replicated_jobs
+        .iter()
+        .filter(|r| r.name == kubetrain_api::constants::NODE)
+        .all(|r| r.pods.is_empty());
+    print_summary(&summary, no_trainer);
     Ok(match (summary.cancelled, summary.status) {
         (true, _) => ExitCode::from(130),
         (false, kubetrain_client::JobStatus::Complete) => ExitCode::SUCCESS,
