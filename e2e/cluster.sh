@@ -284,12 +284,8 @@ start_kubetrain() {
 
 # --- upstream Kubeflow Trainer (the side-by-side oracle) ---------------------------------------------------
 
-start_upstream() {
-    [[ -f "$E2E_DIR/lib/upstream.sh" ]] || die "--operator upstream: e2e/lib/upstream.sh is missing"
-    # shellcheck source=lib/upstream.sh
-    source "$E2E_DIR/lib/upstream.sh"
-    upstream_start
-}
+# shellcheck source=lib/upstream.sh
+source "$E2E_DIR/lib/upstream.sh"
 
 # --- commands -------------------------------------------------------------------------------------------
 
@@ -324,14 +320,15 @@ cmd_up() {
     start_controllers
     start_kwok
     install_podgroup_crd
-    if [[ $operator == kubetrain ]]; then
-        install_kubetrain_api
-    fi
+    case $operator in
+        kubetrain) install_kubetrain_api ;;
+        upstream) upstream_install_api ;;
+    esac
     start_jobset
     start_kueue
     case $operator in
         kubetrain) start_kubetrain ;;
-        upstream) start_upstream ;;
+        upstream) upstream_start ;;
         none) ;;
     esac
     log "cluster up in $((SECONDS - t0)) s (builds $built s, start $((SECONDS - t0 - built)) s); operator: $operator"

@@ -7,7 +7,7 @@ server reaches its webhooks at https://127.0.0.1:<port>/<path> instead of throug
       MutatingWebhookConfiguration / ValidatingWebhookConfiguration documents of FILE, with each
       clientConfig.service replaced by a url on the same path, the CA bundle set, cert-manager
       annotations dropped and metadata.name prefixed (JobSet and Kueue both call theirs
-      "mutating-webhook-configuration").
+      "mutating-webhook-configuration") or renamed (--rename OLD=NEW, as a kustomize patch would).
   manifests.py crds [--conversion-url URL --ca ca.crt --convert NAME,...] FILE...
       CustomResourceDefinition documents of FILE; the named CRDs get a conversion webhook at URL/convert.
 
@@ -40,7 +40,8 @@ def webhooks(args):
         if doc.get("kind") not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             continue
         meta = doc.setdefault("metadata", {})
-        meta["name"] = args.prefix + meta["name"]
+        renames = dict(r.split("=", 1) for r in args.rename or [])
+        meta["name"] = renames.get(meta["name"], args.prefix + meta["name"])
         meta.pop("namespace", None)
         annotations = meta.get("annotations") or {}
         for key in [k for k in annotations if k.startswith("cert-manager.io/")]:
@@ -86,6 +87,7 @@ def main():
     w.add_argument("--url", required=True)
     w.add_argument("--ca", required=True)
     w.add_argument("--prefix", default="")
+    w.add_argument("--rename", action="append", metavar="OLD=NEW", help="name a configuration NEW instead")
     w.add_argument("files", nargs="+")
     w.set_defaults(run=webhooks)
     c = sub.add_parser("crds")

@@ -224,7 +224,7 @@ def operator_metric(name, **labels):
     """A sample of kubetrain-operator's /metrics (0 when absent), e.g. admission verdicts."""
     import urllib.request
 
-    port = int(os.environ.get("KUBETRAIN_E2E_OPERATOR_METRICS_PORT", "18080"))
+    port = 18080 + int(os.environ.get("KUBETRAIN_E2E_PORT_OFFSET", "0"))
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     total = 0.0
     for line in text.splitlines():
