@@ -132,6 +132,47 @@ fn assert_accepted(documents: &[&str]) {
 }
 
 #[test]
+fn resource_quantities_are_refused_with_their_path_when_no_pod_could_use_them() {
+    let with = |resources: &str| {
+        job(&format!(
+            "  runtimeRef: {{name: torch-distributed}}\n  trainer: {{resourcesPerNode: {resources}}}"
+        ))
+    };
+    for (resources, expected) in [
+        (
+            "{requests: {cpu: '-1'}}",
+            "spec.trainer.resourcesPerNode.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+        ),
+        (
+            "{limits: {memory: '-2Gi'}}",
+            "spec.trainer.resourcesPerNode.limits[memory]: Invalid value: \"-2Gi\": must be greater than or equal to 0",
+        ),
+        (
+            "{limits: {nvidia.com/gpu: '-1'}}",
+            "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+        ),
+        (
+            "{limits: {nvidia.com/gpu: '1e26'}}",
+            "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: \"1e26\": must be less than or equal to 9223372036854775807",
+        ),
+        (
+            "{requests: {cpu: '1e999999999'}}",
+            "spec.trainer.resourcesPerNode.requests[cpu]: Invalid value: \"1e999999999\": quantities must match",
+        ),
+        (
+            "{limits: {nvidia.com/gpu: '0.5'}}",
+            "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: \"0.5\": must be an integer",
+        ),
+    ] {
+        assert_rejected(&[TORCH_RUNTIME, &with(resources)], expected);
+    }
+    assert_accepted(&[
+        TORCH_RUNTIME,
+        &with("{requests: {cpu: 500m, memory: 1.5Gi}, limits: {nvidia.com/gpu: '8', cpu: '0'}}"),
+    ]);
+}
+
+#[test]
 fn zero_nodes_is_accepted_with_a_warning_that_no_trainer_runs() {
     let document = job("  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 0}");
     assert_accepted(&[TORCH_RUNTIME, &document]);

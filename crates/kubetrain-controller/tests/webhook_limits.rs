@@ -400,3 +400,31 @@ async fn runtimes_come_from_the_watch_cache_not_a_get_per_review() {
     assert_eq!(server.apiserver.stats().gets, 1);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_refuses_the_quantities_validate_refuses() {
+    let server = Server::start(ServerLimits::default()).await;
+    let body = review(trainjob(
+        json!({"numNodes": 1, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "-1"}}}),
+    ));
+    let tls = server
+        .post(
+            Route::ValidateTrainJob,
+            "application/json",
+            body.len(),
+            &body,
+        )
+        .await;
+    let (status, text) = answer(tls).await;
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["response"]["allowed"], false, "{text}");
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: \"-1\": must be greater than or equal to 0"
+        ),
+        "{message}"
+    );
+    server.stop().await;
+}

@@ -153,3 +153,33 @@ fn zero_nodes_is_valid_with_a_warning_that_no_trainer_runs() {
         "{all}"
     );
 }
+
+#[test]
+fn validate_render_and_run_refuse_the_same_quantities_with_the_same_path() {
+    for (quantity, message) in [
+        ("cpu: '-1'", "must be greater than or equal to 0"),
+        ("nvidia.com/gpu: '1e26'", "must be less than or equal to"),
+        ("memory: '1e999999999'", "quantities must match"),
+    ] {
+        let input = format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: odd}}\nspec:\n  runtimeRef: {{name: torch-distributed}}\n  trainer: {{command: [\"true\"], resourcesPerNode: {{limits: {{{quantity}}}}}}}\n"
+        );
+        let field = quantity.split(':').next().unwrap();
+        let path = format!("spec.trainer.resourcesPerNode.limits[{field}]");
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().to_str().unwrap();
+        for args in [
+            vec!["validate", "-f", "-"],
+            vec!["render", "-f", "-"],
+            vec!["run", "-f", "-", "--run-dir", run_dir, "--ignore-capacity"],
+        ] {
+            let out = kubetrain(&args, Some(&input));
+            let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {all}");
+            assert!(
+                all.contains(&path) && all.contains(message),
+                "{args:?} with {quantity}: {all}"
+            );
+        }
+    }
+}

@@ -70,6 +70,7 @@ pub fn validate_document(document: &Document, catalog: &RuntimeCatalog) -> Vec<F
 pub fn validate_trainjob(job: &TrainJob, catalog: &RuntimeCatalog) -> Vec<FieldError> {
     let mut errors = schema_and_cel(SchemaKind::TrainJob, job, None);
     webhook::trainjob(job, catalog, &mut errors);
+    resource_quantities(job, &mut errors);
     // Valid upstream (the schema's minimum is 0), but almost always a mistake: say so.
     if job.spec.trainer.as_ref().and_then(|t| t.num_nodes) == Some(0) {
         errors.push(FieldError::warning(
@@ -90,6 +91,7 @@ pub fn validate_trainjob_update(
 ) -> Vec<FieldError> {
     let mut errors = schema_and_cel(SchemaKind::TrainJob, new, Some(old));
     webhook::trainjob(new, catalog, &mut errors);
+    resource_quantities(new, &mut errors);
     if old.spec.runtime_patches != new.spec.runtime_patches {
         if !old.spec.is_suspended() && !new.spec.is_suspended() {
             errors.push(FieldError::error(
@@ -145,6 +147,67 @@ pub fn validate_cluster_training_runtime(runtime: &ClusterTrainingRuntime) -> Ve
 }
 
 /// Runtimes labelled `trainer.kubeflow.org/webhook-validation: disabled` skip the webhook (its objectSelector).
+/// The pod validation the API server would apply to `resourcesPerNode` once it reaches a pod, here at the
+/// TrainJob so that `validate`, `render`, `run` and the webhook refuse the same values with a field path:
+/// every value is a quantity (`1e999999999` is not: its exponent is out of range), none is negative, none
+/// exceeds what Kubernetes reads as an `int64` value (`1e26` GPUs), and extended resources (`nvidia.com/gpu`)
+/// are whole numbers.
+fn resource_quantities(job: &TrainJob, errors: &mut Vec<FieldError>) {
+    use crate::quantity::Nanos;
+    const NANO: i128 = 1_000_000_000;
+    let Some(resources) = job
+        .spec
+        .trainer
+        .as_ref()
+        .and_then(|t| t.resources_per_node.as_ref())
+    else {
+        return;
+    };
+    for (field, list) in [
+        ("requests", &resources.requests),
+        ("limits", &resources.limits),
+    ] {
+        for (name, quantity) in list.iter().flatten() {
+            let path = format!("spec.trainer.resourcesPerNode.{field}[{name}]");
+            let text = &quantity.0;
+            let nanos = match Nanos::parse(text) {
+                Ok(nanos) => nanos,
+                Err(error) => {
+                    errors.push(FieldError::error(
+                        path,
+                        format!("Invalid value: {text:?}: {error}"),
+                    ));
+                    continue;
+                }
+            };
+            if nanos.0 < 0 {
+                errors.push(FieldError::error(
+                    path,
+                    format!("Invalid value: {text:?}: must be greater than or equal to 0"),
+                ));
+            } else if nanos.0 > i128::from(i64::MAX) * NANO {
+                errors.push(FieldError::error(
+                    path,
+                    format!(
+                        "Invalid value: {text:?}: must be less than or equal to {} (the largest value Kubernetes reads)",
+                        i64::MAX
+                    ),
+                ));
+            } else if is_extended_resource(name) && nanos.0 % NANO != 0 {
+                errors.push(FieldError::error(
+                    path,
+                    format!("Invalid value: {text:?}: must be an integer"),
+                ));
+            }
+        }
+    }
+}
+
+/// Extended resources (`example.com/foo`, `nvidia.com/gpu`): whole units only, as the API server requires.
+fn is_extended_resource(name: &str) -> bool {
+    name.contains('/') && !name.starts_with("kubernetes.io/") && !name.contains(".kubernetes.io/")
+}
+
 fn webhook_disabled(metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
     metadata
         .labels
