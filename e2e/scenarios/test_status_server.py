@@ -4,8 +4,11 @@ posted by Kubeflow's Python SDK (`kubeflow.trainer.update_trainjob_status`) and 
 `kubetrain collective train-demo`, rank 0 of a real CPU all-reduce run), and `status.trainerStatus` read back
 with kubectl. Tokens of the wrong audience or
 of another namespace are refused (403); a status the CRD refuses gets the API server's own message (422).
+The last scenario checks the operator's platform metrics of the same issue (queue wait, admissions, outcomes,
+GPU-seconds) on a TrainJob that is created suspended, admitted and completes.
 """
 
+import datetime
 import json
 import os
 import re
@@ -183,3 +186,34 @@ def test_missing_trainjob_and_bad_path(ns):
     assert (answer.status_code, answer.json()["message"]) == (404, "Train job not found")
     answer = requests.get(url(ns, "missing"), verify=str(CA), timeout=10)
     assert (answer.status_code, answer.json()["message"]) == (404, "Not found")
+
+
+def test_status_platform_metrics_queue_wait_outcome_gpu_seconds(ns):
+    """Issue 16, item 3: a TrainJob created suspended, unsuspended (as Kueue would), then completing."""
+    runtime = "torch-distributed"
+    before = {
+        "admissions": operator_metric("kubetrain_trainjob_admissions_total", namespace=ns),
+        "waits": operator_metric("kubetrain_trainjob_queue_wait_seconds_count", namespace=ns),
+        "outcomes": operator_metric("kubetrain_trainjob_outcomes_total", runtime=runtime, outcome="succeeded"),
+        "gpu": operator_metric("kubetrain_trainjob_gpu_seconds_total", namespace=ns, outcome="succeeded"),
+    }
+    job = trainjob("metered", runtime=runtime, num_nodes=2, suspend=True,
+                   trainer={"resourcesPerNode": {"limits": {"nvidia.com/gpu": 2}}})
+    apply(job, ns)
+    eventually(lambda: (((get("trainjob", "metered", ns).get("status") or {}).get("conditions")) or [None])[0],
+               "the Suspended condition")
+    kubectl("patch", "trainjob", "metered", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": false}}')
+    eventually(lambda: any(c["type"] == "Complete" and c["status"] == "True"
+                           for c in (get("trainjob", "metered", ns).get("status") or {}).get("conditions", [])),
+               "the TrainJob to complete")
+    eventually(lambda: operator_metric("kubetrain_trainjob_outcomes_total", runtime=runtime, outcome="succeeded")
+               >= before["outcomes"] + 1, "the outcome to be counted")
+    assert operator_metric("kubetrain_trainjob_admissions_total", namespace=ns) == before["admissions"] + 1
+    assert operator_metric("kubetrain_trainjob_queue_wait_seconds_count", namespace=ns) == before["waits"] + 1
+    # 2 nodes x 2 GPUs, from the resume to the completion (the conditions' times, whole seconds).
+    conditions = {c["type"]: c for c in get("trainjob", "metered", ns)["status"]["conditions"]}
+    seconds = (datetime.datetime.fromisoformat(conditions["Complete"]["lastTransitionTime"])
+               - datetime.datetime.fromisoformat(conditions["Suspended"]["lastTransitionTime"])).total_seconds()
+    assert conditions["Suspended"]["reason"] == "Resumed"
+    gpu = operator_metric("kubetrain_trainjob_gpu_seconds_total", namespace=ns, outcome="succeeded")
+    assert gpu == before["gpu"] + 4 * seconds, (gpu, seconds)

@@ -245,11 +245,18 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
             .patch_status(&name, &params, &Patch::Merge(patch))
             .await
             .map_err(|e| Error::kube(format!("patching status of TrainJob {namespace}/{name}"), e));
-        if let Err(error) = patched {
-            match &failure {
+        match patched {
+            // Written once, by the leader: the platform metrics count each transition once.
+            Ok(_) => ctx.metrics.platform.observe(
+                job,
+                &job.status.clone().unwrap_or_default(),
+                &decision.status,
+                jobset.as_ref(),
+            ),
+            Err(error) => match &failure {
                 None => failure = Some(error),
                 Some(_) => tracing::warn!(%error, "status patch failed too"),
-            }
+            },
         }
     }
     if let Some(error) = failure {

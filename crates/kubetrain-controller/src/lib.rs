@@ -10,7 +10,7 @@
 //! | [`backoff`] | per-TrainJob exponential backoff |
 //! | [`webhook`] | HTTPS admission webhooks (validating and runtimePatches defaulting) |
 //! | [`election`], [`leadership`] | Lease leader election and the "may I write" view it drives |
-//! | [`http`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics |
+//! | [`http`], [`metrics`], [`platform`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics (platform view: queue wait, outcomes, GPU-seconds) |
 //! | [`runtime_finalizer`] | removes the legacy `resource-in-use` finalizer from runtimes, as upstream v2.3 |
 //! | [`permissions`] | the RBAC rules the controller needs (the install manifests are tested against them) |
 //! | [`status_server`] | upstream's TrainJob status server: progress and metrics from the training pods into `status.trainerStatus` |
@@ -31,6 +31,7 @@ pub mod metrics;
 #[cfg(feature = "mock")]
 pub mod mock;
 pub mod permissions;
+pub mod platform;
 pub mod reconcile;
 pub mod runtime_finalizer;
 #[cfg(test)]

@@ -10,6 +10,9 @@
 //! | `kubetrain_trainjob_requeues_scheduled` | gauge | TrainJobs with a requeue (deadline, retry, follower re-check) still ahead |
 //! | `kubetrain_trainjob_queue_depth` | gauge | in flight + scheduled requeues: the work the controller has accepted and not finished |
 //!
+//! The platform metrics (queue wait, admissions, preemptions, outcomes, GPU-seconds) are registered with these;
+//! see [`crate::platform`].
+//!
 //! The queue depth is an honest lower bound: kube-runtime's scheduler does not expose its queue, so reconciles
 //! triggered by watch events that wait for a free concurrency slot are not counted.
 
@@ -31,6 +34,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::backoff::Key;
+use crate::platform::PlatformMetrics;
 
 /// Where a TrainJob stands, as the `state` label of `kubetrain_trainjobs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -106,6 +110,8 @@ pub struct Metrics {
     errors: Family<ErrorLabels, Counter>,
     duration: Histogram,
     live: Arc<Live>,
+    /// Queue wait, admissions, preemptions, outcomes and GPU-seconds ([`crate::platform`]).
+    pub platform: PlatformMetrics,
 }
 
 /// State read at scrape time.
@@ -123,6 +129,7 @@ impl Default for Metrics {
             errors: Family::default(),
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             live: Arc::default(),
+            platform: PlatformMetrics::default(),
         }
     }
 }
@@ -147,6 +154,7 @@ impl Metrics {
             metrics.duration.clone(),
         );
         registry.register_collector(Box::new(LiveCollector(metrics.live.clone())));
+        metrics.platform.register(registry);
         Arc::new(metrics)
     }
 

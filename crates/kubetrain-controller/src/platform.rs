@@ -1,0 +1,489 @@
+//! Metrics for the platform view (issue 16, item 3): how long TrainJobs queued, how often they were admitted
+//! and preempted, how they ended, and what GPU time finished jobs held, split into succeeded and failed.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `kubetrain_trainjob_queue_wait_seconds` | histogram | `namespace`, `queue` (`kueue.x-k8s.io/queue-name`, empty without), `runtime` |
+//! | `kubetrain_trainjob_admissions_total` | counter | `namespace`, `queue`, `runtime` |
+//! | `kubetrain_trainjob_preemptions_total` | counter | `namespace`, `queue`, `runtime` |
+//! | `kubetrain_trainjob_outcomes_total` | counter | `runtime`, `outcome` (`succeeded`, `failed`), `reason` (the condition's) |
+//! | `kubetrain_trainjob_gpu_seconds_total` | counter | `namespace`, `outcome`, `pool` (node selector `gpu-pool`), `accelerator` (node selector `nvidia.com/gpu.product`, `cloud.google.com/gke-accelerator` or `accelerator`) |
+//!
+//! Everything is derived from the status transitions the leader writes ([`transitions`]), so each is
+//! counted once however many replicas run, and never again after a restart:
+//!
+//! - **admitted**: `Suspended` goes from True to False (the TrainJob was unsuspended, by Kueue or a user).
+//!   The wait is from the moment it was suspended (its creation for a job created suspended, as Kueue
+//!   creates them) to the resume. TrainJobs created unsuspended never queue and are not observed.
+//! - **preempted**: `Suspended` goes from False (it had been resumed) back to True.
+//! - **finished**: `Complete` or `Failed` becomes True. GPU-seconds = the GPUs of the JobSet's pods
+//!   (`nvidia.com/gpu` limits, else requests, × parallelism × replicas) × the time from the last resume (or the
+//!   creation) to the finish. A JobSet already gone contributes nothing.
+//!
+//! Label values come from objects users write (namespace, queue, runtime, node selector values): their
+//! number is what the cluster has, not per job. No TrainJob name or UID is a label.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kubetrain_api::conditions::{COMPLETE, FAILED, SUSPENDED};
+use kubetrain_api::jobset::JobSet;
+use kubetrain_api::{TrainJob, TrainJobStatus};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The Kueue label naming a TrainJob's LocalQueue.
+pub const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+/// The node selector key naming a GPU pool.
+pub const POOL_KEY: &str = "gpu-pool";
+/// Node selector keys naming an accelerator, in the order they are looked up.
+pub const ACCELERATOR_KEYS: [&str; 3] = [
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "accelerator",
+];
+/// The GPU resource counted.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// A status change worth counting.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transition {
+    /// Unsuspended after waiting this long.
+    Admitted {
+        /// From being suspended (or created) to the resume.
+        waited: Duration,
+    },
+    /// Suspended again after having been resumed.
+    Preempted,
+    /// `Complete` or `Failed` became True.
+    Finished {
+        /// `Complete` (else `Failed`).
+        succeeded: bool,
+        /// The condition's reason.
+        reason: String,
+        /// GPUs held × seconds they were held.
+        gpu_seconds: f64,
+        /// The `gpu-pool` node selector value ("" when none).
+        pool: String,
+        /// The accelerator node selector value ("" when none).
+        accelerator: String,
+    },
+}
+
+fn condition<'a>(status: &'a TrainJobStatus, type_: &str) -> Option<&'a Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn is_true(status: &TrainJobStatus, type_: &str) -> bool {
+    condition(status, type_).is_some_and(|c| c.status == "True")
+}
+
+fn seconds_between(from: &Time, to: &Time) -> f64 {
+    let span = to.0.as_second() as f64 + f64::from(to.0.subsec_nanosecond()) / 1e9
+        - (from.0.as_second() as f64 + f64::from(from.0.subsec_nanosecond()) / 1e9);
+    span.max(0.0)
+}
+
+/// The transitions from `before` to `after` (the status the leader is writing) of `job`; `jobset` is the
+/// TrainJob's JobSet as this reconcile saw it.
+pub fn transitions(
+    job: &TrainJob,
+    before: &TrainJobStatus,
+    after: &TrainJobStatus,
+    jobset: Option<&JobSet>,
+) -> Vec<Transition> {
+    let mut out = Vec::new();
+    let created = job.metadata.creation_timestamp.as_ref();
+    let was = condition(before, SUSPENDED);
+    let now = condition(after, SUSPENDED);
+    match (was.map(|c| c.status.as_str()), now) {
+        (Some("True"), Some(resumed)) if resumed.status == "False" => {
+            let since = was.map(|c| &c.last_transition_time).or(created);
+            let waited = since.map_or(0.0, |s| seconds_between(s, &resumed.last_transition_time));
+            out.push(Transition::Admitted {
+                waited: Duration::from_secs_f64(waited),
+            });
+        }
+        (Some("False"), Some(suspended)) if suspended.status == "True" => {
+            out.push(Transition::Preempted);
+        }
+        _ => {}
+    }
+    let finish = [COMPLETE, FAILED]
+        .into_iter()
+        .find(|t| is_true(after, t) && !is_true(before, t));
+    if let Some(type_) = finish
+        && !(is_true(before, COMPLETE) || is_true(before, FAILED))
+    {
+        let ended = condition(after, type_);
+        let started = condition(after, SUSPENDED)
+            .filter(|c| c.status == "False")
+            .map(|c| &c.last_transition_time)
+            .or(created);
+        let held = match (started, ended) {
+            (Some(s), Some(e)) => seconds_between(s, &e.last_transition_time),
+            _ => 0.0,
+        };
+        let (gpus, pool, accelerator) = jobset.map(gpus_of).unwrap_or_default();
+        out.push(Transition::Finished {
+            succeeded: type_ == COMPLETE,
+            reason: ended.map(|c| c.reason.clone()).unwrap_or_default(),
+            gpu_seconds: gpus as f64 * held,
+            pool,
+            accelerator,
+        });
+    }
+    out
+}
+
+/// GPUs of every pod of the JobSet, and the pool and accelerator the first GPU pod asks for.
+pub fn gpus_of(jobset: &JobSet) -> (u64, String, String) {
+    let mut total = 0u64;
+    let mut placement: Option<(String, String)> = None;
+    for rj in &jobset.spec.replicated_jobs {
+        let Some(job) = &rj.template.spec else {
+            continue;
+        };
+        let Some(pod) = &job.template.spec else {
+            continue;
+        };
+        let per_pod = pod_gpus(pod);
+        if per_pod == 0 {
+            continue;
+        }
+        let pods = u64::try_from(rj.replicas.unwrap_or(1).max(0)).unwrap_or(0)
+            * u64::try_from(job.parallelism.unwrap_or(1).max(0)).unwrap_or(0);
+        total = total.saturating_add(per_pod.saturating_mul(pods));
+        placement.get_or_insert_with(|| {
+            let selector = pod.node_selector.clone().unwrap_or_default();
+            let pool = selector
+                .iter()
+                .find(|(k, _)| *k == POOL_KEY || k.ends_with("/gpu-pool"))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            let accelerator = ACCELERATOR_KEYS
+                .iter()
+                .find_map(|k| selector.get(*k).cloned())
+                .unwrap_or_default();
+            (pool, accelerator)
+        });
+    }
+    let (pool, accelerator) = placement.unwrap_or_default();
+    (total, pool, accelerator)
+}
+
+fn pod_gpus(pod: &PodSpec) -> u64 {
+    let whole = |q: &Quantity| q.0.trim().parse::<u64>().unwrap_or(0);
+    pod.containers
+        .iter()
+        .map(|c| {
+            let resources = c.resources.as_ref();
+            resources
+                .and_then(|r| r.limits.as_ref())
+                .and_then(|l| l.get(GPU_RESOURCE))
+                .or_else(|| {
+                    resources
+                        .and_then(|r| r.requests.as_ref())
+                        .and_then(|r| r.get(GPU_RESOURCE))
+                })
+                .map_or(0, whole)
+        })
+        .sum()
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    namespace: String,
+    queue: String,
+    runtime: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    runtime: String,
+    outcome: &'static str,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GpuLabels {
+    namespace: String,
+    outcome: &'static str,
+    pool: String,
+    accelerator: String,
+}
+
+type WaitFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
+
+fn wait_histogram() -> Histogram {
+    // 1 s .. about 9 days: from a free queue to a long wait for quota.
+    Histogram::new(exponential_buckets(1.0, 2.0, 20))
+}
+
+/// The platform metrics; part of [`crate::Metrics`] (registered with it).
+#[derive(Debug)]
+pub struct PlatformMetrics {
+    queue_wait: WaitFamily,
+    admissions: Family<QueueLabels, Counter>,
+    preemptions: Family<QueueLabels, Counter>,
+    outcomes: Family<OutcomeLabels, Counter>,
+    gpu_seconds: Family<GpuLabels, Counter<f64, AtomicU64>>,
+}
+
+impl Default for PlatformMetrics {
+    fn default() -> Self {
+        Self {
+            queue_wait: Family::new_with_constructor(wait_histogram),
+            admissions: Family::default(),
+            preemptions: Family::default(),
+            outcomes: Family::default(),
+            gpu_seconds: Family::default(),
+        }
+    }
+}
+
+impl PlatformMetrics {
+    /// Registers the metrics (names as in the [module docs](self)).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "kubetrain_trainjob_queue_wait_seconds",
+            "Time TrainJobs spent suspended before being admitted (unsuspended)",
+            self.queue_wait.clone(),
+        );
+        registry.register(
+            "kubetrain_trainjob_admissions",
+            "TrainJobs unsuspended (admitted)",
+            self.admissions.clone(),
+        );
+        registry.register(
+            "kubetrain_trainjob_preemptions",
+            "TrainJobs suspended again after running (preempted or evicted)",
+            self.preemptions.clone(),
+        );
+        registry.register(
+            "kubetrain_trainjob_outcomes",
+            "Finished TrainJobs by runtime, outcome and reason",
+            self.outcomes.clone(),
+        );
+        registry.register(
+            "kubetrain_trainjob_gpu_seconds",
+            "GPU-seconds held by finished TrainJobs, by outcome, namespace and requested GPU pool",
+            self.gpu_seconds.clone(),
+        );
+    }
+
+    /// Counts the transitions of `job` from `before` to `after` (call once per status the leader wrote).
+    pub fn observe(
+        &self,
+        job: &TrainJob,
+        before: &TrainJobStatus,
+        after: &TrainJobStatus,
+        jobset: Option<&JobSet>,
+    ) {
+        let namespace = job.metadata.namespace.clone().unwrap_or_default();
+        let runtime = job.spec.runtime_ref.name.clone();
+        let queue = QueueLabels {
+            namespace: namespace.clone(),
+            queue: job
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(QUEUE_LABEL))
+                .cloned()
+                .unwrap_or_default(),
+            runtime: runtime.clone(),
+        };
+        for transition in transitions(job, before, after, jobset) {
+            match transition {
+                Transition::Admitted { waited } => {
+                    self.admissions.get_or_create(&queue).inc();
+                    self.queue_wait
+                        .get_or_create(&queue)
+                        .observe(waited.as_secs_f64());
+                }
+                Transition::Preempted => {
+                    self.preemptions.get_or_create(&queue).inc();
+                }
+                Transition::Finished {
+                    succeeded,
+                    reason,
+                    gpu_seconds,
+                    pool,
+                    accelerator,
+                } => {
+                    let outcome = if succeeded { "succeeded" } else { "failed" };
+                    self.outcomes
+                        .get_or_create(&OutcomeLabels {
+                            runtime: runtime.clone(),
+                            outcome,
+                            reason,
+                        })
+                        .inc();
+                    self.gpu_seconds
+                        .get_or_create(&GpuLabels {
+                            namespace: namespace.clone(),
+                            outcome,
+                            pool,
+                            accelerator,
+                        })
+                        .inc_by(gpu_seconds);
+                }
+            }
+        }
+    }
+
+    /// Finished TrainJobs counted for `runtime`, `outcome` (`succeeded`/`failed`) and `reason`.
+    pub fn outcomes(&self, runtime: &str, outcome: &'static str, reason: &str) -> u64 {
+        self.outcomes
+            .get_or_create(&OutcomeLabels {
+                runtime: runtime.to_owned(),
+                outcome,
+                reason: reason.to_owned(),
+            })
+            .get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cond(type_: &str, status: &str, reason: &str, at: &str) -> Condition {
+        serde_json::from_value(
+            json!({"type": type_, "status": status, "reason": reason, "message": "",
+            "lastTransitionTime": at}),
+        )
+        .unwrap()
+    }
+
+    fn status(conditions: Vec<Condition>) -> TrainJobStatus {
+        TrainJobStatus {
+            conditions,
+            ..Default::default()
+        }
+    }
+
+    fn job() -> TrainJob {
+        serde_json::from_value(json!({
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "j", "namespace": "team", "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"kueue.x-k8s.io/queue-name": "gpu-queue"}},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        }))
+        .unwrap()
+    }
+
+    fn jobset(gpus: &str, replicas: i32, selector: serde_json::Value) -> JobSet {
+        let value = json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "j"},
+            "spec": {"replicatedJobs": [
+                {"name": "launcher", "replicas": 1, "template": {"spec": {"template": {"spec": {
+                    "containers": [{"name": "l", "image": "x"}]}}}}},
+                {"name": "node", "replicas": replicas, "template": {"spec": {"parallelism": 2, "template": {"spec": {
+                    "nodeSelector": selector,
+                    "containers": [{"name": "n", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}},
+                                   {"name": "side", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}}}]}
+        });
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn admission_preemption_and_finish() {
+        let t0 = "2026-01-01T00:00:00Z";
+        let queued = status(vec![cond(SUSPENDED, "True", "Suspended", t0)]);
+        let resumed = status(vec![cond(
+            SUSPENDED,
+            "False",
+            "Resumed",
+            "2026-01-01T00:01:30Z",
+        )]);
+        assert_eq!(
+            transitions(&job(), &queued, &resumed, None),
+            [Transition::Admitted {
+                waited: Duration::from_secs(90)
+            }]
+        );
+        let preempted = status(vec![cond(
+            SUSPENDED,
+            "True",
+            "Suspended",
+            "2026-01-01T00:05:00Z",
+        )]);
+        assert_eq!(
+            transitions(&job(), &resumed, &preempted, None),
+            [Transition::Preempted]
+        );
+        // A new job, created suspended, is queued, not preempted.
+        assert!(transitions(&job(), &status(vec![]), &queued, None).is_empty());
+        assert!(transitions(&job(), &resumed, &resumed, None).is_empty());
+
+        let mut done = resumed.clone();
+        done.conditions.push(cond(
+            COMPLETE,
+            "True",
+            "AllJobsCompleted",
+            "2026-01-01T00:11:30Z",
+        ));
+        let js = jobset(
+            "4",
+            2,
+            json!({"gpu-pool": "a100-pool", "nvidia.com/gpu.product": "A100"}),
+        );
+        // 2 replicas × parallelism 2 × (4 + 1) GPUs = 20 GPUs, for 600 s since the resume.
+        assert_eq!(
+            transitions(&job(), &resumed, &done, Some(&js)),
+            [Transition::Finished {
+                succeeded: true,
+                reason: "AllJobsCompleted".into(),
+                gpu_seconds: 12_000.0,
+                pool: "a100-pool".into(),
+                accelerator: "A100".into(),
+            }]
+        );
+        // Once finished, never again.
+        assert!(transitions(&job(), &done, &done, Some(&js)).is_empty());
+        let mut failed_too = done.clone();
+        failed_too
+            .conditions
+            .push(cond(FAILED, "True", "X", "2026-01-01T00:12:00Z"));
+        assert!(transitions(&job(), &done, &failed_too, Some(&js)).is_empty());
+    }
+
+    #[test]
+    fn never_suspended_failure_counts_from_creation_and_is_exported() {
+        let failed = status(vec![cond(
+            FAILED,
+            "True",
+            "FailedJobs",
+            "2026-01-01T00:00:10Z",
+        )]);
+        let js = jobset("1", 1, json!({}));
+        let metrics = PlatformMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.observe(&job(), &status(vec![]), &failed, Some(&js));
+        metrics.observe(&job(), &failed, &failed, Some(&js));
+        assert_eq!(
+            metrics.outcomes("torch-distributed", "failed", "FailedJobs"),
+            1
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        // (1 + 1) GPUs × 2 pods × 10 s.
+        assert!(
+            text.contains(r#"kubetrain_trainjob_gpu_seconds_total{namespace="team",outcome="failed",pool="",accelerator=""} 40.0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kubetrain_trainjob_outcomes_total{runtime="torch-distributed",outcome="failed",reason="FailedJobs"} 1"#),
+            "{text}"
+        );
+    }
+}
