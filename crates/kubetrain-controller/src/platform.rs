@@ -10,7 +10,10 @@
 //! | `kubetrain_trainjob_gpu_seconds_total` | counter | `namespace`, `outcome`, `pool` (node selector `gpu-pool`), `accelerator` (node selector `nvidia.com/gpu.product`, `cloud.google.com/gke-accelerator` or `accelerator`) |
 //!
 //! Everything is derived from the status transitions the leader writes ([`transitions`]), so each is
-//! counted once however many replicas run, and never again after a restart:
+//! counted once however many replicas run, and never again after a restart. A reconcile that starts from a
+//! cached status older than the one just written computes the same transition again; it is recognised by
+//! the TrainJob's UID and the time the previous state began, and not counted twice (the last 65,536
+//! transitions are remembered):
 //!
 //! - **admitted**: `Suspended` goes from True to False (the TrainJob was unsuspended, by Kueue or a user).
 //!   The wait is from the moment it was suspended (its creation for a job created suspended, as Kueue
@@ -23,6 +26,8 @@
 //! Label values come from objects users write (namespace, queue, runtime, node selector values): their
 //! number is what the cluster has, not per job. No TrainJob name or UID is a label.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -222,7 +227,7 @@ struct GpuLabels {
 type WaitFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
 
 fn wait_histogram() -> Histogram {
-    // 1 s .. about 9 days: from a free queue to a long wait for quota.
+    // 1 s .. about 6 days: from a free queue to a long wait for quota.
     Histogram::new(exponential_buckets(1.0, 2.0, 20))
 }
 
@@ -234,7 +239,12 @@ pub struct PlatformMetrics {
     preemptions: Family<QueueLabels, Counter>,
     outcomes: Family<OutcomeLabels, Counter>,
     gpu_seconds: Family<GpuLabels, Counter<f64, AtomicU64>>,
+    /// Transitions counted: (UID, kind, when the state before it began).
+    counted: Mutex<HashSet<(String, &'static str, i64)>>,
 }
+
+/// Transitions remembered for de-duplication; past it the memory starts afresh.
+const REMEMBERED: usize = 65_536;
 
 impl Default for PlatformMetrics {
     fn default() -> Self {
@@ -244,6 +254,7 @@ impl Default for PlatformMetrics {
             preemptions: Family::default(),
             outcomes: Family::default(),
             gpu_seconds: Family::default(),
+            counted: Mutex::default(),
         }
     }
 }
@@ -299,7 +310,25 @@ impl PlatformMetrics {
                 .unwrap_or_default(),
             runtime: runtime.clone(),
         };
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let since =
+            condition(before, SUSPENDED).map_or(0, |c| c.last_transition_time.0.as_second());
         for transition in transitions(job, before, after, jobset) {
+            let kind = match transition {
+                Transition::Admitted { .. } => "admitted",
+                Transition::Preempted => "preempted",
+                Transition::Finished { .. } => "finished",
+            };
+            let since = if kind == "finished" { 0 } else { since };
+            {
+                let mut counted = self.counted.lock().unwrap_or_else(|e| e.into_inner());
+                if counted.len() >= REMEMBERED {
+                    counted.clear();
+                }
+                if !counted.insert((uid.clone(), kind, since)) {
+                    continue;
+                }
+            }
             match transition {
                 Transition::Admitted { waited } => {
                     self.admissions.get_or_create(&queue).inc();
@@ -457,6 +486,42 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_cache_does_not_count_an_admission_twice_but_a_readmission_counts() {
+        let metrics = PlatformMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let queued = status(vec![cond(
+            SUSPENDED,
+            "True",
+            "Suspended",
+            "2026-01-01T00:00:00Z",
+        )]);
+        let resumed = |at| status(vec![cond(SUSPENDED, "False", "Resumed", at)]);
+        metrics.observe(&job(), &queued, &resumed("2026-01-01T00:01:30Z"), None);
+        // The next reconcile still sees the queued status and resumes it again, a little later.
+        metrics.observe(&job(), &queued, &resumed("2026-01-01T00:01:31Z"), None);
+        // Preempted at 00:05 and admitted again: a second admission.
+        let requeued = status(vec![cond(
+            SUSPENDED,
+            "True",
+            "Suspended",
+            "2026-01-01T00:05:00Z",
+        )]);
+        metrics.observe(&job(), &resumed("2026-01-01T00:01:30Z"), &requeued, None);
+        metrics.observe(&job(), &requeued, &resumed("2026-01-01T00:06:00Z"), None);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let labels = r#"{namespace="team",queue="gpu-queue",runtime="torch-distributed"}"#;
+        for line in [
+            format!("kubetrain_trainjob_admissions_total{labels} 2"),
+            format!("kubetrain_trainjob_preemptions_total{labels} 1"),
+            format!("kubetrain_trainjob_queue_wait_seconds_sum{labels} 150.0"),
+        ] {
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+    }
+
+    #[test]
     fn never_suspended_failure_counts_from_creation_and_is_exported() {
         let failed = status(vec![cond(
             FAILED,
@@ -470,6 +535,8 @@ mod tests {
         metrics.register(&mut registry);
         metrics.observe(&job(), &status(vec![]), &failed, Some(&js));
         metrics.observe(&job(), &failed, &failed, Some(&js));
+        // A reconcile from a stale cache computes the same finish again: counted once.
+        metrics.observe(&job(), &status(vec![]), &failed, Some(&js));
         assert_eq!(
             metrics.outcomes("torch-distributed", "failed", "FailedJobs"),
             1
