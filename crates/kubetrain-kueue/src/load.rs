@@ -105,13 +105,23 @@ impl Setup {
     /// ").unwrap();
     /// assert_eq!(setup.flavors[0].metadata.name, "a100");
     /// ```
+    ///
+    /// Documents are split at their `---` / `...` markers and parsed one at a time, so a stream of any
+    /// number of documents loads (a 15,000-workload setup) while only one document's tree is held besides
+    /// what the setup keeps.
     pub fn add_yaml(&mut self, source_name: &str, text: &str) -> Result<(), LoadError> {
-        let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| LoadError::Yaml {
-            source_name: source_name.to_string(),
-            message: e.to_string(),
-        })?;
         let mut errors = Vec::new();
-        for (index, doc) in docs.into_iter().enumerate() {
+        for (index, (line, document)) in split_documents(text).into_iter().enumerate() {
+            if document
+                .lines()
+                .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+            {
+                continue;
+            }
+            let doc: Value = serde_saphyr::from_str(document).map_err(|e| LoadError::Yaml {
+                source_name: source_name.to_string(),
+                message: format!("document {} (from line {line}): {e}", index + 1),
+            })?;
             if doc.is_null() {
                 continue;
             }
@@ -454,5 +464,49 @@ impl Setup {
             self.local_queues.extend(s.local_queues);
             self.workloads.extend(s.workloads);
         }
+    }
+}
+
+/// The documents of a YAML stream with the line each starts on (1-based): split at `---` lines (content
+/// after `--- ` belongs to the new document) and ended by `...` lines. YAML forbids these markers at the
+/// start of a line inside any scalar, so the split never cuts a value. Empty documents are included.
+fn split_documents(text: &str) -> Vec<(usize, &str)> {
+    let mut documents = Vec::new();
+    let (mut start, mut start_line, mut offset) = (0usize, 1usize, 0usize);
+    for (index, raw) in text.split_inclusive('\n').enumerate() {
+        let content = raw.trim_end_matches(['\n', '\r']);
+        let opens = content == "---" || content.starts_with("--- ") || content.starts_with("---\t");
+        let closes = content == "..." || content.starts_with("... ");
+        if opens || closes {
+            documents.push((start_line, &text[start..offset]));
+            if opens {
+                start = offset + 3;
+                start_line = index + 1;
+            } else {
+                start = offset + raw.len();
+                start_line = index + 2;
+            }
+        }
+        offset += raw.len();
+    }
+    documents.push((start_line, &text[start.min(text.len())..]));
+    documents
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_documents;
+
+    #[test]
+    fn documents_split_at_markers_with_their_first_line() {
+        let text = "a: 1\n---\nb: 2\n--- {c: 3}\n...\n---\nd: |\n  --- not a marker\n";
+        let docs = split_documents(text);
+        let bodies: Vec<&str> = docs.iter().map(|(_, d)| d.trim()).collect();
+        assert_eq!(
+            bodies,
+            ["a: 1", "b: 2", "{c: 3}", "", "d: |\n  --- not a marker"]
+        );
+        assert_eq!(docs[0].0, 1);
+        assert_eq!(docs[1].0, 2);
     }
 }

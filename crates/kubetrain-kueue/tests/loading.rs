@@ -133,3 +133,25 @@ fn upstream_examples_load() {
     }
     assert!(n > 0);
 }
+
+#[test]
+fn a_stream_of_thousands_of_documents_loads() {
+    // serde-saphyr refuses more than 1,024 documents in one parse; the loader parses one at a time.
+    let mut yaml = String::new();
+    for i in 0..3_000 {
+        yaml.push_str(&format!(
+            "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {{name: w{i}, namespace: ns}}\n\
+             spec:\n  queueName: lq\n  podSets:\n  - {{name: main, count: 1, template: {{spec: {{containers: \
+             [{{name: c, resources: {{requests: {{cpu: '1'}}}}}}]}}}}}}\n"
+        ));
+    }
+    let setup = Setup::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(setup.workloads.len(), 3_000);
+    // A syntax error names its document and line.
+    let broken = format!("{yaml}---\nkind: [unclosed\n");
+    let error = Setup::from_yaml(&broken).unwrap_err().to_string();
+    assert!(
+        error.contains("document 3002") && error.contains("line 24001"),
+        "{error}"
+    );
+}
