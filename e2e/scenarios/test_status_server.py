@@ -96,6 +96,11 @@ def test_python_sdk_update_lands_in_trainer_status(ns, job, tmp_path):
     assert status["lastUpdatedTime"].endswith("Z") and "." not in status["lastUpdatedTime"], status
     managers = {(m["manager"], m.get("subresource")) for m in get("trainjob", job, ns, managed_fields=True)["metadata"]["managedFields"]}
     assert ("trainer-status", "status") in managers, managers
+    # Our CLI (the TrainerClient's Kubernetes backend) shows what the SDK reported.
+    view = json.loads(kubetrain("get", job, "-o", "json", "-n", ns).stdout)
+    assert view["trainer_status"]["progress_percentage"] == 40, view
+    assert view["trainer_status"]["metrics"] == [{"name": "loss", "value": "0.25"}, {"name": "step", "value": "40"}]
+    assert "progress: 40% done, about 600 s left; loss=0.25 step=40" in kubetrain("get", job, "-n", ns).stdout
     assert operator_metric("kubetrain_status_updates_total", verdict="written") >= written_before + 1
 
 

@@ -134,6 +134,89 @@ pub struct TrainJobView {
     pub status: JobStatus,
     /// The message of the Failed (or Complete) condition, when there is one.
     pub message: Option<String>,
+    /// What the training code last reported (`status.trainerStatus`, see [`crate::progress`]); `None`
+    /// when it never reported (and always from the local runner, which has no status endpoint yet).
+    pub trainer_status: Option<TrainerProgress>,
+}
+
+/// `status.trainerStatus` of a TrainJob: the progress its training code reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TrainerProgress {
+    /// Percentage done (0 to 100).
+    pub progress_percentage: Option<i32>,
+    /// Estimated seconds left.
+    pub estimated_remaining_seconds: Option<i32>,
+    /// Metrics as reported, in order.
+    pub metrics: Vec<ProgressMetric>,
+    /// When it was reported (RFC 3339).
+    pub last_updated_time: Option<String>,
+}
+
+/// One reported metric.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProgressMetric {
+    /// Its name, e.g. `loss`.
+    pub name: String,
+    /// Its value as text.
+    pub value: String,
+}
+
+impl TrainerProgress {
+    /// The view of a TrainJob's `status.trainerStatus`.
+    pub fn of(status: &kubetrain_api::TrainerStatus) -> Self {
+        Self {
+            progress_percentage: status.progress_percentage,
+            estimated_remaining_seconds: status.estimated_remaining_seconds,
+            metrics: status
+                .metrics
+                .iter()
+                .map(|m| ProgressMetric {
+                    name: m.name.clone(),
+                    value: m.value.clone(),
+                })
+                .collect(),
+            last_updated_time: status.last_updated_time.as_ref().map(|t| t.0.to_string()),
+        }
+    }
+
+    /// One line for people: `40% done, about 600 s left; loss=0.25 step=40 (reported 2026-12-01T14:00:00Z)`.
+    ///
+    /// ```
+    /// use kubetrain_client::types::{ProgressMetric, TrainerProgress};
+    ///
+    /// let p = TrainerProgress {
+    ///     progress_percentage: Some(40),
+    ///     estimated_remaining_seconds: Some(600),
+    ///     metrics: vec![ProgressMetric { name: "loss".into(), value: "0.25".into() }],
+    ///     last_updated_time: Some("2026-12-01T14:00:00Z".into()),
+    /// };
+    /// assert_eq!(p.summary(), "40% done, about 600 s left; loss=0.25 (reported 2026-12-01T14:00:00Z)");
+    /// ```
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(p) = self.progress_percentage {
+            parts.push(format!("{p}% done"));
+        }
+        if let Some(s) = self.estimated_remaining_seconds {
+            parts.push(format!("about {s} s left"));
+        }
+        let mut line = parts.join(", ");
+        if !self.metrics.is_empty() {
+            let metrics: Vec<String> = self
+                .metrics
+                .iter()
+                .map(|m| format!("{}={}", m.name, m.value))
+                .collect();
+            if !line.is_empty() {
+                line.push_str("; ");
+            }
+            line.push_str(&metrics.join(" "));
+        }
+        if let Some(t) = &self.last_updated_time {
+            line.push_str(&format!(" (reported {t})"));
+        }
+        line
+    }
 }
 
 /// The trainer part of [`train`](crate::TrainerClient::train): a container command and its resources

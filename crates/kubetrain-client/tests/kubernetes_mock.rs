@@ -322,6 +322,27 @@ async fn get_job_maps_conditions_and_pods_to_statuses() {
 }
 
 #[tokio::test]
+async fn get_job_returns_the_trainer_status_the_training_code_reported() {
+    let (client, handle) = client();
+    let [mut job, pods] = get_mnist(json!([]), &["Running", "Running"]);
+    job.body["status"]["trainerStatus"] = json!({
+        "progressPercentage": 40, "estimatedRemainingSeconds": 600,
+        "metrics": [{"name": "loss", "value": "0.25"}, {"name": "step", "value": "40"}],
+        "lastUpdatedTime": "2026-12-01T14:00:00Z"});
+    let server = serve(handle, vec![job, pods]);
+    let job = client.get_job("mnist").await.unwrap();
+    server.await.unwrap();
+    let progress = job.trainer_status.expect("trainerStatus");
+    assert_eq!(progress.progress_percentage, Some(40));
+    assert_eq!(progress.estimated_remaining_seconds, Some(600));
+    assert_eq!(progress.metrics[1].name, "step");
+    assert_eq!(
+        progress.summary(),
+        "40% done, about 600 s left; loss=0.25 step=40 (reported 2026-12-01T14:00:00Z)"
+    );
+}
+
+#[tokio::test]
 async fn get_job_of_a_missing_job_is_not_found() {
     let (client, handle) = client();
     let server = serve(

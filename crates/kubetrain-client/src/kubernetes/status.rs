@@ -5,7 +5,7 @@ use kubetrain_api::TrainJob;
 use kubetrain_api::constants::{DATASET_INITIALIZER, LAUNCHER, MODEL_INITIALIZER, NODE};
 
 use crate::local::plan::labels::{COMPLETION_INDEX, JOBSET_NAME, REPLICATED_JOB};
-use crate::types::{JobStatus, Step, TrainJobView, device_of, step_name};
+use crate::types::{JobStatus, Step, TrainJobView, TrainerProgress, device_of, step_name};
 
 /// The label selector of a TrainJob's pods, as the Python SDK writes it.
 ///
@@ -129,5 +129,10 @@ pub fn job_view(job: &TrainJob, pods: &[Pod]) -> TrainJobView {
             .map(|t| t.0.to_string()),
         status,
         message,
+        trainer_status: job
+            .status
+            .as_ref()
+            .and_then(|s| s.trainer_status.as_ref())
+            .map(TrainerProgress::of),
     }
 }

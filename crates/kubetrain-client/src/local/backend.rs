@@ -321,6 +321,7 @@ impl LocalJob {
             message: summary
                 .map(|s| s.message.clone())
                 .or_else(|| pending.map(|p| format!("Pending: {p}"))),
+            trainer_status: None,
         }
     }
 }

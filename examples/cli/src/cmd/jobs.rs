@@ -248,6 +248,9 @@ async fn run_async(command: JobsCommand) -> Result<ExitCode> {
             if let Some(m) = &job.message {
                 println!("\nmessage: {m}");
             }
+            if let Some(p) = &job.trainer_status {
+                println!("\nprogress: {}", p.summary());
+            }
         }
         JobsCommand::List(a) => {
             let jobs = client(&a.target)
