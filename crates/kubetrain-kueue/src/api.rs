@@ -30,6 +30,10 @@ pub struct ObjectMeta {
     /// UID, when the object was exported from a cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
+    /// `metadata.creationTimestamp` (RFC 3339), when the object was exported from a cluster: the
+    /// queue-order timestamp of a Workload without a `kubetrain.dev/arrival` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
 }
 
 /// A node taint, as on a ResourceFlavor.

@@ -362,11 +362,20 @@ fn derived_workload(prefix: &str, meta: ObjectMeta, pod_sets: Vec<PodSet>) -> Wo
             annotations.insert(k.clone(), v.clone());
         }
     }
+    // The job's UID becomes the `kueue.x-k8s.io/job-uid` label (jobframework's constructWorkload);
+    // its creation time stands for the Workload's, which upstream creates right after the job.
+    let labels = meta
+        .uid
+        .iter()
+        .map(|uid| (crate::model::JOB_UID_LABEL.to_string(), uid.clone()))
+        .collect();
     WorkloadObject {
         metadata: ObjectMeta {
             name: format!("{prefix}-{}", meta.name),
             namespace: Some(meta.namespace.unwrap_or_else(|| "default".to_string())),
+            labels,
             annotations,
+            creation_timestamp: meta.creation_timestamp,
             ..ObjectMeta::default()
         },
         spec: WorkloadSpec {

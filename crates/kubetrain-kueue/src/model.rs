@@ -143,11 +143,16 @@ pub struct Workload {
     pub namespace: String,
     /// UID (from metadata or generated).
     pub uid: String,
+    /// The `kueue.x-k8s.io/job-uid` label (the UID of the job that owns the Workload), printed in
+    /// preemption messages as `JobUID`; `UNKNOWN` when absent, as upstream prints it.
+    pub job_uid: Option<String>,
     /// Effective priority.
     pub priority: i32,
     /// Pod sets.
     pub pod_sets: Vec<PodSetReq>,
-    /// Arrival (creation) time in virtual milliseconds; also the queue-order timestamp.
+    /// Arrival (creation) time in virtual milliseconds; also the queue-order timestamp: the
+    /// `kubetrain.dev/arrival` annotation, else `metadata.creationTimestamp` relative to the earliest
+    /// creation timestamp of the setup's workloads, else 0.
     pub arrival_ms: i64,
     /// Run time after admission, for the simulator.
     pub runtime_ms: Option<i64>,
@@ -547,6 +552,15 @@ impl Model {
             .map(|p| (p.metadata.name.as_str(), p))
             .collect();
         let mut workloads = Vec::new();
+        // Creation timestamps count from the earliest one, so that a setup exported from a cluster
+        // starts at virtual time 0.
+        let epoch = setup
+            .workloads
+            .iter()
+            .filter_map(|w| w.metadata.creation_timestamp.as_deref())
+            .filter_map(parse_rfc3339_ms)
+            .min()
+            .unwrap_or(0);
         for (idx, w) in setup.workloads.iter().enumerate() {
             let namespace = w
                 .metadata
@@ -628,7 +642,16 @@ impl Model {
                     .unwrap_or_else(|| format!("uid-{idx:06}")),
                 priority,
                 pod_sets,
-                arrival_ms: ms("kubetrain.dev/arrival").unwrap_or(0),
+                job_uid: w.metadata.labels.get(JOB_UID_LABEL).cloned(),
+                arrival_ms: ms("kubetrain.dev/arrival")
+                    .or_else(|| {
+                        w.metadata
+                            .creation_timestamp
+                            .as_deref()
+                            .and_then(parse_rfc3339_ms)
+                            .map(|t| t - epoch)
+                    })
+                    .unwrap_or(0),
                 runtime_ms: ms("kubetrain.dev/runtime"),
                 class: ann
                     .get("kubetrain.dev/class")
@@ -713,6 +736,72 @@ impl Model {
         parts.push(&self.tree.names[n]);
         format!("/{}", parts.join("/"))
     }
+}
+
+/// The Workload label that holds the UID of the job that owns it.
+pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
+
+/// Milliseconds since the Unix epoch of an RFC 3339 timestamp as Kubernetes writes it
+/// (`2025-01-02T03:04:05Z`; fractional seconds and `+hh:mm` offsets accepted).
+///
+/// ```
+/// use kubetrain_kueue::model::parse_rfc3339_ms;
+/// assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01Z"), Some(1000));
+/// assert_eq!(parse_rfc3339_ms("2024-03-01T01:00:00.5+01:00"), Some(1_709_251_200_500));
+/// assert_eq!(parse_rfc3339_ms("yesterday"), None);
+/// ```
+pub fn parse_rfc3339_ms(v: &str) -> Option<i64> {
+    let v = v.trim();
+    let b = v.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let s = v.get(r)?;
+        if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut frac_ms = 0;
+    if b[i] == b'.' {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let digits = v.get(start..i.min(start + 3))?;
+        frac_ms = num(start..i.min(start + 3))? * 10_i64.pow(3 - digits.len() as u32);
+    }
+    let offset_min = match *b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let m = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
+            if c == b'-' { -m } else { m }
+        }
+        _ => return None,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + mi - offset_min) * 60_000 + sec * 1000 + frac_ms)
 }
 
 /// Parses `1500`, `1500ms`, `30s`, `10m`, `2h` into milliseconds.

@@ -64,6 +64,18 @@ pub fn set_pending(list: &mut Vec<Condition>, observability: bool, reason: &str,
     }
 }
 
+/// The condition the workload controller writes for a workload whose queue blocks it
+/// (`getQueueBlocker`: missing or inactive LocalQueue or ClusterQueue): the granular reason with the
+/// `UnadmittedWorkloadsObservability` gate, `Inadmissible` without it
+/// (`resolveLegacyUnadmittedQuotaReservedCondition`).
+pub fn set_blocked(list: &mut Vec<Condition>, observability: bool, reason: &str, message: &str) {
+    if observability {
+        set_pending(list, true, reason, message);
+    } else {
+        set(list, "QuotaReserved", false, "Inadmissible", message);
+    }
+}
+
 /// Marks an admitted workload (`SetQuotaReservation` and `SyncAdmittedCondition`).
 pub fn set_admitted(list: &mut Vec<Condition>, cq: &str) {
     set(

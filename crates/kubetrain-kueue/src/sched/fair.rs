@@ -6,9 +6,16 @@ use crate::model::{CqId, ReclaimPolicy, WithinPolicy, WlId};
 use crate::quantity::{Amount, add, sub};
 use crate::quota::{FrId, NodeId, Usage};
 
+/// The share of a zero-weight borrower with no unweighted share: above any weighted share (those are
+/// at most ~1e21 for the quantities the model holds), below `+∞`, and precise enough that
+/// `ZERO_WEIGHT_BASE × (1 + r)` keeps the order of unweighted shares `r`.
+pub const ZERO_WEIGHT_BASE: f64 = 1e280;
+
 impl Scheduler {
-    /// The dominant resource share of node `n` (×1000, divided by its weight); `+∞` for a
-    /// zero-weight borrower; 0 for a root or a node within its quota.
+    /// The dominant resource share of node `n` (×1000, divided by its weight); 0 for a root or a
+    /// node within its quota. A zero-weight borrower ranks above every weighted share and, among
+    /// zero-weight borrowers, by its unweighted share (upstream's `CompareDRS`): it is
+    /// `ZERO_WEIGHT_BASE × (1 + unweighted share)`.
     pub fn drs(&self, u: &Usage, n: NodeId) -> f64 {
         let m = &self.model;
         let t = &m.tree;
@@ -38,7 +45,7 @@ impl Scheduler {
         }
         let w = t.weight_milli[n];
         if w == 0 {
-            return f64::INFINITY;
+            return ZERO_WEIGHT_BASE * (1.0 + ratio);
         }
         ratio * 1000.0 / w as f64
     }

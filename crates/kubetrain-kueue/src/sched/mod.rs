@@ -375,7 +375,7 @@ impl Scheduler {
         let obs = self.model.settings.observability;
         match self.model.workloads[wl].target.clone() {
             QueueTarget::Blocked(reason, message) => {
-                conditions::set_pending(&mut self.wls[wl].conditions, obs, &reason, &message);
+                conditions::set_blocked(&mut self.wls[wl].conditions, obs, &reason, &message);
             }
             QueueTarget::Queue(cq) => {
                 if !self.model.workloads[wl].active {
@@ -383,7 +383,7 @@ impl Scheduler {
                 }
                 if let Some((_, _)) = &self.model.cqs[cq].inactive {
                     let msg = format!("ClusterQueue {} is inactive", self.model.cqs[cq].name);
-                    conditions::set_pending(&mut self.wls[wl].conditions, obs, "Suspended", &msg);
+                    conditions::set_blocked(&mut self.wls[wl].conditions, obs, "Suspended", &msg);
                 }
                 self.enqueue(cq, wl);
             }
@@ -753,13 +753,17 @@ impl Scheduler {
     fn issue_preemptions(&mut self, e: &Entry, result: &mut CycleResult) {
         let preemptor_path = self.model.node_path(self.model.cqs[e.cq].node);
         let uid = self.model.workloads[e.wl].uid.clone();
+        let job_uid = self.model.workloads[e.wl]
+            .job_uid
+            .clone()
+            .unwrap_or_else(|| "UNKNOWN".to_string());
         for t in &e.targets {
             let Some(adm) = &self.wls[t.wl].admission else {
                 continue;
             };
             let victim_path = self.model.node_path(self.model.cqs[adm.cq].node);
             let msg = format!(
-                "Preempted to accommodate a workload (UID: {uid}, JobUID: UNKNOWN) due to {}; preemptor path: {preemptor_path}; preemptee path: {victim_path}",
+                "Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to {}; preemptor path: {preemptor_path}; preemptee path: {victim_path}",
                 t.reason.words()
             );
             let obs = self.model.settings.observability;

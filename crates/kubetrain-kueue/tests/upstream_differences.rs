@@ -1,0 +1,291 @@
+//! The differences from upstream Kueue found by the audit of issue 15 (item 2), one table case each,
+//! named after the upstream test it mirrors (kueue v0.19.1).
+
+use kubetrain_kueue::load::Setup;
+use kubetrain_kueue::model::Model;
+use kubetrain_kueue::sched::conditions::find;
+use kubetrain_kueue::sched::{Phase, Scheduler};
+
+const HEAD: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+"#;
+
+fn cq(name: &str, cohort: &str, cpu: &str, extra: &str) -> String {
+    let cohort = if cohort.is_empty() {
+        String::new()
+    } else {
+        format!("  cohortName: {cohort}\n")
+    };
+    format!(
+        "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {name}}}\nspec:\n{cohort}  namespaceSelector: {{}}\n{extra}  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: \"{cpu}\"}}]}}]\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{name: lq-{name}, namespace: ns}}\nspec: {{clusterQueue: {name}}}\n"
+    )
+}
+
+/// A Workload; `meta` is extra metadata (indented two spaces), `status` an optional status block.
+fn wl(name: &str, cq: &str, cpu: &str, priority: i32, meta: &str, status: &str) -> String {
+    format!(
+        "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata:\n  name: {name}\n  namespace: ns\n{meta}spec:\n  queueName: lq-{cq}\n  priority: {priority}\n  podSets:\n  - name: main\n    count: 1\n    template:\n      spec:\n        containers: [{{name: c, resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]\n{status}"
+    )
+}
+
+fn admitted_on(cq: &str, cpu: &str) -> String {
+    format!(
+        "status:\n  admission:\n    clusterQueue: {cq}\n    podSetAssignments:\n    - name: main\n      count: 1\n      flavors: {{cpu: default}}\n      resourceUsage: {{cpu: \"{cpu}\"}}\n"
+    )
+}
+
+fn run(yaml: &str, cycles: u64) -> Scheduler {
+    let setup = Setup::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let mut s = Scheduler::new(Model::build(&setup).unwrap_or_else(|e| panic!("{e}")));
+    s.arrive_all();
+    for _ in 0..cycles {
+        s.cycle();
+    }
+    s
+}
+
+fn idx(s: &Scheduler, name: &str) -> usize {
+    let key = format!("ns/{name}");
+    s.model
+        .workloads
+        .iter()
+        .position(|w| w.key == key)
+        .unwrap_or_else(|| panic!("no workload {key}"))
+}
+
+fn phase(s: &Scheduler, name: &str) -> Phase {
+    s.wls[idx(s, name)].phase
+}
+
+fn condition(s: &Scheduler, name: &str, ty: &str) -> Option<(String, String)> {
+    find(&s.wls[idx(s, name)].conditions, ty).map(|c| (c.reason.clone(), c.message.clone()))
+}
+
+/// kueue `pkg/cache/queue/cluster_queue_test.go` TestStrictFIFO, "w1.priority equals w2.priority
+/// and w1.create time is earlier than w2.create time": equal priority, the earlier
+/// `metadata.creationTimestamp` is popped first even when it is listed second.
+#[test]
+fn fifo_ties_follow_creation_timestamp() {
+    let strict = "  queueingStrategy: StrictFIFO\n";
+    for (label, extra) in [("StrictFIFO", strict), ("BestEffortFIFO", "")] {
+        let yaml = format!(
+            "{HEAD}{}{}{}",
+            cq("cq", "", "1", extra),
+            wl(
+                "w2",
+                "cq",
+                "1",
+                0,
+                "  creationTimestamp: \"2025-06-01T10:00:01Z\"\n",
+                ""
+            ),
+            wl(
+                "w1",
+                "cq",
+                "1",
+                0,
+                "  creationTimestamp: \"2025-06-01T10:00:00Z\"\n",
+                ""
+            ),
+        );
+        let s = run(&yaml, 1);
+        assert_eq!(phase(&s, "w1"), Phase::Admitted, "{label}");
+        assert_eq!(phase(&s, "w2"), Phase::Pending, "{label}");
+        // The earliest creation timestamp is virtual time 0.
+        assert_eq!(s.model.workloads[idx(&s, "w1")].arrival_ms, 0);
+        assert_eq!(s.model.workloads[idx(&s, "w2")].arrival_ms, 1000);
+    }
+}
+
+/// kueue `pkg/scheduler/preemption/preemption_test.go` TestPreemption, "preempt newer workloads with
+/// the same priority" (`withinClusterQueue: LowerOrNewerEqualPriority`): the preemptor was created
+/// before the admitted workload of equal priority, so that one is newer and can be preempted; the
+/// timestamps come from `metadata.creationTimestamp` only.
+#[test]
+fn lower_or_newer_equal_priority_reads_creation_timestamp() {
+    let policy = "  preemption: {withinClusterQueue: LowerOrNewerEqualPriority}\n";
+    let yaml = |incoming_created: &str| {
+        format!(
+            "{HEAD}{}{}{}",
+            cq("cq", "", "2", policy),
+            wl(
+                "running",
+                "cq",
+                "2",
+                1,
+                "  creationTimestamp: \"2025-06-01T10:00:00Z\"\n",
+                &admitted_on("cq", "2")
+            ),
+            wl(
+                "incoming",
+                "cq",
+                "2",
+                1,
+                &format!("  creationTimestamp: \"{incoming_created}\"\n"),
+                ""
+            ),
+        )
+    };
+    let s = run(&yaml("2025-06-01T09:59:45Z"), 1);
+    let (reason, message) = condition(&s, "running", "Evicted").expect("running is preempted");
+    assert_eq!(reason, "Preempted");
+    assert!(
+        message.contains("due to prioritization in the ClusterQueue"),
+        "{message}"
+    );
+    // Created after the running one: equal priority and older, nothing to preempt.
+    let s = run(&yaml("2025-06-01T10:00:15Z"), 1);
+    assert!(condition(&s, "running", "Evicted").is_none());
+    assert_eq!(phase(&s, "incoming"), Phase::Pending);
+}
+
+/// kueue `pkg/scheduler/scheduler_fs_test.go` TestScheduleForCQWithFairSharing (fair sharing), "fair
+/// sharing two queues with weight 0 schedules workload which borrows less": both queues have weight 0
+/// and borrow; upstream's `CompareDRS` orders zero-weight borrowers by their unweighted share, so
+/// `c` (would borrow 4 of 8) goes before `b` (would borrow 8 of 8), despite b1's priority.
+#[test]
+fn zero_weight_borrowers_compare_unweighted_share() {
+    let cohort = "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: A}\nspec:\n  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{name: default, resources: [{name: cpu, nominalQuota: \"8\"}]}]\n";
+    let cfg = "---\napiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing: {enable: true}\n";
+    let extra = "  fairSharing: {weight: \"0\"}\n  preemption: {reclaimWithinCohort: Any, withinClusterQueue: Never}\n";
+    let yaml = format!(
+        "{HEAD}{cfg}{cohort}{}{}{}{}{}",
+        cq("b", "A", "0", extra),
+        cq("c", "A", "0", extra),
+        wl("b0", "b", "4", 0, "", &admitted_on("b", "4")),
+        wl("b1", "b", "4", 9001, "", ""),
+        wl("c1", "c", "4", 0, "", ""),
+    );
+    let s = run(&yaml, 1);
+    assert_eq!(phase(&s, "c1"), Phase::Admitted);
+    assert_eq!(phase(&s, "b1"), Phase::Pending);
+    assert_eq!(phase(&s, "b0"), Phase::Admitted);
+}
+
+/// kueue `pkg/scheduler/preemption/preemption_test.go` TestPreemption (the preemptor `wl-in` carries
+/// `kueue.x-k8s.io/job-uid: job-in`): the victims' Evicted and Preempted conditions name the job UID.
+#[test]
+fn preemption_message_prints_the_job_uid_label() {
+    let policy = "  preemption: {withinClusterQueue: LowerPriority}\n";
+    let yaml = format!(
+        "{HEAD}{}{}{}",
+        cq("standalone", "", "2", policy),
+        wl(
+            "low",
+            "standalone",
+            "2",
+            -1,
+            "",
+            &admitted_on("standalone", "2")
+        ),
+        wl(
+            "in",
+            "standalone",
+            "2",
+            1,
+            "  uid: wl-in\n  labels: {kueue.x-k8s.io/job-uid: job-in}\n",
+            ""
+        ),
+    );
+    let s = run(&yaml, 1);
+    let want = "Preempted to accommodate a workload (UID: wl-in, JobUID: job-in) due to prioritization in the ClusterQueue; preemptor path: /standalone; preemptee path: /standalone";
+    for ty in ["Evicted", "Preempted"] {
+        assert_eq!(
+            condition(&s, "low", ty).map(|c| c.1).as_deref(),
+            Some(want),
+            "{ty}"
+        );
+    }
+    // Without the label upstream prints UNKNOWN.
+    let s = run(
+        &yaml.replace("  labels: {kueue.x-k8s.io/job-uid: job-in}\n", ""),
+        1,
+    );
+    let (_, message) = condition(&s, "low", "Evicted").unwrap();
+    assert!(
+        message.contains("(UID: wl-in, JobUID: UNKNOWN)"),
+        "{message}"
+    );
+}
+
+/// A ClusterQueue naming a missing ResourceFlavor is inactive (`FlavorNotFound`). Upstream's workload
+/// controller (`getQueueBlocker` in `pkg/controller/core/workload_controller.go`) does write a
+/// QuotaReserved condition for its workloads: `Suspended` / "ClusterQueue cq is inactive" with the
+/// `UnadmittedWorkloadsObservability` gate (kueue `workload_controller_inadmissible_test.go`, "should
+/// set status QuotaReserved conditions to False with reason Suspended if quota not reserved
+/// ClusterQueue StopPolicy=Hold"), and `Inadmissible` with the same message without it
+/// (`resolveLegacyUnadmittedQuotaReservedCondition`; `workload_controller_test.go`, "workload with
+/// granular PendingEvaluation reason should transition to Inadmissible when queue is missing
+/// (observability disabled)"). The model wrote the legacy reason as `Pending`.
+#[test]
+fn missing_flavor_inactive_queue_condition_as_upstream_writes_it() {
+    let setup = format!(
+        "{}{}",
+        cq("cq", "", "1", "").replace("name: default, resources", "name: gone, resources"),
+        wl("w", "cq", "1", 0, "", "")
+    );
+    let yaml = format!("{HEAD}{setup}");
+    let s = run(&yaml, 1);
+    assert_eq!(
+        s.model.cqs[0].inactive.as_ref().unwrap().0,
+        "FlavorNotFound"
+    );
+    assert_eq!(
+        condition(&s, "w", "QuotaReserved"),
+        Some((
+            "Suspended".to_string(),
+            "ClusterQueue cq is inactive".to_string()
+        ))
+    );
+    assert_eq!(
+        condition(&s, "w", "Admitted").map(|c| c.0).as_deref(),
+        Some("NoReservation")
+    );
+    let legacy = "---\napiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfeatureGates: {UnadmittedWorkloadsObservability: false}\n";
+    let s = run(&format!("{yaml}{legacy}"), 1);
+    assert_eq!(
+        condition(&s, "w", "QuotaReserved"),
+        Some((
+            "Inadmissible".to_string(),
+            "ClusterQueue cq is inactive".to_string()
+        ))
+    );
+    assert!(condition(&s, "w", "Admitted").is_none());
+    // A missing LocalQueue takes the same path.
+    let s = run(
+        &format!("{yaml}{legacy}").replace("queueName: lq-cq", "queueName: nope"),
+        1,
+    );
+    assert_eq!(
+        condition(&s, "w", "QuotaReserved"),
+        Some((
+            "Inadmissible".to_string(),
+            "LocalQueue nope doesn't exist".to_string()
+        ))
+    );
+}
+
+/// Workloads built from Jobs and JobSets carry the job's UID as `kueue.x-k8s.io/job-uid` (upstream's
+/// jobframework sets it on every Workload it constructs) and its creation time.
+#[test]
+fn derived_workloads_carry_job_uid_and_creation_time() {
+    let yaml = format!(
+        "{HEAD}{}---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  namespace: ns\n  uid: 1234-abcd\n  creationTimestamp: \"2025-06-01T10:00:05Z\"\n  labels: {{kueue.x-k8s.io/queue-name: lq-cq}}\nspec:\n  template:\n    spec:\n      containers: [{{name: c, resources: {{requests: {{cpu: \"1\"}}}}}}]\n{}",
+        cq("cq", "", "1", ""),
+        wl(
+            "w",
+            "cq",
+            "1",
+            0,
+            "  creationTimestamp: \"2025-06-01T10:00:00Z\"\n",
+            ""
+        ),
+    );
+    let s = run(&yaml, 1);
+    let j = &s.model.workloads[idx(&s, "job-j")];
+    assert_eq!(j.job_uid.as_deref(), Some("1234-abcd"));
+    assert_eq!(j.arrival_ms, 5000);
+    assert_eq!(phase(&s, "w"), Phase::Admitted);
+}
