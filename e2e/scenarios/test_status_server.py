@@ -4,7 +4,8 @@ posted by Kubeflow's Python SDK (`kubeflow.trainer.update_trainjob_status`) and 
 `kubetrain collective train-demo`, rank 0 of a real CPU all-reduce run), and `status.trainerStatus` read back
 with kubectl. Tokens of the wrong audience or
 of another namespace are refused (403); a status the CRD refuses gets the API server's own message (422).
-The last scenario checks the operator's platform metrics of the same issue (queue wait, admissions, outcomes,
+With `--trainjob-status` the operator renders the pod side (env, projected token, CA ConfigMap), and a token
+minted for the audience in the pod's own volume is accepted. The last scenario checks the operator's platform metrics of the same issue (queue wait, admissions, outcomes,
 GPU-seconds) on a TrainJob that is created suspended, admitted and completes.
 """
 
@@ -18,7 +19,7 @@ import sys
 import pytest
 import requests
 
-from conftest import STATE, apply, eventually, get, kubectl, kubetrain, operator_metric, trainjob
+from conftest import E2E_DIR as E2E, STATE, apply, eventually, get, kubectl, kubetrain, operator_metric, trainjob
 
 pytestmark = pytest.mark.kubetrain
 
@@ -222,3 +223,47 @@ def test_status_platform_metrics_queue_wait_outcome_gpu_seconds(ns):
     assert conditions["Suspended"]["reason"] == "Resumed"
     gpu = operator_metric("kubetrain_trainjob_gpu_seconds_total", namespace=ns, outcome="succeeded")
     assert gpu == before["gpu"] + 4 * seconds, (gpu, seconds)
+
+
+@pytest.fixture
+def trainjob_status_operator():
+    """kubetrain-operator restarted with --trainjob-status (upstream's TrainJobStatus gate), and back after."""
+    cluster = str(E2E / "cluster.sh")
+
+    def restart(*flags):
+        subprocess.run([cluster, "operator", "stop", "kubetrain-operator"], check=True, capture_output=True)
+        subprocess.run([cluster, "operator", "start", "kubetrain-operator", *flags], check=True, capture_output=True)
+
+    restart("--trainjob-status", "--status-server-ca-file", str(CA))
+    yield
+    restart()
+
+
+def test_status_trainjob_status_plugin_pods_get_a_token_the_server_accepts(ns, trainjob_status_operator):
+    apply(trainjob("reporting", image="kwok.e2e/run:1", num_nodes=2), ns)
+    pods = eventually(lambda: [p for p in get("pods", namespace=ns)["items"]
+                               if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == "reporting"]
+                      if len(get("pods", namespace=ns)["items"]) >= 2 else None, "the trainer pods")
+    aud = audience(ns, "reporting")
+    for pod in pods:
+        container = pod["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
+            f"https://kubetrain-operator.kubeflow-system.svc:{PORT}"
+            f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/reporting/status"), env
+        assert env["KUBEFLOW_TRAINER_SERVER_CA_CERT"] == "/var/run/secrets/kubeflow/trainer/ca.crt"
+        assert env["KUBEFLOW_TRAINER_SERVER_TOKEN"] == "/var/run/secrets/kubeflow/trainer/token"
+        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "kubeflow-trainer-token")
+        sources = volume["projected"]["sources"]
+        token_source = next(s["serviceAccountToken"] for s in sources if "serviceAccountToken" in s)
+        assert token_source["audience"] == aud
+        assert next(s["configMap"] for s in sources if "configMap" in s)["name"] == "reporting-tls-config"
+    tls = get("configmap", "reporting-tls-config", ns)
+    assert tls["data"]["ca.crt"] == CA.read_text()
+    # What the kubelet would project for the pod's ServiceAccount: a token for that audience. The server
+    # (reached on loopback instead of the Service) accepts it; the pod's own CA file verifies the server.
+    account = pods[0]["spec"].get("serviceAccountName", "default")
+    tok = token(ns, token_source["audience"], account=account)
+    answer = post(ns, "reporting", tok, {"trainerStatus": {"progressPercentage": 3, "lastUpdatedTime": "2026-12-01T00:00:00Z"}})
+    assert answer.status_code == 200, answer.text
+    assert trainer_status(ns, "reporting")["progressPercentage"] == 3

@@ -333,7 +333,8 @@ async fn sync_children(
         pod_group_exists,
     );
     // Operator keys must be unpredictable: the OS random source, never a seed.
-    let rendered = kubetrain_jobset::render(job, &runtime, &observed, &mut OsRng)?;
+    let rendered =
+        kubetrain_jobset::render_with(job, &runtime, &observed, &ctx.settings.render, &mut OsRng)?;
 
     if !ctx.leader() {
         return Ok(None);

@@ -49,6 +49,10 @@ pub struct Settings {
     /// `SyncPeriod`, 10 h in upstream's manager and in `kubetrain-operator`): repairs drift that no watch
     /// event reports, such as a child deleted while the operator was down. `None` waits for changes only.
     pub sync_period: Option<Duration>,
+    /// Optional render plugins: with `trainjob_status` set (upstream's `TrainJobStatus` feature gate), trainer
+    /// pods get the status server's URL, CA certificate and a token for it ([`crate::status_server`]).
+    /// Default: none, as upstream.
+    pub render: kubetrain_jobset::RenderOptions,
 }
 
 impl Default for Settings {
@@ -65,6 +69,7 @@ impl Default for Settings {
             event_reporter: EVENT_REPORTER.to_owned(),
             event_instance: None,
             sync_period: None,
+            render: kubetrain_jobset::RenderOptions::default(),
         }
     }
 }

@@ -58,6 +58,23 @@ pub(crate) struct Cli {
     #[arg(long, env = "KUBETRAIN_STATUS_SERVER_PORT", default_value_t = kubetrain_controller::status_server::DEFAULT_PORT)]
     pub status_server_port: u16,
 
+    /// Give trainer pods the status server's URL, CA and a token (upstream's TrainJobStatus feature gate).
+    #[arg(long, env = "KUBETRAIN_TRAINJOB_STATUS")]
+    pub trainjob_status: bool,
+
+    /// Service in front of the status server, in the pods' status URL (with --trainjob-status).
+    #[arg(
+        long,
+        env = "KUBETRAIN_STATUS_SERVER_SERVICE",
+        default_value = "kubetrain-operator"
+    )]
+    pub status_server_service: String,
+
+    /// CA certificate copied into each TrainJob's <job>-tls-config (with --trainjob-status); default
+    /// <webhook-cert-dir>/ca.crt, as cert-manager's Secret holds it.
+    #[arg(long, env = "KUBETRAIN_STATUS_SERVER_CA_FILE")]
+    pub status_server_ca_file: Option<PathBuf>,
+
     /// Do not serve the admission webhooks (e.g. running locally without certificates).
     #[arg(long, env = "KUBETRAIN_DISABLE_WEBHOOKS")]
     pub disable_webhooks: bool,

@@ -229,7 +229,11 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
         tasks.spawn(endpoints.serve(stop.signalled()).map_ok());
     }
 
+    let render = kubetrain_jobset::RenderOptions {
+        trainjob_status: trainjob_status(&cli, &client)?,
+    };
     let settings = Settings {
+        render,
         field_manager: cli.field_manager.clone(),
         namespace: cli.watch_namespace.clone(),
         concurrency: cli.concurrency,
@@ -262,6 +266,44 @@ async fn operate(cli: Cli) -> anyhow::Result<()> {
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// With `--trainjob-status`: where pods reach the status server, and the CA they trust (read once here).
+fn trainjob_status(
+    cli: &Cli,
+    client: &Client,
+) -> anyhow::Result<Option<kubetrain_jobset::TrainJobStatusOptions>> {
+    if !cli.trainjob_status {
+        return Ok(None);
+    }
+    if cli.disable_webhooks || cli.status_server_port == 0 {
+        anyhow::bail!(
+            "--trainjob-status needs the status server: drop --disable-webhooks and --status-server-port 0"
+        );
+    }
+    let ca_file = cli
+        .status_server_ca_file
+        .clone()
+        .unwrap_or_else(|| cli.webhook_cert_dir.join("ca.crt"));
+    let ca_cert = std::fs::read_to_string(&ca_file).with_context(|| {
+        format!(
+            "--trainjob-status: cannot read the status server's CA certificate {} (set --status-server-ca-file)",
+            ca_file.display()
+        )
+    })?;
+    let server = kubetrain_jobset::StatusServer {
+        service_name: cli.status_server_service.clone(),
+        operator_namespace: cli
+            .leader_elect_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned()),
+        port: i32::from(cli.status_server_port),
+    };
+    tracing::info!(url = %server.status_url("<namespace>", "<name>"), "trainer pods report to the status server");
+    Ok(Some(kubetrain_jobset::TrainJobStatusOptions {
+        server,
+        ca_cert,
+    }))
 }
 
 /// The metrics address and, when different, the probe address.

@@ -22,6 +22,9 @@ fn help_mentions_every_flag_and_its_environment_variable() {
         ("--webhook-cert-dir", "KUBETRAIN_WEBHOOK_CERT_DIR"),
         ("--disable-webhooks", "KUBETRAIN_DISABLE_WEBHOOKS"),
         ("--status-server-port", "KUBETRAIN_STATUS_SERVER_PORT"),
+        ("--trainjob-status", "KUBETRAIN_TRAINJOB_STATUS"),
+        ("--status-server-service", "KUBETRAIN_STATUS_SERVER_SERVICE"),
+        ("--status-server-ca-file", "KUBETRAIN_STATUS_SERVER_CA_FILE"),
         ("--leader-elect", "KUBETRAIN_LEADER_ELECT"),
         (
             "--leader-elect-namespace",
