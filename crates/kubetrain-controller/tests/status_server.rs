@@ -195,6 +195,45 @@ impl Fixture {
         (status, value)
     }
 
+    /// Sends a chunked body of `len` spaces (no Content-Length) over raw TLS; returns the status code and
+    /// the JSON answer.
+    async fn send_chunked(&self, token: Option<&str>, len: usize) -> (u16, Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let tcp = TcpStream::connect(self.addr).await.unwrap();
+        let mut tls = self
+            .connector
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+        let head = format!(
+            "POST {} HTTP/1.1\r\nhost: localhost\r\n{auth}content-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+            path(NS, JOB)
+        );
+        tls.write_all(head.as_bytes()).await.unwrap();
+        let chunk = vec![b' '; 4096];
+        let mut sent = 0;
+        while sent < len {
+            let n = chunk.len().min(len - sent);
+            let framed = [format!("{n:x}\r\n").as_bytes(), &chunk[..n], b"\r\n"].concat();
+            // The server may answer and close before the whole body is sent.
+            if tls.write_all(&framed).await.is_err() {
+                break;
+            }
+            sent += n;
+        }
+        let _ = tls.write_all(b"0\r\n\r\n").await;
+        let mut raw = Vec::new();
+        let _ = tls.read_to_end(&mut raw).await;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let code = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+        (
+            code,
+            serde_json::from_str(body.trim()).unwrap_or(Value::Null),
+        )
+    }
+
     async fn post(&self, token: Option<&str>, body: &Value) -> (StatusCode, Value) {
         self.send(
             Method::POST,
@@ -416,6 +455,11 @@ async fn paths_sizes_and_missing_jobs() {
         .await;
     assert_eq!(status, StatusCode::OK);
 
+    // Chunked, no Content-Length: cut off as soon as the body passes the limit (after authentication).
+    let (status, answer) = f.send_chunked(Some(GOOD), MAX_BODY + 1).await;
+    assert_eq!(status, 413);
+    assert_eq!(answer["message"], "Payload too large");
+
     // Allowed, but no such TrainJob.
     let (status, answer) = f
         .send(
@@ -428,7 +472,7 @@ async fn paths_sizes_and_missing_jobs() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(answer["message"], "Train job not found");
-    assert_eq!(f.metrics.updates(Verdict::TooLarge), 1);
+    assert_eq!(f.metrics.updates(Verdict::TooLarge), 2);
     assert_eq!(f.metrics.updates(Verdict::NotFound), 7);
     f.stop().await;
 }
