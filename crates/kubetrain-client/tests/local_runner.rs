@@ -296,6 +296,14 @@ async fn a_remapped_port_stays_taken_until_the_pods_start() {
     )
     .expect("plan");
     let port = plan.ports.first().expect("a remapped port").port();
+    // Below the kernel's ephemeral range: no outgoing connection can take it as its local port.
+    let ephemeral_start: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    if ephemeral_start >= 21_024 {
+        assert!(port < ephemeral_start, "{port} is in the ephemeral range");
+    }
     // Nobody else can be handed the port while the run waits to start ...
     assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_err());
     // ... and another run's reservations never include it.

@@ -1,14 +1,18 @@
 //! Local ports for the pods of concurrent runs, handed out so that two runs never get the same one.
 //!
 //! Asking the kernel for a free port (binding port 0) and closing the socket is not enough: the number is
-//! used later, when a pod binds it, and meanwhile another run may be handed the same number. A
-//! [`PortReservation`] therefore keeps two things until its run ends:
+//! used later, when a pod binds it, and meanwhile another run may be handed the same number — or any
+//! outgoing connection on the machine may take it as its local port, since both come from the kernel's
+//! ephemeral range. So ports are chosen **below the ephemeral range** (`net.ipv4.ip_local_port_range`,
+//! usually from 32768), where the kernel never hands out a port by itself, from 20000 up (or from 1024 up
+//! when the range starts lower than 21024), and a [`PortReservation`] keeps two things until its run ends:
 //!
 //! - the listening socket itself, until [`PortReservation::release`] just before the pods start, so that
-//!   no process on the machine is given the port while the run waits (in the local queue, say);
+//!   nothing binds the port while the run waits (in the local queue, say);
 //! - an exclusive `flock` on `<dir>/<port>.lock` (default dir `$TMPDIR/kubetrain-runs/ports-<uid>`), so
-//!   that another `kubetrain run` that is handed the number after the socket was released sees it is taken
-//!   and asks again.
+//!   that another `kubetrain run` skips the number even after the socket was released.
+//!
+//! Where no port below the ephemeral range is free, the kernel's choice (port 0) is the fallback.
 //!
 //! ```
 //! use kubetrain_client::local::ports::reserve_port;
@@ -71,30 +75,73 @@ pub fn default_dir() -> PathBuf {
 pub fn reserve_port() -> std::io::Result<PortReservation> {
     let dir = default_dir();
     std::fs::create_dir_all(&dir)?;
+    let (first, end) = quiet_range();
+    let span = u32::from(end.saturating_sub(first));
+    if span > 0 {
+        // Start somewhere different in each process, so concurrent runs rarely try the same numbers.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            ^ std::process::id().wrapping_mul(2_654_435_761);
+        for step in 0..span.min(4096) {
+            let port = first + u16::try_from((seed.wrapping_add(step)) % span).unwrap_or(0);
+            let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) else {
+                continue;
+            };
+            if let Some(reservation) = lock(&dir, port, listener)? {
+                return Ok(reservation);
+            }
+        }
+    }
+    // Fallback: the kernel's choice, still locked against other runs.
     for _ in 0..ATTEMPTS {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let port = listener.local_addr()?.port();
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(format!("{port}.lock")))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => {
-                return Ok(PortReservation {
-                    port,
-                    listener: Arc::new(Mutex::new(Some(listener))),
-                    _lock: Arc::new(lock),
-                });
-            }
-            // Another run holds this number (its pod has bound it or is about to): ask again.
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {}
-            Err((_, errno)) => return Err(std::io::Error::from(errno)),
+        if let Some(reservation) = lock(&dir, port, listener)? {
+            return Ok(reservation);
         }
     }
     Err(std::io::Error::other(format!(
         "no free local port after {ATTEMPTS} attempts: every port the system offered is held by another run"
     )))
+}
+
+/// Ports the kernel never hands out by itself: from 20000 (or 1024) up to the start of the ephemeral
+/// range, as `(first, end)` with `end` excluded; empty when the ephemeral range starts too low.
+fn quiet_range() -> (u16, u16) {
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let first = if ephemeral_start >= 21_024 {
+        20_000
+    } else {
+        1024
+    };
+    (first, ephemeral_start.max(first))
+}
+
+/// Takes the lock of `port` with its bound `listener`, or `None` when another run holds it.
+fn lock(
+    dir: &std::path::Path,
+    port: u16,
+    listener: TcpListener,
+) -> std::io::Result<Option<PortReservation>> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(format!("{port}.lock")))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(PortReservation {
+            port,
+            listener: Arc::new(Mutex::new(Some(listener))),
+            _lock: Arc::new(lock),
+        })),
+        // Another run holds this number (its pod has bound it or is about to).
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, errno)) => Err(std::io::Error::from(errno)),
+    }
 }
 
 /// A free loopback port, for a process started right away (the port is not kept reserved: prefer
