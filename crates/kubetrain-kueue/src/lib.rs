@@ -49,6 +49,7 @@
 //!     podset request (12) > maximum capacity (8)");
 //! ```
 
+pub mod admit;
 pub mod api;
 pub mod bridge;
 pub mod error;
@@ -59,4 +60,10 @@ pub mod quantity;
 pub mod quota;
 pub mod sched;
 pub mod sim;
+#[cfg(feature = "trainjob")]
+pub mod trainjob;
 pub mod validate;
+
+pub use admit::{Verdict, admit_workload};
+#[cfg(feature = "trainjob")]
+pub use trainjob::admit;

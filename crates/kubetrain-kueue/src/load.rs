@@ -73,6 +73,9 @@ pub struct Setup {
     pub generators: Vec<GeneratorConfig>,
     /// Documents that were read but are not part of the model (kind and name).
     pub skipped: Vec<String>,
+    /// `trainer.kubeflow.org` documents (TrainJobs and runtimes), kept as read; with the `trainjob`
+    /// feature, `trainjob::add_trainjobs` turns the TrainJobs into the Workloads Kueue builds.
+    pub trainer_documents: Vec<Value>,
 }
 
 /// Our scenario document: `apiVersion: kubetrain.dev/v1alpha1`, `kind: QueueScenario`.
@@ -233,6 +236,7 @@ impl Setup {
             }
             ("batch", "Job") => self.workloads.push(job_workload(&name, &doc)?),
             ("jobset.x-k8s.io", "JobSet") => self.workloads.push(jobset_workload(&name, &doc)?),
+            ("trainer.kubeflow.org", _) => self.trainer_documents.push(doc),
             ("kubetrain.dev", "QueueScenario") => {
                 let d: Doc<ScenarioSpec> = typed(&kind, &name, doc)?;
                 self.scenario = Some(d.spec);

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use kubetrain_api::{RuntimeCatalog, parse_documents};
+use kubetrain_jobset::builtin;
 use kubetrain_kueue::explain::explain;
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
@@ -39,9 +41,14 @@ enum Output {
 #[derive(Debug, Args)]
 struct SetupArgs {
     /// Kueue YAML (ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, Workloads, Jobs,
-    /// JobSets, Configuration, QueueScenario) or a generator config; repeatable.
+    /// JobSets, TrainJobs and their runtimes, Configuration, QueueScenario) or a generator config;
+    /// repeatable.
     #[arg(short = 'f', long = "file", required = true)]
     files: Vec<PathBuf>,
+    /// TrainingRuntime / ClusterTrainingRuntime documents for the TrainJobs; repeatable. Built-in
+    /// runtimes fill in the rest.
+    #[arg(long = "runtime", value_name = "RUNTIMES.yaml")]
+    runtimes: Vec<PathBuf>,
     /// Stop after this many scheduling cycles.
     #[arg(long)]
     cycles: Option<u64>,
@@ -61,7 +68,8 @@ struct SimulateArgs {
 
 #[derive(Debug, Args)]
 struct ExplainArgs {
-    /// The workload, as NAMESPACE/NAME.
+    /// The workload, as NAMESPACE/NAME: a Workload, or a TrainJob (its Workload is
+    /// `trainjob-NAME`), a Job (`job-NAME`) or a JobSet (`jobset-NAME`).
     workload: String,
     #[command(flatten)]
     setup: SetupArgs,
@@ -77,9 +85,15 @@ struct GenerateArgs {
     config: PathBuf,
 }
 
-fn load(files: &[PathBuf]) -> Result<Setup> {
+/// A loaded setup and, per TrainJob (`namespace/name`), the key of its Workload.
+struct Loaded {
+    setup: Setup,
+    trainjobs: Vec<(String, String)>,
+}
+
+fn load(args: &SetupArgs) -> Result<Loaded> {
     let mut setup = Setup::default();
-    for f in files {
+    for f in &args.files {
         let text =
             std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
         setup.add_yaml(&f.display().to_string(), &text)?;
@@ -88,21 +102,47 @@ fn load(files: &[PathBuf]) -> Result<Setup> {
     for s in &setup.skipped {
         eprintln!("note: {s} is not part of the admission model; skipped");
     }
-    Ok(setup)
+    let mut trainjobs = Vec::new();
+    if !setup.trainer_documents.is_empty() || !args.runtimes.is_empty() {
+        let mut catalog = RuntimeCatalog::new();
+        for path in &args.runtimes {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let docs = parse_documents(&text).with_context(|| format!("{}", path.display()))?;
+            for d in &docs {
+                if !catalog.add_document(&d.document) {
+                    bail!(
+                        "{}: {}/{}: a runtime file holds TrainingRuntime or ClusterTrainingRuntime documents",
+                        path.display(),
+                        d.document.kind(),
+                        d.document.name()
+                    );
+                }
+            }
+        }
+        for runtime in builtin::runtimes() {
+            catalog.add_cluster_if_absent(runtime);
+        }
+        trainjobs = kubetrain_kueue::trainjob::add_trainjobs(&mut setup, &mut catalog)?;
+    }
+    Ok(Loaded { setup, trainjobs })
 }
 
-fn run_setup(args: &SetupArgs) -> Result<Outcome> {
-    let setup = load(&args.files)?;
+fn run_setup(args: &SetupArgs) -> Result<(Outcome, Vec<(String, String)>)> {
+    let Loaded { setup, trainjobs } = load(args)?;
     let scenario = setup.scenario.clone().unwrap_or_default();
     let model = Model::build(&setup)?;
-    Ok(simulate(Scheduler::new(model), &scenario, args.cycles))
+    Ok((
+        simulate(Scheduler::new(model), &scenario, args.cycles),
+        trainjobs,
+    ))
 }
 
 /// Runs `kubetrain queue`.
 pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
     match args.command {
         QueueCommand::Simulate(a) => {
-            let outcome = run_setup(&a.setup)?;
+            let (outcome, _) = run_setup(&a.setup)?;
             match a.output {
                 Output::Json => println!(
                     "{}",
@@ -116,11 +156,26 @@ pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
             }
         }
         QueueCommand::Explain(a) => {
-            let outcome = run_setup(&a.setup)?;
+            let (outcome, trainjobs) = run_setup(&a.setup)?;
             let s = &outcome.sched;
-            let Some(wl) = s.model.workloads.iter().position(|w| w.key == a.workload) else {
+            let find = |key: &str| s.model.workloads.iter().position(|w| w.key == key);
+            let derived = |prefix: &str| {
+                a.workload
+                    .split_once('/')
+                    .and_then(|(ns, name)| find(&format!("{ns}/{prefix}-{name}")))
+            };
+            let found = find(&a.workload)
+                .or_else(|| {
+                    trainjobs
+                        .iter()
+                        .find(|(job, _)| *job == a.workload)
+                        .and_then(|(_, wl)| find(wl))
+                })
+                .or_else(|| derived("job"))
+                .or_else(|| derived("jobset"));
+            let Some(wl) = found else {
                 bail!(
-                    "workload {} not found in the given files (use NAMESPACE/NAME; Jobs become job-NAME, JobSets jobset-NAME)",
+                    "workload {} not found in the given files (use NAMESPACE/NAME of a Workload, TrainJob, Job or JobSet)",
                     a.workload
                 );
             };

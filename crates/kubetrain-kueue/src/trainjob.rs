@@ -1,0 +1,359 @@
+//! TrainJobs in the model (feature `trainjob`): the Workload Kueue's TrainJob integration builds,
+//! and [`admit`], one call from a TrainJob, its runtimes and a Kueue setup to a typed verdict.
+//!
+//! Upstream (kueue v0.19.1, `pkg/controller/jobs/trainjob`) renders the TrainJob's child JobSet
+//! from the resolved runtime and the TrainJob's overrides, then takes the JobSet integration's pod
+//! sets: one per replicatedJob, named after it, with its pod template and count = replicas ×
+//! min(parallelism, completions). Here the JobSet comes from kubetrain's own renderer
+//! ([`kubetrain_jobset::render`], the same one `kubetrain render` and the operator use), so the
+//! counts, `resourcesPerNode`, pod overhead, node selectors and tolerations of the pod sets are those
+//! of the JobSet the controller applies. The Workload also carries what jobframework adds: the queue
+//! from the TrainJob's `kueue.x-k8s.io/queue-name` label, the WorkloadPriorityClass from its
+//! `kueue.x-k8s.io/priority-class` label, the TrainJob's UID as `kueue.x-k8s.io/job-uid`, and its
+//! creation time.
+//!
+//! This module sits behind a feature because it pulls in the render crates (and `k8s-openapi`);
+//! the model itself stays a pure crate with no Kubernetes types.
+
+use std::collections::BTreeMap;
+
+use kubetrain_api::{Document, FieldError as ApiFieldError, RuntimeCatalog, TrainJob};
+use kubetrain_api::{TrainingRuntimeSpec, parse_value};
+use kubetrain_jobset::ssh::seeded_rng;
+use kubetrain_jobset::{Observed, RenderError, render, resolve};
+
+use crate::admit::{Verdict, admit_workload};
+use crate::api::{
+    Container, ObjectMeta, PodSet, PodSpec, PodTemplateSpec, PriorityClassRef,
+    ResourceRequirements, Toleration, WorkloadSpec, WorkloadStatus,
+};
+use crate::error::LoadError;
+use crate::load::{Setup, WorkloadObject};
+use crate::model::JOB_UID_LABEL;
+use crate::quantity::Quantity;
+
+/// The label that names a TrainJob's LocalQueue.
+pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
+/// The label that names a TrainJob's WorkloadPriorityClass.
+pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
+
+/// Why a TrainJob could not be turned into a Workload or judged.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainJobError {
+    /// Runtime resolution or rendering failed (unknown runtime, bad runtime patch, …).
+    #[error("TrainJob/{job}: {source}")]
+    Render {
+        /// `namespace/name` of the TrainJob.
+        job: String,
+        /// What render said.
+        #[source]
+        source: RenderError,
+    },
+    /// The rendered JobSet holds a quantity the model cannot read.
+    #[error("TrainJob/{job}: {path}: {message}")]
+    Quantity {
+        /// `namespace/name` of the TrainJob.
+        job: String,
+        /// Where in the rendered JobSet.
+        path: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// A `trainer.kubeflow.org` document of the setup is not a valid TrainJob or runtime.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Parse(Vec<ApiFieldError>),
+    /// The Kueue setup does not load.
+    #[error(transparent)]
+    Model(#[from] LoadError),
+}
+
+/// The name of the Workload built for TrainJob `name` in the model: `trainjob-NAME` (upstream adds
+/// a 5-character hash of the TrainJob's name, UID and kind, which the model leaves out).
+pub fn workload_name(name: &str) -> String {
+    format!("trainjob-{name}")
+}
+
+fn key_of(job: &TrainJob) -> String {
+    format!(
+        "{}/{}",
+        job.metadata.namespace.as_deref().unwrap_or("default"),
+        job.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The Workload Kueue's TrainJob integration builds for `job` on `runtime` (see the module docs).
+pub fn workload_for(
+    job: &TrainJob,
+    runtime: &TrainingRuntimeSpec,
+) -> Result<WorkloadObject, TrainJobError> {
+    let key = key_of(job);
+    // Key material is irrelevant to admission: a fixed seed keeps this pure and cheap.
+    let rendered =
+        render(job, runtime, &Observed::default(), &mut seeded_rng(0)).map_err(|source| {
+            TrainJobError::Render {
+                job: key.clone(),
+                source,
+            }
+        })?;
+    let mut pod_sets = Vec::new();
+    if let Some(jobset) = rendered.objects.first().and_then(|o| o.as_jobset()) {
+        for (i, rj) in jobset.spec.replicated_jobs.iter().enumerate() {
+            let spec = rj.template.spec.as_ref();
+            let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+            let completions = spec.and_then(|s| s.completions).unwrap_or(parallelism);
+            let count =
+                i64::from(rj.replicas_or_default()) * i64::from(parallelism.min(completions));
+            let template = spec.map(|s| &s.template);
+            let path = format!("spec.replicatedJobs[{i}].template.spec.template");
+            pod_sets.push(PodSet {
+                name: rj.name.to_lowercase(),
+                template: pod_template(template, &key, &path)?,
+                count: count.clamp(0, i64::from(i32::MAX)) as i32,
+                min_count: None,
+                topology_request: None,
+            });
+        }
+    }
+    let meta = &job.metadata;
+    let labels = meta.labels.clone().unwrap_or_default();
+    let mut wl_labels = BTreeMap::new();
+    if let Some(uid) = &meta.uid {
+        wl_labels.insert(JOB_UID_LABEL.to_string(), uid.clone());
+    }
+    let annotations = meta
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("kubetrain.dev/"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok(WorkloadObject {
+        metadata: ObjectMeta {
+            name: workload_name(meta.name.as_deref().unwrap_or_default()),
+            namespace: Some(meta.namespace.clone().unwrap_or_else(|| "default".into())),
+            labels: wl_labels,
+            annotations,
+            creation_timestamp: meta
+                .creation_timestamp
+                .as_ref()
+                .and_then(|t| serde_json::to_value(t).ok())
+                .and_then(|v| v.as_str().map(str::to_string)),
+            ..ObjectMeta::default()
+        },
+        spec: WorkloadSpec {
+            pod_sets,
+            queue_name: labels.get(QUEUE_NAME_LABEL).cloned(),
+            priority_class_ref: labels
+                .get(PRIORITY_CLASS_LABEL)
+                .map(|name| PriorityClassRef {
+                    group: Some("kueue.x-k8s.io".to_string()),
+                    kind: Some("WorkloadPriorityClass".to_string()),
+                    name: name.clone(),
+                }),
+            ..WorkloadSpec::default()
+        },
+        status: WorkloadStatus::default(),
+    })
+}
+
+/// What Kueue would do with `job` in `setup` now: resolves its runtime in `catalog` (for the built-in
+/// runtimes, `kubetrain_jobset::builtin::catalog()`), builds its Workload ([`workload_for`]) and
+/// runs the model ([`admit_workload`]).
+///
+/// ```
+/// use kubetrain_api::{Document, parse_documents};
+/// use kubetrain_kueue::{admit, load::Setup};
+///
+/// let setup = Setup::from_yaml(r#"
+/// apiVersion: kueue.x-k8s.io/v1beta2
+/// kind: ResourceFlavor
+/// metadata: {name: a100}
+/// spec: {nodeLabels: {gpu: a100}}
+/// ---
+/// apiVersion: kueue.x-k8s.io/v1beta2
+/// kind: ClusterQueue
+/// metadata: {name: team}
+/// spec:
+///   namespaceSelector: {}
+///   resourceGroups:
+///   - coveredResources: [cpu, nvidia.com/gpu]
+///     flavors: [{name: a100, resources: [{name: cpu, nominalQuota: 64},
+///                                        {name: nvidia.com/gpu, nominalQuota: 8}]}]
+/// ---
+/// apiVersion: kueue.x-k8s.io/v1beta2
+/// kind: LocalQueue
+/// metadata: {name: team-q, namespace: ml}
+/// spec: {clusterQueue: team}
+/// "#).unwrap();
+/// let docs = parse_documents(r#"
+/// apiVersion: trainer.kubeflow.org/v1alpha1
+/// kind: TrainJob
+/// metadata: {name: llama, namespace: ml, labels: {kueue.x-k8s.io/queue-name: team-q}}
+/// spec:
+///   runtimeRef: {name: torch-distributed}
+///   trainer: {numNodes: 2, resourcesPerNode: {limits: {nvidia.com/gpu: 4}}}
+/// "#).unwrap();
+/// let Document::TrainJob(job) = &docs[0].document else { unreachable!() };
+/// let catalog = kubetrain_jobset::builtin::catalog();
+///
+/// let verdict = admit(job, &catalog, &setup).unwrap();
+/// let admitted = verdict.admitted().expect("8 GPUs fit");
+/// assert_eq!(admitted.pod_sets[0].name, "node");
+/// assert_eq!(admitted.pod_sets[0].count, 2);
+/// assert_eq!(admitted.pod_sets[0].flavors["nvidia.com/gpu"], "a100");
+///
+/// // Three nodes need 12 GPUs: more than the queue will ever have.
+/// let mut big = (**job).clone();
+/// big.spec.trainer.as_mut().unwrap().num_nodes = Some(3);
+/// let waiting = admit(&big, &catalog, &setup).unwrap();
+/// let waiting = waiting.waiting().unwrap();
+/// assert_eq!(waiting.reason, "ExceedsMaxQuota");
+/// ```
+pub fn admit(
+    job: &TrainJob,
+    catalog: &RuntimeCatalog,
+    setup: &Setup,
+) -> Result<Verdict, TrainJobError> {
+    let runtime = resolve(catalog, job).map_err(|source| TrainJobError::Render {
+        job: key_of(job),
+        source,
+    })?;
+    let workload = workload_for(job, runtime)?;
+    Ok(admit_workload(setup, workload)?)
+}
+
+/// Turns the `trainer.kubeflow.org` documents a setup read ([`Setup::trainer_documents`]) into
+/// Workloads: runtimes are added to `catalog` first (so a TrainJob may precede its runtime), then each
+/// TrainJob becomes the Workload of [`workload_for`] in `setup.workloads`. Returns the keys
+/// (`namespace/name`) of the TrainJobs with their Workloads' keys.
+pub fn add_trainjobs(
+    setup: &mut Setup,
+    catalog: &mut RuntimeCatalog,
+) -> Result<Vec<(String, String)>, TrainJobError> {
+    let mut jobs = Vec::new();
+    let mut errors = Vec::new();
+    for (index, value) in std::mem::take(&mut setup.trainer_documents)
+        .into_iter()
+        .enumerate()
+    {
+        match parse_value(value, index) {
+            Ok(Document::TrainJob(job)) => jobs.push(job),
+            Ok(doc) => {
+                catalog.add_document(&doc);
+            }
+            Err(mut e) => errors.append(&mut e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(TrainJobError::Parse(errors));
+    }
+    let mut added = Vec::new();
+    for job in jobs {
+        let runtime = resolve(catalog, &job).map_err(|source| TrainJobError::Render {
+            job: key_of(&job),
+            source,
+        })?;
+        let wl = workload_for(&job, runtime)?;
+        added.push((key_of(&job), wl.key()));
+        setup.workloads.push(wl);
+    }
+    Ok(added)
+}
+
+fn quantities(
+    map: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    job: &str,
+    path: &str,
+) -> Result<BTreeMap<String, Quantity>, TrainJobError> {
+    let mut out = BTreeMap::new();
+    for (name, q) in map.into_iter().flatten() {
+        let v = Quantity::parse(&q.0).map_err(|e| TrainJobError::Quantity {
+            job: job.to_string(),
+            path: format!("{path}.{name}"),
+            message: e.to_string(),
+        })?;
+        out.insert(name.clone(), v);
+    }
+    Ok(out)
+}
+
+fn containers(
+    list: &[k8s_openapi::api::core::v1::Container],
+    job: &str,
+    path: &str,
+) -> Result<Vec<Container>, TrainJobError> {
+    list.iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let r = c.resources.as_ref();
+            let p = format!("{path}[{i}].resources");
+            Ok(Container {
+                name: c.name.clone(),
+                resources: ResourceRequirements {
+                    requests: quantities(
+                        r.and_then(|r| r.requests.as_ref()),
+                        job,
+                        &format!("{p}.requests"),
+                    )?,
+                    limits: quantities(
+                        r.and_then(|r| r.limits.as_ref()),
+                        job,
+                        &format!("{p}.limits"),
+                    )?,
+                },
+                restart_policy: c.restart_policy.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The model's view of a rendered pod template: requests and limits of every container, init
+/// containers (sidecars by their `restartPolicy`), pod overhead, node selector, tolerations, the
+/// pod priority class and the template's labels and annotations.
+fn pod_template(
+    template: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>,
+    job: &str,
+    path: &str,
+) -> Result<PodTemplateSpec, TrainJobError> {
+    let Some(t) = template else {
+        return Ok(PodTemplateSpec::default());
+    };
+    let meta = t.metadata.as_ref();
+    let Some(spec) = t.spec.as_ref() else {
+        return Ok(PodTemplateSpec::default());
+    };
+    Ok(PodTemplateSpec {
+        metadata: ObjectMeta {
+            labels: meta.and_then(|m| m.labels.clone()).unwrap_or_default(),
+            annotations: meta.and_then(|m| m.annotations.clone()).unwrap_or_default(),
+            ..ObjectMeta::default()
+        },
+        spec: PodSpec {
+            containers: containers(&spec.containers, job, &format!("{path}.spec.containers"))?,
+            init_containers: containers(
+                spec.init_containers.as_deref().unwrap_or_default(),
+                job,
+                &format!("{path}.spec.initContainers"),
+            )?,
+            overhead: quantities(
+                spec.overhead.as_ref(),
+                job,
+                &format!("{path}.spec.overhead"),
+            )?,
+            node_selector: spec.node_selector.clone().unwrap_or_default(),
+            tolerations: spec
+                .tolerations
+                .iter()
+                .flatten()
+                .map(|t| Toleration {
+                    key: t.key.clone(),
+                    operator: t.operator.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                    toleration_seconds: t.toleration_seconds,
+                })
+                .collect(),
+            priority_class_name: spec.priority_class_name.clone(),
+        },
+    })
+}
