@@ -215,22 +215,32 @@ def case_namespace(path):
     return "sbs-" + re.sub(r"[^a-z0-9-]", "-", path.stem.lower())[:50].strip("-")
 
 
+def apply_case(path):
+    """Applies one case in its own namespace; returns (verdicts, (namespace, TrainJob name) or None)."""
+    ns = case_namespace(path)
+    kubectl("create", "namespace", ns, check=False)
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    outcome, job = [], None
+    for doc in docs:
+        proc = kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(doc), check=False)
+        outcome.append({"kind": doc.get("kind"), "allowed": proc.returncode == 0,
+                        "message": normalise_message(proc.stderr.strip())})
+        if doc.get("kind") == "TrainJob" and proc.returncode == 0:
+            job = (ns, doc["metadata"]["name"])
+    return outcome, job
+
+
 def run(args):
+    from concurrent.futures import ThreadPoolExecutor
+
     corpus = sorted(Path(args.corpus).glob("*.yaml"))
-    verdicts = {}
-    jobs = {}
-    for path in corpus:
-        ns = case_namespace(path)
-        kubectl("create", "namespace", ns, check=False)
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-        outcome = []
-        for doc in docs:
-            proc = kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(doc), check=False)
-            outcome.append({"kind": doc.get("kind"), "allowed": proc.returncode == 0,
-                            "message": normalise_message(proc.stderr.strip())})
-            if doc.get("kind") == "TrainJob" and proc.returncode == 0:
-                jobs[path.stem] = (ns, doc["metadata"]["name"])
-        verdicts[path.stem] = outcome
+    verdicts, jobs = {}, {}
+    # Cases are independent (one namespace each): apply them a few at a time, as many clients would.
+    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        for path, (outcome, job) in zip(corpus, pool.map(apply_case, corpus)):
+            verdicts[path.stem] = outcome
+            if job:
+                jobs[path.stem] = job
     # Wait until every admitted TrainJob has its JobSet (or the controller gave up with a condition/event).
     deadline = time.monotonic() + args.timeout
     pending = dict(jobs)
@@ -241,9 +251,8 @@ def run(args):
         if pending:
             time.sleep(1)
     time.sleep(args.settle)  # let status writes that follow creation land (status is compared too)
-    dump = {}
-    for case, (ns, name) in jobs.items():
-        dump[case] = read_back(ns, name)
+    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        dump = dict(zip(jobs, pool.map(lambda job: read_back(*job), jobs.values())))
     Path(args.out).write_text(json.dumps({"verdicts": verdicts, "objects": dump, "missing": sorted(pending)},
                                          indent=1, sort_keys=True))
     print(f"{len(jobs)} TrainJobs admitted of {len(corpus)} cases; {len(pending)} without a JobSet")
@@ -347,12 +356,43 @@ def diff(a, b, path=""):
     return out[:20]
 
 
+def known_divergences(case, uv, kv, uo, ko):
+    """The documented, deliberate divergences a case shows (docs/e2e.md); an empty list when there are none.
+    Each is checked narrowly, so anything else still counts as a difference."""
+    known = []
+    allowed_u = [v["allowed"] for v in uv or []]
+    allowed_k = [v["allowed"] for v in kv or []]
+    if allowed_u != allowed_k and any(
+        not v["allowed"] and "spec.trainer.numNodes" in v["message"] and "greater than or equal to 0" in v["message"]
+        for v in kv or []
+    ):
+        known.append("numNodes < 0: refused by kubetrain's CRD, accepted by upstream v2.3.0 for non-torch runtimes")
+    return known
+
+
+def env_order_only(uo, ko):
+    """True when two object sets differ only in the order of some container env lists (upstream's plugin order
+    comes from Go map iteration, so XGBoost's and Flux's env order changes between upstream restarts)."""
+
+    def canon(node):
+        if isinstance(node, dict):
+            out = {k: canon(v) for k, v in node.items()}
+            if isinstance(out.get("env"), list) and "name" in out:
+                out["env"] = sorted(out["env"], key=lambda e: json.dumps(e, sort_keys=True))
+            return out
+        if isinstance(node, list):
+            return [canon(v) for v in node]
+        return node
+
+    return uo != ko and canon(uo) == canon(ko)
+
+
 def compare(args):
     up = json.loads(Path(args.upstream).read_text())
     kt = json.loads(Path(args.kubetrain).read_text())
     cases = sorted(set(up["verdicts"]) | set(kt["verdicts"]))
-    identical, verdict_same, message_same = 0, 0, 0
-    report = []
+    identical, explained, verdict_same, message_same = 0, 0, 0, 0
+    report, kinds = [], {}
     for case in cases:
         uv, kv = up["verdicts"].get(case), kt["verdicts"].get(case)
         same_verdict = [v["allowed"] for v in uv or []] == [v["allowed"] for v in kv or []]
@@ -364,13 +404,24 @@ def compare(args):
             problems += diff(uo or {}, ko or {})
         if not problems:
             identical += 1
-        else:
-            report.append(f"## {case}\n" + "\n".join(f"- {p}" for p in problems))
+            continue
+        known = known_divergences(case, uv, kv, uo, ko)
+        if same_verdict and env_order_only(uo, ko):
+            known.append("env order: upstream's plugin order is random (Go map iteration)")
+        if known:
+            explained += 1
+            for k in known:
+                kinds[k] = kinds.get(k, 0) + 1
+        tag = f" (documented: {'; '.join(known)})" if known else ""
+        report.append(f"## {case}{tag}\n" + "\n".join(f"- {p}" for p in problems))
     n = len(cases)
     text = "\n\n".join(report) or "no differences"
     if args.report:
         Path(args.report).write_text(text + "\n")
     print(f"webhook verdicts: {verdict_same}/{n} agree; messages identical: {message_same}/{n}")
+    for kind, count in sorted(kinds.items()):
+        print(f"documented divergence: {count} x {kind}")
+    print(f"unexplained: {n - identical - explained}")
     print(f"render: {identical}/{n} identical")
     return 0
 
@@ -390,6 +441,7 @@ def main():
     r.add_argument("--out", required=True)
     r.add_argument("--timeout", type=int, default=180)
     r.add_argument("--settle", type=int, default=5)
+    r.add_argument("--parallel", type=int, default=8)
     r.set_defaults(run=run)
     c = sub.add_parser("compare")
     c.add_argument("upstream")

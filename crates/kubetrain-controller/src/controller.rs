@@ -343,7 +343,14 @@ async fn sync_children(
         apply_config_map(client, &namespace, cm, &ctx.apply).await?;
     }
     let mut applied = None;
-    for object in &rendered.objects {
+    // Companions (SSH Secret, hostfile, PodGroup) before the JobSet, so its pods never start without their
+    // mounts or their gang; a JobSet the API server refuses then leaves the same objects as upstream's
+    // controller (found side by side). The render order itself is unchanged.
+    let (jobsets, companions): (Vec<_>, Vec<_>) = rendered
+        .objects
+        .iter()
+        .partition(|o| matches!(o, kubetrain_jobset::Object::JobSet(_)));
+    for object in companions.into_iter().chain(jobsets) {
         if !ctx.leader() {
             // Leadership lost mid-way: the new leader re-applies everything.
             return Ok(None);

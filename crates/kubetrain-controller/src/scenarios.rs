@@ -393,7 +393,7 @@ async fn mpi_jobs_get_a_fresh_ssh_secret_once_and_a_hostfile_each_time() {
                 .ok(cluster_runtime_json("deepspeed-distributed")),
             Call::get(secret_path("ds-mpi-ssh-auth")).not_found(),
             Call::apply(configmap_path("ds-runtime-snapshot")),
-            Call::apply(jobset_path("ds")),
+            // Companions first, the JobSet last: its pods never start without their mounts.
             Call::apply(configmap_path("ds-mpi-hostfile")).check(|body| {
                 let hostfile = body["data"]["hostfile"].as_str().unwrap();
                 assert!(hostfile.contains("ds-node-0-0.ds slots=1"), "{hostfile}");
@@ -406,6 +406,7 @@ async fn mpi_jobs_get_a_fresh_ssh_secret_once_and_a_hostfile_each_time() {
                     let key = body["data"]["ssh-privatekey"].as_str().unwrap();
                     assert!(!key.is_empty());
                 }),
+            Call::apply(jobset_path("ds")),
         ],
     )
     .await;
@@ -422,8 +423,8 @@ async fn mpi_jobs_get_a_fresh_ssh_secret_once_and_a_hostfile_each_time() {
             Call::get(secret_path("ds-mpi-ssh-auth")).ok(json!({
                 "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
                 "metadata": {"name": "ds-mpi-ssh-auth", "namespace": NS}})),
-            Call::apply(jobset_path("ds")),
             Call::apply(configmap_path("ds-mpi-hostfile")),
+            Call::apply(jobset_path("ds")),
         ],
     )
     .await;
@@ -446,17 +447,18 @@ async fn coscheduling_runtimes_get_their_pod_group() {
             Call::get(cluster_runtime_path("torch-distributed")).ok(runtime),
             Call::get(pod_group.clone()).not_found(),
             Call::apply(configmap_path("gang-runtime-snapshot")),
+            // The PodGroup exists before the JobSet's pods do (the gang scheduler needs it first).
+            Call::apply(pod_group).check(owned_by(&job)).check(|body| {
+                assert_eq!(body["kind"], "PodGroup");
+                assert_eq!(body["spec"]["minMember"], 2);
+                assert_eq!(body["spec"]["scheduleTimeoutSeconds"], 100);
+            }),
             Call::apply(jobset_path("gang")).check(|body| {
                 let pod = &body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"];
                 assert_eq!(
                     pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"],
                     "gang"
                 );
-            }),
-            Call::apply(pod_group).check(owned_by(&job)).check(|body| {
-                assert_eq!(body["kind"], "PodGroup");
-                assert_eq!(body["spec"]["minMember"], 2);
-                assert_eq!(body["spec"]["scheduleTimeoutSeconds"], 100);
             }),
         ],
     )
