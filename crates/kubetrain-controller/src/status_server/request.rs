@@ -292,6 +292,52 @@ pub fn failure(message: &str, reason: &str, code: u16) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn metric_strategy() -> impl Strategy<Value = Metric> {
+        ("[a-z_]{0,70}", "[0-9.é]{0,70}").prop_map(|(name, value)| Metric { name, value })
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bodies_never_panic(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(Some(status)) = parse(&body) {
+                let _ = validate(&status);
+                let _ = merge_patch(&status);
+                let _ = echo(Some(&status));
+            }
+        }
+
+        #[test]
+        fn the_echo_reads_back_as_the_same_update(
+            progress in proptest::option::of(-5i32..110),
+            remaining in proptest::option::of(any::<i32>()),
+            metrics in proptest::collection::vec(metric_strategy(), 0..4),
+            seconds in proptest::option::of(0i64..4_000_000_000),
+        ) {
+            let last_updated_time = seconds.map(|s| {
+                serde_json::from_value::<Time>(json!(k8s_openapi::jiff::Timestamp::from_second(s).unwrap().to_string()))
+                    .unwrap()
+            });
+            let status = TrainerStatus {
+                progress_percentage: progress,
+                estimated_remaining_seconds: remaining,
+                metrics,
+                last_updated_time,
+            };
+            let again = parse(&echo(Some(&status))).unwrap().unwrap();
+            prop_assert_eq!(&again, &status);
+            // What is written is what was sent, nulls for what was not.
+            let written = &merge_patch(&status)["status"]["trainerStatus"];
+            prop_assert_eq!(written["progressPercentage"].as_i64(), progress.map(i64::from));
+            prop_assert_eq!(validate(&status).is_empty(),
+                progress.is_none_or(|p| (0..=100).contains(&p))
+                    && remaining.is_none_or(|r| r >= 0)
+                    && again.metrics.iter().all(|m| (1..=64).contains(&m.name.chars().count())
+                        && (1..=64).contains(&m.value.chars().count()))
+                    && seconds.is_some());
+        }
+    }
 
     #[test]
     fn go_decoding_rules() {
