@@ -1,5 +1,5 @@
 //! One call from a Workload and a Kueue setup to a typed verdict: admitted on these flavors, or the
-//! reasons it waits. The TrainJob form, [`crate::trainjob::admit`] (feature `trainjob`), builds the
+//! reasons it waits. The TrainJob form, `kubetrain_kueue::admit` (feature `trainjob`), builds the
 //! Workload Kueue's TrainJob integration builds and calls [`admit_workload`].
 
 use std::collections::BTreeMap;
