@@ -98,13 +98,19 @@ pub enum ParseError {
 
 /// Reads every document of a YAML (or JSON) stream. Empty and comment-only documents are skipped.
 ///
+/// Documents are split at their markers ([`split_documents`]) and parsed one at a time, so a stream may
+/// hold any number of them (the YAML parser's budget applies to each document, not to the stream).
 /// All documents are checked; when any is invalid the error lists every finding of every document.
 pub fn parse_documents(text: &str) -> Result<Vec<LocatedDocument>, ParseError> {
-    let values: Vec<Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| ParseError::Syntax(e.to_string()))?;
-    let mut documents = Vec::with_capacity(values.len());
+    let mut documents = Vec::new();
     let mut errors = Vec::new();
-    for (index, value) in values.into_iter().enumerate() {
+    let pieces = split_documents(text)
+        .into_iter()
+        .filter(|(_, piece)| !piece.trim().is_empty());
+    for (index, (line, piece)) in pieces.enumerate() {
+        let value: Value = serde_saphyr::from_str(piece).map_err(|e| {
+            ParseError::Syntax(format!("document {} (from line {line}): {e}", index + 1))
+        })?;
         if value.is_null() {
             continue;
         }
@@ -118,6 +124,38 @@ pub fn parse_documents(text: &str) -> Result<Vec<LocatedDocument>, ParseError> {
     } else {
         Err(ParseError::Fields(errors))
     }
+}
+
+/// The documents of a YAML stream with the line each starts on (1-based): split at `---` lines (content
+/// after `--- ` belongs to the new document) and ended by `...` lines. YAML forbids these markers at the
+/// start of a line inside any scalar, so the split never cuts a value. Empty pieces are included.
+///
+/// ```
+/// let docs = kubetrain_api::split_documents("a: 1\n---\nb: |\n  --- text\n");
+/// assert_eq!(docs.len(), 2);
+/// assert_eq!((docs[1].0, docs[1].1.trim()), (2, "b: |\n  --- text"));
+/// ```
+pub fn split_documents(text: &str) -> Vec<(usize, &str)> {
+    let mut documents = Vec::new();
+    let (mut start, mut start_line, mut offset) = (0usize, 1usize, 0usize);
+    for (index, raw) in text.split_inclusive('\n').enumerate() {
+        let content = raw.trim_end_matches(['\n', '\r']);
+        let opens = content == "---" || content.starts_with("--- ") || content.starts_with("---\t");
+        let closes = content == "..." || content.starts_with("... ");
+        if opens || closes {
+            documents.push((start_line, &text[start..offset]));
+            if opens {
+                start = offset + 3;
+                start_line = index + 1;
+            } else {
+                start = offset + raw.len();
+                start_line = index + 2;
+            }
+        }
+        offset += raw.len();
+    }
+    documents.push((start_line, &text[start.min(text.len())..]));
+    documents
 }
 
 /// Reads one document from JSON data; `index` names it in errors when it has no `metadata.name`.

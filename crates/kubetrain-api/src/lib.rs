@@ -52,7 +52,9 @@ mod trainjob;
 pub mod validation;
 
 pub use catalog::{RuntimeCatalog, RuntimeEntry};
-pub use document::{Document, LocatedDocument, ParseError, parse_documents, parse_value, to_yaml};
+pub use document::{
+    Document, LocatedDocument, ParseError, parse_documents, parse_value, split_documents, to_yaml,
+};
 pub use error::{FieldError, Severity};
 pub use patch::*;
 pub use runtime::*;

@@ -863,3 +863,22 @@ fn defaults_match_upstream() {
             .all(|j| j.replicas == Some(1) && j.group_name.as_deref() == Some("default"))
     );
 }
+
+#[test]
+fn a_stream_of_more_than_1024_documents_is_read_one_document_at_a_time() {
+    let mut text = String::new();
+    for i in 0..2_000 {
+        text.push_str(&format!(
+            "---\napiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: job-{i}}}\nspec:\n  runtimeRef: {{name: torch-distributed}}\n"
+        ));
+    }
+    let docs = kubetrain_api::parse_documents(&text).expect("2,000 documents");
+    assert_eq!(docs.len(), 2_000);
+    assert_eq!(docs[1_999].index, 1_999);
+    // A syntax error names its document and the line it starts on.
+    let broken = format!("{text}---\nkind: [unclosed\n");
+    let error = kubetrain_api::parse_documents(&broken)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("document 2001 (from line 12001)"), "{error}");
+}
