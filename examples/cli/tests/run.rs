@@ -143,6 +143,13 @@ fn a_job_needing_gpus_this_machine_lacks_is_refused_with_kueues_reason() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("cannot run on this machine"), "{stderr}");
+    // The ML engineer's terms first, Kueue's reason second.
+    assert!(
+        stderr.contains(
+            "cannot run on this machine: needs 2 GPUs (2 nodes × 1); this machine has 0 (Kueue: "
+        ),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("insufficient quota for nvidia.com/gpu"),
         "{stderr}"

@@ -189,9 +189,49 @@ pub fn admit(plan: &JobPlan, capacity: &Capacity) -> Result<(), String> {
     }
 }
 
+/// The GPUs `plan` needs, in the ML engineer's terms: the total and how it is made up, e.g.
+/// `(4, "2 nodes × 2")` (the trainer's pod set is `node`; other pod sets are named: `1 launcher pod × 1`).
+/// `None` when it needs no GPU.
+///
+/// ```
+/// use kubetrain_client::local::{self, LocalOptions, capacity::gpu_demand};
+/// let yaml = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: g}\nspec:\n  \
+///     runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 2, command: [\"true\"], \
+///     resourcesPerNode: {limits: {nvidia.com/gpu: 2}}}\n";
+/// let dir = tempfile::tempdir().unwrap();
+/// let options = LocalOptions { run_dir: Some(dir.path().into()), ..LocalOptions::default() };
+/// let plan = local::prepare(yaml, &kubetrain_jobset::builtin::catalog(), &options).unwrap();
+/// assert_eq!(gpu_demand(&plan), Some((4, "2 nodes × 2".to_string())));
+/// ```
+pub fn gpu_demand(plan: &JobPlan) -> Option<(i128, String)> {
+    let mut total = 0i128;
+    let mut parts = Vec::new();
+    for r in plan.replicated_jobs.iter().filter(|r| !r.pods.is_empty()) {
+        let Some(per_pod) = r.pods[0]
+            .requests
+            .get(GPU)
+            .and_then(|v| Quantity::parse(v).ok())
+            .map(|q| i128::from(q.amount_for(GPU)))
+            .filter(|&g| g > 0)
+        else {
+            continue;
+        };
+        let pods = r.pods.len() as i128;
+        total += pods * per_pod;
+        let plural = if pods == 1 { "" } else { "s" };
+        parts.push(if r.name == "node" {
+            format!("{pods} node{plural} × {per_pod}")
+        } else {
+            format!("{pods} {} pod{plural} × {per_pod}", r.name)
+        });
+    }
+    (total > 0).then(|| (total, parts.join(" + ")))
+}
+
 /// The local policy on top of [`admit`]: GPUs cannot be shared, so a job that needs more GPUs than the
-/// machine has is refused (`Err`, Kueue's message); CPU and memory can be oversubscribed by processes, so a
-/// job that does not fit them runs with a warning (`Ok(Some(warning))`).
+/// machine has is refused (`Err`: what it needs and what the machine has first, e.g. `needs 4 GPUs (2 nodes
+/// × 2); this machine has 0`, then Kueue's message); CPU and memory can be oversubscribed by processes, so
+/// a job that does not fit them runs with a warning (`Ok(Some(warning))`).
 ///
 /// ```
 /// use kubetrain_client::local::{self, LocalOptions, capacity::{Capacity, check}};
@@ -204,7 +244,9 @@ pub fn admit(plan: &JobPlan, capacity: &Capacity) -> Result<(), String> {
 /// let machine = Capacity { cpu: 2, memory: None, gpus: 0 };
 /// // A plan holds its run's lock until dropped: one plan of this job at a time.
 /// let gpu = local::prepare(&job("{nvidia.com/gpu: 1}"), &catalog, &options).unwrap();
-/// assert!(check(&gpu, &machine).unwrap_err().contains("nvidia.com/gpu"));
+/// let why = check(&gpu, &machine).unwrap_err();
+/// assert!(why.starts_with("needs 2 GPUs (2 nodes × 1); this machine has 0 (Kueue: couldn't assign"), "{why}");
+/// assert!(why.contains("insufficient quota for nvidia.com/gpu"), "{why}");
 /// drop(gpu);
 /// let cpu = local::prepare(&job("{cpu: 4}"), &catalog, &options).unwrap();
 /// assert!(check(&cpu, &machine).unwrap().unwrap().contains("cpu"));
@@ -218,7 +260,14 @@ pub fn check(plan: &JobPlan, capacity: &Capacity) -> Result<Option<String>, Stri
         memory: None,
         gpus: capacity.gpus,
     };
-    admit(plan, &gpus_only)?;
+    admit(plan, &gpus_only).map_err(|why| match gpu_demand(plan) {
+        Some((total, parts)) => format!(
+            "needs {total} GPU{} ({parts}); this machine has {} (Kueue: {why})",
+            if total == 1 { "" } else { "s" },
+            capacity.gpus
+        ),
+        None => why,
+    })?;
     Ok(admit(plan, capacity).err().map(|why| {
         format!(
             "the job does not fit this machine ({why}); its processes share the CPUs and memory"
