@@ -96,6 +96,19 @@ pub enum ParseError {
     Fields(Vec<FieldError>),
 }
 
+/// The largest document read, 3 MiB: the API server refuses request bodies over 3 MiB
+/// (`MaxRequestBodyBytes`), so no larger object can exist in a cluster. `validate`, `run`, `render` and
+/// `queue` refuse larger documents with [`document_too_large`]'s message (the webhook's body limit is two
+/// such objects plus the review's envelope).
+pub const MAX_DOCUMENT_BYTES: usize = 3 * 1024 * 1024;
+
+/// The refusal of a document over [`MAX_DOCUMENT_BYTES`]: its number (from 1), first line and size.
+pub fn document_too_large(number: usize, line: usize, bytes: usize) -> String {
+    format!(
+        "document {number} (from line {line}) is {bytes} bytes: over the 3 MiB ({MAX_DOCUMENT_BYTES} bytes) the API server accepts for one object"
+    )
+}
+
 /// Reads every document of a YAML (or JSON) stream. Empty and comment-only documents are skipped.
 ///
 /// Documents are split at their markers ([`split_documents`]) and parsed one at a time, so a stream may
@@ -108,6 +121,13 @@ pub fn parse_documents(text: &str) -> Result<Vec<LocatedDocument>, ParseError> {
         .into_iter()
         .filter(|(_, piece)| !piece.trim().is_empty());
     for (index, (line, piece)) in pieces.enumerate() {
+        if piece.len() > MAX_DOCUMENT_BYTES {
+            return Err(ParseError::Syntax(document_too_large(
+                index + 1,
+                line,
+                piece.len(),
+            )));
+        }
         let value: Value = serde_saphyr::from_str(piece).map_err(|e| {
             ParseError::Syntax(format!("document {} (from line {line}): {e}", index + 1))
         })?;

@@ -53,7 +53,8 @@ pub mod validation;
 
 pub use catalog::{RuntimeCatalog, RuntimeEntry};
 pub use document::{
-    Document, LocatedDocument, ParseError, parse_documents, parse_value, split_documents, to_yaml,
+    Document, LocatedDocument, MAX_DOCUMENT_BYTES, ParseError, document_too_large, parse_documents,
+    parse_value, split_documents, to_yaml,
 };
 pub use error::{FieldError, Severity};
 pub use patch::*;

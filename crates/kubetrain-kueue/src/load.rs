@@ -121,6 +121,16 @@ impl Setup {
             {
                 continue;
             }
+            if document.len() > MAX_DOCUMENT_BYTES {
+                return Err(LoadError::Yaml {
+                    source_name: source_name.to_string(),
+                    message: format!(
+                        "document {} (from line {line}) is {} bytes: over the 3 MiB ({MAX_DOCUMENT_BYTES} bytes) the API server accepts for one object",
+                        index + 1,
+                        document.len()
+                    ),
+                });
+            }
             let doc: Value = serde_saphyr::from_str(document).map_err(|e| LoadError::Yaml {
                 source_name: source_name.to_string(),
                 message: format!("document {} (from line {line}): {e}", index + 1),
@@ -479,6 +489,10 @@ impl Setup {
         }
     }
 }
+
+/// The largest document read: the API server's 3 MiB request limit, as `kubetrain_api::MAX_DOCUMENT_BYTES`
+/// (this crate does not depend on kubetrain-api).
+pub const MAX_DOCUMENT_BYTES: usize = 3 * 1024 * 1024;
 
 /// The documents of a YAML stream with the line each starts on (1-based): split at `---` lines (content
 /// after `--- ` belongs to the new document) and ended by `...` lines. YAML forbids these markers at the

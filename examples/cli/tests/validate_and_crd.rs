@@ -183,3 +183,34 @@ fn validate_render_and_run_refuse_the_same_quantities_with_the_same_path() {
         }
     }
 }
+
+#[test]
+fn validate_render_and_run_refuse_a_document_larger_than_the_api_server_accepts() {
+    let input = format!(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: huge}}\nspec:\n  runtimeRef: {{name: torch-distributed}}\n  trainer: {{command: [\"{}\"]}}\n",
+        "x".repeat(3 * 1024 * 1024 + 1)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("huge.yaml");
+    std::fs::write(&file, &input).unwrap();
+    let file = file.to_str().unwrap();
+    let run_dir = dir.path().join("run");
+    let run_dir = run_dir.to_str().unwrap();
+    for args in [
+        vec!["validate", "-f", file],
+        vec!["render", "-f", file],
+        vec!["run", "-f", file, "--run-dir", run_dir, "--ignore-capacity"],
+    ] {
+        let out = kubetrain(&args, None);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {all}");
+        assert!(
+            all.contains("document 1 (from line 1) is")
+                && all.contains(
+                    "over the 3 MiB (3145728 bytes) the API server accepts for one object"
+                ),
+            "{args:?}: {}",
+            &all[..all.len().min(2000)]
+        );
+    }
+}

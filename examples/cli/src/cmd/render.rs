@@ -61,11 +61,18 @@ enum Format {
 }
 
 /// Splits a YAML stream into documents at `---` lines without reading it all. Lines are appended straight to
-/// the document's buffer (no string per line); the text is checked as UTF-8 once per document.
+/// the document's buffer (no string per line); the text is checked as UTF-8 once per document. A document
+/// over [`kubetrain_api::MAX_DOCUMENT_BYTES`] is skipped to its end without being kept (memory stays flat)
+/// and comes out as `Err(message)`, the refusal `validate` and `run` give.
 struct Documents<R> {
     lines: R,
     pending: Option<Vec<u8>>,
     done: bool,
+    /// Lines read so far, and the line the current document starts on.
+    line: usize,
+    start_line: usize,
+    /// Documents returned so far.
+    number: usize,
 }
 
 impl<R: BufRead> Documents<R> {
@@ -74,7 +81,23 @@ impl<R: BufRead> Documents<R> {
             lines,
             pending: Some(Vec::new()),
             done: false,
+            line: 0,
+            start_line: 1,
+            number: 0,
         }
+    }
+
+    /// The text of a finished document, or its refusal when it was too large.
+    fn finish(&mut self, doc: Vec<u8>, skipped: usize) -> io::Result<Result<String, String>> {
+        self.number += 1;
+        if skipped > 0 {
+            return Ok(Err(kubetrain_api::document_too_large(
+                self.number,
+                self.start_line,
+                skipped,
+            )));
+        }
+        String::from_utf8(doc).map(Ok).map_err(|_| not_utf8())
     }
 }
 
@@ -87,22 +110,32 @@ fn not_utf8() -> io::Error {
 }
 
 impl<R: BufRead> Iterator for Documents<R> {
-    type Item = io::Result<String>;
+    type Item = io::Result<Result<String, String>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
         }
         let mut doc = self.pending.take().unwrap_or_default();
+        // Bytes of a document over the limit, counted while it is skipped.
+        let mut skipped = 0usize;
         loop {
+            if skipped == 0 && doc.len() > kubetrain_api::MAX_DOCUMENT_BYTES {
+                skipped = doc.len();
+                doc.clear();
+            } else if skipped > 0 {
+                // Only the line being read is kept, to find the next marker.
+                skipped += doc.len();
+                doc.clear();
+            }
             let start = doc.len();
             match self.lines.read_until(b'\n', &mut doc) {
                 Err(e) => return Some(Err(e)),
                 Ok(0) => {
                     self.done = true;
-                    return Some(String::from_utf8(doc).map_err(|_| not_utf8()));
+                    return Some(self.finish(doc, skipped));
                 }
-                Ok(_) => {}
+                Ok(_) => self.line += 1,
             }
             let line = &doc[start..];
             if !(line.starts_with(b"---") || line.starts_with(b"...")) {
@@ -121,7 +154,9 @@ impl<R: BufRead> Iterator for Documents<R> {
                     format!("{rest}\n").into_bytes()
                 });
                 doc.truncate(start);
-                return Some(String::from_utf8(doc).map_err(|_| not_utf8()));
+                let finished = self.finish(doc, skipped);
+                self.start_line = self.line;
+                return Some(finished);
             }
             if trimmed == "..." {
                 doc.truncate(start);
@@ -163,7 +198,15 @@ fn load_runtimes(
 ) -> Result<()> {
     for path in paths {
         for (index, text) in Documents::new(open(path)?).enumerate() {
-            let text = text.with_context(|| format!("cannot read {}", path.display()))?;
+            let text = match text.with_context(|| format!("cannot read {}", path.display()))? {
+                Ok(text) => text,
+                Err(too_large) => {
+                    errors.push(
+                        FieldError::error("", too_large).on("document", &format!("#{index}")),
+                    );
+                    continue;
+                }
+            };
             match parse(&text, index) {
                 Ok(Some(doc)) => {
                     if !catalog.add_document(&doc) {
@@ -349,7 +392,14 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
     report(&mut errors);
 
     for (index, text) in Documents::new(open(&args.file)?).enumerate() {
-        let text = text.with_context(|| format!("cannot read {}", args.file.display()))?;
+        let text = match text.with_context(|| format!("cannot read {}", args.file.display()))? {
+            Ok(text) => text,
+            Err(too_large) => {
+                errors.push(FieldError::error("", too_large).on("document", &format!("#{index}")));
+                report(&mut errors);
+                continue;
+            }
+        };
         // With --no-validate, a TrainJob is read straight into its typed form (no unknown-field pass);
         // anything else takes the checked path below.
         let fast = if args.no_validate {
@@ -411,9 +461,26 @@ mod tests {
     fn documents_split_at_markers() {
         let input = "a: 1\n---\nb: 2\n--- {c: 3}\n...\n---\n";
         let docs: Vec<String> = Documents::new(input.as_bytes())
-            .map(|d| d.unwrap())
+            .map(|d| d.unwrap().unwrap())
             .collect();
         assert_eq!(docs, ["a: 1\n", "b: 2\n", "{c: 3}\n", ""]);
+    }
+
+    #[test]
+    fn a_document_over_the_api_servers_limit_is_skipped_not_kept() {
+        let big = format!("a: \"{}\"\n", "x".repeat(kubetrain_api::MAX_DOCUMENT_BYTES));
+        let input = format!("b: 1\n---\n{big}---\nc: 2\n");
+        let docs: Vec<Result<String, String>> = Documents::new(input.as_bytes())
+            .map(|d| d.unwrap())
+            .collect();
+        assert_eq!(docs[0].as_deref(), Ok("b: 1\n"));
+        let refusal = docs[1].as_ref().unwrap_err();
+        assert!(
+            refusal.starts_with("document 2 (from line 2) is ")
+                && refusal.contains("over the 3 MiB"),
+            "{refusal}"
+        );
+        assert_eq!(docs[2].as_deref(), Ok("c: 2\n"));
     }
 
     #[test]
