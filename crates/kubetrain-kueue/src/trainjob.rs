@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use kubetrain_api::jobset::{JobSet, ReplicatedJob};
 use kubetrain_api::{Document, FieldError as ApiFieldError, RuntimeCatalog, TrainJob};
 use kubetrain_api::{TrainingRuntimeSpec, parse_value};
 use kubetrain_jobset::ssh::seeded_rng;
@@ -95,24 +96,43 @@ pub fn workload_for(
                 source,
             }
         })?;
+    let replicated_jobs = rendered
+        .objects
+        .first()
+        .and_then(|o| o.as_jobset())
+        .map_or(&[][..], |j| &j.spec.replicated_jobs[..]);
+    workload_from_replicated_jobs(job, replicated_jobs)
+}
+
+/// [`workload_for`] from the JobSet `job` was already rendered into (by [`kubetrain_jobset::render`]),
+/// for callers that render anyway, such as the local runner.
+pub fn workload_from_jobset(
+    job: &TrainJob,
+    jobset: &JobSet,
+) -> Result<WorkloadObject, TrainJobError> {
+    workload_from_replicated_jobs(job, &jobset.spec.replicated_jobs)
+}
+
+fn workload_from_replicated_jobs(
+    job: &TrainJob,
+    replicated_jobs: &[ReplicatedJob],
+) -> Result<WorkloadObject, TrainJobError> {
+    let key = key_of(job);
     let mut pod_sets = Vec::new();
-    if let Some(jobset) = rendered.objects.first().and_then(|o| o.as_jobset()) {
-        for (i, rj) in jobset.spec.replicated_jobs.iter().enumerate() {
-            let spec = rj.template.spec.as_ref();
-            let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
-            let completions = spec.and_then(|s| s.completions).unwrap_or(parallelism);
-            let count =
-                i64::from(rj.replicas_or_default()) * i64::from(parallelism.min(completions));
-            let template = spec.map(|s| &s.template);
-            let path = format!("spec.replicatedJobs[{i}].template.spec.template");
-            pod_sets.push(PodSet {
-                name: rj.name.to_lowercase(),
-                template: pod_template(template, &key, &path)?,
-                count: count.clamp(0, i64::from(i32::MAX)) as i32,
-                min_count: None,
-                topology_request: None,
-            });
-        }
+    for (i, rj) in replicated_jobs.iter().enumerate() {
+        let spec = rj.template.spec.as_ref();
+        let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+        let completions = spec.and_then(|s| s.completions).unwrap_or(parallelism);
+        let count = i64::from(rj.replicas_or_default()) * i64::from(parallelism.min(completions));
+        let template = spec.map(|s| &s.template);
+        let path = format!("spec.replicatedJobs[{i}].template.spec.template");
+        pod_sets.push(PodSet {
+            name: rj.name.to_lowercase(),
+            template: pod_template(template, &key, &path)?,
+            count: count.clamp(0, i64::from(i32::MAX)) as i32,
+            min_count: None,
+            topology_request: None,
+        });
     }
     let meta = &job.metadata;
     let labels = meta.labels.clone().unwrap_or_default();

@@ -94,10 +94,26 @@ pub(crate) fn cluster_queue_yaml(
     )
 }
 
-/// The pod sets of `plan`'s Workload: one per replicated job with the requests of its first pod,
-/// restricted to the [covered resources](covered_resources).
+/// The pod sets of `plan`'s Workload, restricted to the [covered resources](covered_resources): those Kueue's
+/// TrainJob integration builds ([`JobPlan::kueue_pod_sets`]), else one per replicated job with the
+/// requests of its first pod's first container.
 pub fn requested_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> {
     let covered = covered_resources(capacity);
+    if let Some(sets) = &plan.kueue_pod_sets {
+        return sets
+            .iter()
+            .map(|s| PodSetEntry {
+                name: s.name.clone(),
+                count: s.count,
+                requests: s
+                    .requests
+                    .iter()
+                    .filter(|(k, _)| covered.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            })
+            .collect();
+    }
     plan.replicated_jobs
         .iter()
         .filter(|r| !r.pods.is_empty())
@@ -202,12 +218,29 @@ pub fn admit(plan: &JobPlan, capacity: &Capacity) -> Result<(), String> {
 /// let options = LocalOptions { run_dir: Some(dir.path().into()), ..LocalOptions::default() };
 /// let plan = local::prepare(yaml, &kubetrain_jobset::builtin::catalog(), &options).unwrap();
 /// assert_eq!(gpu_demand(&plan), Some((4, "2 nodes × 2".to_string())));
+/// drop(plan);
+///
+/// // Kueue counts every container of the pod (and init containers, and the pod overhead), not only the
+/// // first: a runtime whose trainer pod has a GPU sidecar needs one more GPU per node.
+/// let with_sidecar = format!("{yaml}---\napiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\n\
+///     metadata: {{name: torch-distributed}}\nspec:\n  mlPolicy: {{numNodes: 1, torch: {{}}}}\n  template:\n    spec:\n      \
+///     replicatedJobs:\n      - name: node\n        template:\n          metadata: {{labels: \
+///     {{trainer.kubeflow.org/trainjob-ancestor-step: trainer}}}}\n          spec:\n            template:\n              \
+///     spec:\n                containers:\n                - {{name: node, image: x}}\n                \
+///     - {{name: monitor, image: x, command: [\"true\"], resources: {{requests: {{nvidia.com/gpu: 1}}}}}}\n");
+/// let plan = local::prepare(&with_sidecar, &kubetrain_jobset::builtin::catalog(), &options).unwrap();
+/// assert_eq!(gpu_demand(&plan), Some((6, "2 nodes × 3".to_string())));
 /// ```
 pub fn gpu_demand(plan: &JobPlan) -> Option<(i128, String)> {
     let mut total = 0i128;
     let mut parts = Vec::new();
-    for r in plan.replicated_jobs.iter().filter(|r| !r.pods.is_empty()) {
-        let Some(per_pod) = r.pods[0]
+    let no_machine = Capacity {
+        cpu: 0,
+        memory: None,
+        gpus: 0,
+    };
+    for r in requested_pod_sets(plan, &no_machine) {
+        let Some(per_pod) = r
             .requests
             .get(GPU)
             .and_then(|v| Quantity::parse(v).ok())
@@ -216,7 +249,7 @@ pub fn gpu_demand(plan: &JobPlan) -> Option<(i128, String)> {
         else {
             continue;
         };
-        let pods = r.pods.len() as i128;
+        let pods = i128::from(r.count);
         total += pods * per_pod;
         let plural = if pods == 1 { "" } else { "s" };
         parts.push(if r.name == "node" {

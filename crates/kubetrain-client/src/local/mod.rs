@@ -93,6 +93,36 @@ pub fn prepare(
     prepare_job(&job, &catalog, options)
 }
 
+/// The pod sets of the Workload Kueue builds for `job` (the same path as `kubetrain queue` and
+/// `kubetrain_kueue::admit`), with every resource's per-pod request; `None` if a quantity of the rendered
+/// JobSet cannot be read (validation refuses those first).
+fn kueue_pod_sets(
+    job: &TrainJob,
+    rendered: &kubetrain_jobset::Rendered,
+) -> Option<Vec<queue::ledger::PodSetEntry>> {
+    let jobset = rendered.objects.first()?.as_jobset()?;
+    let workload = kubetrain_kueue::trainjob::workload_from_jobset(job, jobset).ok()?;
+    Some(
+        workload
+            .spec
+            .pod_sets
+            .iter()
+            .filter(|ps| ps.count > 0)
+            .map(|ps| queue::ledger::PodSetEntry {
+                name: ps.name.clone(),
+                count: ps.count,
+                requests: kubetrain_kueue::model::pod_requests(&ps.template.spec)
+                    .into_iter()
+                    .map(|(r, v)| {
+                        let text = kubetrain_kueue::quantity::format_amount(&r, v);
+                        (r, text)
+                    })
+                    .collect(),
+            })
+            .collect(),
+    )
+}
+
 /// Renders `job` against `catalog` and plans it as local processes; the run directory is created.
 pub fn prepare_job(
     job: &TrainJob,
@@ -142,6 +172,7 @@ pub fn prepare_job(
     )?;
     plan.run_id = run_id;
     plan.lock = Some(lock);
+    plan.kueue_pod_sets = kueue_pod_sets(job, &rendered);
     plan.notices
         .extend(warnings.iter().map(|w| format!("warning: {w}")));
     Ok(plan)

@@ -128,6 +128,11 @@ pub struct JobPlan {
     /// The lock that refuses a second run of this TrainJob while this one is in progress
     /// ([`super::run_lock`]); `None` when planned without one.
     pub lock: Option<RunLock>,
+    /// The pod sets of the Workload Kueue's TrainJob integration builds for this job
+    /// (`kubetrain_kueue::trainjob::workload_from_jobset`: every container, init containers and pod
+    /// overhead counted), with the per-pod requests of every resource; what the local queue admits.
+    /// `None` when planned from objects alone: the first container's requests stand in.
+    pub kueue_pod_sets: Option<Vec<super::queue::ledger::PodSetEntry>>,
 }
 
 impl JobPlan {
@@ -429,6 +434,7 @@ fn plan_jobset(
         run_id: String::new(),
         ports,
         lock: None,
+        kueue_pod_sets: None,
     })
 }
 
