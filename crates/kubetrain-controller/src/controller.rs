@@ -312,20 +312,18 @@ async fn sync_children(
     };
     let pod_group_exists = match reads.pod_group {
         None => false,
-        Some(PodGroupKind::Coscheduling) => {
+        Some(PodGroupKind::Coscheduling) => present(
             Api::<coscheduling::PodGroup>::namespaced(client.clone(), &namespace)
                 .get_metadata_opt(&name)
-                .await
-                .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))?
-                .is_some()
-        }
-        Some(PodGroupKind::Volcano) => {
+                .await,
+        )
+        .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))?,
+        Some(PodGroupKind::Volcano) => present(
             Api::<volcano::PodGroup>::namespaced(client.clone(), &namespace)
                 .get_metadata_opt(&name)
-                .await
-                .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))?
-                .is_some()
-        }
+                .await,
+        )
+        .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))?,
     };
     let observed = reconcile::observed(
         jobset.map(|j| j.spec.suspend),
@@ -390,6 +388,18 @@ async fn fetch_runtime(
                     "not found ClusterTrainingRuntime specified in TrainJob: clustertrainingruntimes.trainer.kubeflow.org {name:?} not found"
                 ),
             }),
+    }
+}
+
+/// Whether an object exists, where a kind the API server does not serve (no gang scheduler installed) counts
+/// as absent: the real API server answers its path with a plain-text "404 page not found" that kube does not
+/// report as NotFound. The apply that follows then fails with the API server's own reason, after the runtime
+/// snapshot is written, as upstream's controller does (found side by side).
+fn present<T>(read: kube::Result<Option<T>>) -> kube::Result<bool> {
+    match read {
+        Ok(found) => Ok(found.is_some()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -507,6 +517,21 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        let mut status = kube::core::Status::failure("404 page not found", reason);
+        status.code = code;
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn an_unserved_pod_group_kind_reads_as_absent_and_other_errors_stay_errors() {
+        assert!(!present::<()>(Ok(None)).unwrap());
+        assert!(present(Ok(Some(()))).unwrap());
+        // The real API server's plain-text 404 for a group it does not serve: no NotFound reason.
+        assert!(!present::<()>(Err(api_error(404, "Failed to parse error data"))).unwrap());
+        assert!(present::<()>(Err(api_error(403, "Forbidden"))).is_err());
+    }
 
     #[test]
     fn the_next_reconcile_is_the_earlier_of_the_requeue_and_the_resync() {
