@@ -6,6 +6,10 @@
 //! described in the project's `kueue.md` notes: objects are read from real Kueue YAML, checked
 //! with Kueue's webhook rules, and scheduled cycle by cycle with Kueue's messages.
 //!
+//! One call answers for one workload: [`admit_workload`] (a Workload and a setup → a typed
+//! [`Verdict`]); with the `trainjob` feature, `admit(&trainjob, &runtime_catalog, &setup)` builds the
+//! Workload Kueue's TrainJob integration builds first (module `trainjob`).
+//!
 //! ```
 //! use kubetrain_kueue::{load::Setup, model::Model, sched::Scheduler};
 //! let setup = Setup::from_yaml(r#"
