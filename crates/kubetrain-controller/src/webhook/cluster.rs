@@ -120,7 +120,7 @@ pub struct ClusterReader {
 }
 
 impl ClusterReader {
-    /// A reader using `client` for every read (at most [`MAX_LIVE_READS`] at once).
+    /// A reader using `client` for every read (at most `MAX_LIVE_READS`, 16, at once).
     pub fn new(client: Client) -> Self {
         Self {
             client,
