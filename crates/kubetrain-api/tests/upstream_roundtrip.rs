@@ -13,6 +13,12 @@ fn upstream(dir: &str) -> Option<PathBuf> {
     if path.is_dir() {
         Some(path)
     } else {
+        // CI always has ../shared: a missing copy there is a failure, not a silent skip.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but {} is missing",
+            path.display()
+        );
         eprintln!(
             "skipping: {} not found (upstream data lives beside the repository)",
             path.display()
