@@ -14,6 +14,7 @@ Upstream's own example TrainJobs (../shared/upstream/trainer/trainjobs) are adde
 """
 
 import argparse
+import base64
 import json
 import os
 import random
@@ -303,8 +304,6 @@ def normalise(obj):
         obj["data"]["runtime"] = drop_empty(runtime)
     if obj["kind"] == "Secret":
         # Random key material: compare which keys exist and their format, never the bytes.
-        import base64
-
         fmt = {}
         for key, value in (obj.get("data") or {}).items():
             text = base64.b64decode(value).decode("utf-8", "replace")

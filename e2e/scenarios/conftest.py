@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -222,8 +223,6 @@ def apply(obj, namespace, server_side=False):
 
 def operator_metric(name, **labels):
     """A sample of kubetrain-operator's /metrics (0 when absent), e.g. admission verdicts."""
-    import urllib.request
-
     port = 18080 + int(os.environ.get("KUBETRAIN_E2E_PORT_OFFSET", "0"))
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     total = 0.0
