@@ -75,6 +75,7 @@ fn with_a_library_get_version_and_unique_id_work_and_comm_init_fails_typed() {
     let Some(lib) = library_or_skip("with_a_library") else {
         return;
     };
+    let lib = std::sync::Arc::new(lib);
     // SAFETY of the test environment: NCCL's bootstrap listener binds loopback only.
     if std::env::var_os("NCCL_SOCKET_IFNAME").is_none() {
         eprintln!("note: set NCCL_SOCKET_IFNAME=lo to keep NCCL's bootstrap on loopback");

@@ -43,48 +43,65 @@ fn main() -> ExitCode {
     if let Ok(scenario) = std::env::var(WORKER) {
         return worker(&scenario);
     }
-    let tests: [(&str, fn()); 5] = [
+    // libtest's command line (`--list`, `--exact`, `--ignored`, filters), so nextest and IDEs can drive it.
+    let mut args = libtest_mimic::Arguments::from_args();
+    // Every test starts up to 8 rank processes with timeouts: one test at a time unless asked otherwise.
+    args.test_threads.get_or_insert(1);
+    let mpirun = mpirun_found();
+    let tests: [(&str, fn(), bool); 5] = [
         (
             "every_op_and_type_on_1_to_8_processes",
             every_op_and_type_on_1_to_8_processes,
+            false,
         ),
         (
             "rendezvous_through_each_env_flavour",
             rendezvous_through_each_env_flavour,
+            false,
         ),
         (
             "killed_rank_fails_the_others_within_the_timeout",
             killed_rank_fails_the_others,
+            false,
         ),
-        ("inconsistent_env_is_refused", inconsistent_env_is_refused),
+        (
+            "inconsistent_env_is_refused",
+            inconsistent_env_is_refused,
+            false,
+        ),
+        // Ignored (not passed vacuously) without Open MPI; `--ignored` runs it and then it fails.
         (
             "ranks_started_by_mpirun_meet_at_the_hostfile_host",
             ranks_started_by_mpirun,
+            !mpirun,
         ),
     ];
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
+    let trials = tests
+        .into_iter()
+        .map(|(name, test, ignored)| {
+            libtest_mimic::Trial::test(name, move || {
+                std::panic::catch_unwind(test).map_err(|panic| {
+                    let message = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("panicked");
+                    message.into()
+                })
+            })
+            .with_ignored_flag(ignored)
+        })
         .collect();
-    let mut failed = 0;
-    for (name, test) in tests {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        let start = Instant::now();
-        match std::panic::catch_unwind(test) {
-            Ok(()) => println!("test {name} ... ok ({:.1?})", start.elapsed()),
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed += 1;
-            }
-        }
-    }
-    if failed > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+fn mpirun_found() -> bool {
+    Command::new("mpirun")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn worker_options() -> CpuOptions {
@@ -271,19 +288,13 @@ fn rendezvous_through_each_env_flavour() {
 }
 
 /// Open MPI's `mpirun` starts the ranks (as the MPI runtime's launcher does) with a hostfile shaped like the
-/// renderer's; the ranks read `OMPI_COMM_WORLD_*` and meet at the hostfile's first host. Skipped without
+/// renderer's; the ranks read `OMPI_COMM_WORLD_*` and meet at the hostfile's first host. Ignored without
 /// `mpirun` (Debian: `apt-get install openmpi-bin`).
 fn ranks_started_by_mpirun() {
-    let found = Command::new("mpirun")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        println!("  skipped: mpirun not found (apt-get install openmpi-bin)");
-        return;
-    }
+    assert!(
+        mpirun_found(),
+        "mpirun not found: install Open MPI (apt-get install openmpi-bin) to run this test"
+    );
     let dir = std::env::temp_dir().join(format!("kubetrain-mpi-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let hostfile = dir.join("hostfile");

@@ -219,7 +219,12 @@ impl ShmQueue {
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<R>,
     ) -> Result<R> {
-        debug_assert!(len <= self.slot_size);
+        // A release-build check too: the unsafe slice below relies on it, and it costs one compare per message.
+        assert!(
+            len <= self.slot_size,
+            "shared-memory message of {len} bytes exceeds the slot size {}",
+            self.slot_size
+        );
         let head = self.cursor;
         let slots = self.slots;
         let h = self.header();
@@ -234,7 +239,7 @@ impl ShmQueue {
         )?;
         let idx = head % slots;
         // SAFETY: slot `idx` is free (the receiver consumed it) and only the sender writes it until `head`
-        // is published; `len` fits in a slot (callers slice messages by `slot_size`).
+        // is published; `len` fits in a slot (asserted above).
         let data = unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(idx), len) };
         let out = fill(data)?;
         let next = head.wrapping_add(1);
@@ -422,5 +427,28 @@ pub(crate) fn mismatch(
             super::link::tag_name(tag),
             super::link::tag_name(got_tag)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bound the unsafe slice in `send` relies on holds in release builds too.
+    #[test]
+    #[should_panic(expected = "exceeds the slot size 64")]
+    fn send_longer_than_a_slot_panics_before_touching_memory() {
+        let path =
+            std::env::temp_dir().join(format!("kubetrain-shm-assert-{}", std::process::id()));
+        let _ = fs::remove_file(&path);
+        let mut queue = ShmQueue::create(&path, 1, 64, Duration::ZERO).expect("queue file");
+        let _ = fs::remove_file(&path);
+        let ctx = LinkCtx {
+            rank: 0,
+            peer: 1,
+            timeout: Duration::from_millis(10),
+            wait: WaitPolicy::for_local_ranks(2, 2),
+        };
+        let _ = queue.send(&ctx, "test", 0, 65, |_| Ok(()));
     }
 }

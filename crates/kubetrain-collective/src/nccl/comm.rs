@@ -93,9 +93,38 @@ fn cuda(context: &str) -> impl FnOnce(DriverError) -> NcclError + '_ {
     }
 }
 
-/// A raw NCCL communicator handle (not yet tied to a stream).
+/// A raw NCCL communicator handle (not yet tied to a stream). Dropping it aborts the communicator
+/// (`ncclCommAbort`): nothing was enqueued on it, so nothing is lost, and abort does not wait for peers that
+/// may be gone.
 pub struct RawComm {
+    lib: Arc<Library>,
+    /// Null once ownership moved to an [`NcclCommunicator`] (which destroys it itself).
     comm: ncclComm_t,
+}
+
+impl RawComm {
+    /// Takes the handle out; the caller becomes responsible for destroying it.
+    fn into_handle(mut self) -> ncclComm_t {
+        std::mem::replace(&mut self.comm, std::ptr::null_mut())
+    }
+}
+
+impl Drop for RawComm {
+    fn drop(&mut self) {
+        if self.comm.is_null() {
+            return;
+        }
+        let raw = self.lib.raw();
+        // SAFETY: a valid communicator owned by this value and used by nobody else. NCCL older than 2.4 has
+        // no abort (the generated method would panic on the missing symbol): destroy it there.
+        unsafe {
+            if raw.ncclCommAbort.is_ok() {
+                raw.ncclCommAbort(self.comm);
+            } else {
+                raw.ncclCommDestroy(self.comm);
+            }
+        }
+    }
 }
 
 // SAFETY: an ncclComm_t may be created on one thread and used from another, as long as calls are not
@@ -111,7 +140,7 @@ impl std::fmt::Debug for RawComm {
 /// `ncclCommInitRank` on the current CUDA device. Without a GPU this fails with
 /// `ncclUnhandledCudaError`, as a typed [`NcclError::Call`].
 pub fn comm_init_rank(
-    lib: &Library,
+    lib: &Arc<Library>,
     id: &UniqueId,
     world_size: usize,
     rank: usize,
@@ -121,7 +150,10 @@ pub fn comm_init_rank(
     // SAFETY: `comm` receives the handle; the id is passed by value.
     let rc = unsafe { lib.raw().ncclCommInitRank(&mut comm, n, id.0, r) };
     nccl_check(lib, "ncclCommInitRank", rc, std::ptr::null_mut())?;
-    Ok(RawComm { comm })
+    Ok(RawComm {
+        lib: Arc::clone(lib),
+        comm,
+    })
 }
 
 /// Settings of an [`NcclCommunicator`].
@@ -259,7 +291,7 @@ impl NcclCommunicator {
         };
         Ok(NcclCommunicator {
             lib,
-            comm: raw.comm,
+            comm: raw.into_handle(),
             stream,
             rank: env.rank,
             world_size: env.world_size,
