@@ -47,6 +47,7 @@ pub mod podgroup;
 pub mod quantity;
 mod resource;
 mod runtime;
+pub mod status_update;
 pub mod torchtune;
 mod trainjob;
 pub mod validation;

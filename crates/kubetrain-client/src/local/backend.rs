@@ -30,7 +30,7 @@ use crate::types::{
 /// let dir = tempfile::tempdir().unwrap();
 /// let client = TrainerClient::new(LocalProcessBackend::new().with_runs_under(dir.path()));
 /// let trainer = Trainer::command(["sh", "-c", "echo rank $PET_NODE_RANK of $PET_NNODES"]).with_num_nodes(2);
-/// let name = client.train(None, Some(&trainer), None, &TrainOptions::default()).await?;
+/// let name = client.train().trainer(trainer).await?;
 /// let job = client
 ///     .wait_for_job_status(&name, &[JobStatus::Complete], Duration::from_secs(30), Duration::from_millis(50))
 ///     .await?;
@@ -74,6 +74,8 @@ struct LocalState {
     logs: BTreeMap<String, Vec<String>>,
     events: Vec<Event>,
     summary: Option<RunSummary>,
+    /// The last progress the training code reported.
+    trainer_status: Option<crate::types::TrainerProgress>,
 }
 
 impl LocalProcessBackend {
@@ -196,6 +198,7 @@ impl LocalJob {
             cancelled: false,
             elapsed,
             restarts: 0,
+            trainer_status: None,
             pods: self
                 .plan
                 .pods()
@@ -237,6 +240,7 @@ impl LocalJob {
                 st.events
                     .push(event(format!("Pod/{pod}"), reason, detail, failed));
             }
+            RunEvent::TrainerStatus(status) => st.trainer_status = Some(status),
             RunEvent::Restarting { attempt, reason } => {
                 st.pods.clear();
                 let object = format!("JobSet/{}", self.plan.name);
@@ -321,7 +325,7 @@ impl LocalJob {
             message: summary
                 .map(|s| s.message.clone())
                 .or_else(|| pending.map(|p| format!("Pending: {p}"))),
-            trainer_status: None,
+            trainer_status: st.as_ref().and_then(|s| s.trainer_status.clone()),
         }
     }
 }

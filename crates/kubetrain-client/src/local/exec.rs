@@ -93,6 +93,9 @@ pub enum RunEvent {
         /// Why.
         reason: String,
     },
+    /// The training code reported progress to the run's status endpoint ([`super::status`]): the
+    /// TrainJob's `status.trainerStatus` is now this.
+    TrainerStatus(crate::types::TrainerProgress),
 }
 
 /// The end state of one pod.
@@ -129,6 +132,8 @@ pub struct RunSummary {
     pub restarts: u32,
     /// Every pod of the last attempt.
     pub pods: Vec<PodSummary>,
+    /// The last progress the training code reported (`status.trainerStatus`), if it reported.
+    pub trainer_status: Option<crate::types::TrainerProgress>,
 }
 
 impl RunSummary {
@@ -162,6 +167,10 @@ enum Outcome {
 }
 
 /// Runs the plan until it completes, fails or `cancel` resolves, sending events to `events`.
+///
+/// The run's status endpoint ([`super::status`]) serves on loopback meanwhile; the containers of the trainer
+/// replicated job (every container when none is labelled the trainer) get its `KUBEFLOW_TRAINER_SERVER_*`
+/// env, and each accepted update is a [`RunEvent::TrainerStatus`].
 pub async fn execute(
     plan: &JobPlan,
     events: &mpsc::UnboundedSender<RunEvent>,
@@ -182,8 +191,29 @@ pub async fn execute(
     } else {
         plan.run_id.clone()
     };
+    let endpoint = {
+        // Weak: a request still in flight when the run ends must not keep the event stream open.
+        let events = events.downgrade();
+        super::status::StatusEndpoint::start(&plan.namespace, &plan.name, &plan.run_dir, move |s| {
+            if let Some(events) = events.upgrade() {
+                let _ = events.send(RunEvent::TrainerStatus(crate::types::TrainerProgress::of(
+                    s,
+                )));
+            }
+        })
+        .await
+    };
+    let status_env = match &endpoint {
+        Ok(endpoint) => endpoint.env(),
+        Err(e) => {
+            let _ = events.send(RunEvent::Notice(format!(
+                "no status endpoint for this run (progress reports will fail): {e}"
+            )));
+            Vec::new()
+        }
+    };
     loop {
-        let (outcome, pods) = run_once(plan, &run_id, events, cancel.as_mut()).await;
+        let (outcome, pods) = run_once(plan, &run_id, &status_env, events, cancel.as_mut()).await;
         reaper::stop_orphans().await;
         let (status, message, cancelled) = match outcome {
             Outcome::Complete => (
@@ -214,6 +244,11 @@ pub async fn execute(
             elapsed: start.elapsed(),
             restarts,
             pods,
+            trainer_status: endpoint
+                .as_ref()
+                .ok()
+                .and_then(|e| e.latest())
+                .map(|s| crate::types::TrainerProgress::of(&s)),
         };
     }
 }
@@ -257,6 +292,7 @@ fn is_complete(plan: &JobPlan, states: &[Vec<PodState>]) -> bool {
 async fn run_once(
     plan: &JobPlan,
     run_id: &str,
+    status_env: &[(String, String)],
     events: &mpsc::UnboundedSender<RunEvent>,
     mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> (Outcome, Vec<PodSummary>) {
@@ -280,6 +316,7 @@ async fn run_once(
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<((usize, usize), PodExit)>();
     let (kill_tx, kill_rx) = watch::channel(false);
     let mut running = 0usize;
+    let any_trainer = plan.replicated_jobs.iter().any(|r| r.trainer);
     let outcome = loop {
         for (r, rjob) in plan.replicated_jobs.iter().enumerate() {
             if started[r]
@@ -299,6 +336,11 @@ async fn run_once(
                     pod: pod.name.clone(),
                 });
                 running += 1;
+                let extra_env = if rjob.trainer || !any_trainer {
+                    status_env.to_vec()
+                } else {
+                    Vec::new()
+                };
                 let (pod, events, kill, tx, tail, run_id) = (
                     pod.clone(),
                     events.clone(),
@@ -308,7 +350,7 @@ async fn run_once(
                     run_id.to_owned(),
                 );
                 tokio::spawn(async move {
-                    let exit = run_pod(&run_id, &pod, &events, kill, tail).await;
+                    let exit = run_pod(&run_id, &pod, &extra_env, &events, kill, tail).await;
                     let _ = tx.send(((r, p), exit));
                 });
             }
@@ -395,12 +437,13 @@ async fn run_once(
 async fn run_pod(
     run_id: &str,
     pod: &PodPlan,
+    extra_env: &[(String, String)],
     events: &mpsc::UnboundedSender<RunEvent>,
     kill: watch::Receiver<bool>,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) -> PodExit {
     for init in &pod.init {
-        let exit = run_process(run_id, pod, init, events, kill.clone(), tail.clone()).await;
+        let exit = run_process(run_id, pod, init, &[], events, kill.clone(), tail.clone()).await;
         if !exit.ok {
             return PodExit {
                 ok: false,
@@ -408,11 +451,17 @@ async fn run_pod(
             };
         }
     }
-    let exits = futures_util::future::join_all(
-        pod.containers
-            .iter()
-            .map(|c| run_process(run_id, pod, c, events, kill.clone(), tail.clone())),
-    )
+    let exits = futures_util::future::join_all(pod.containers.iter().map(|c| {
+        run_process(
+            run_id,
+            pod,
+            c,
+            extra_env,
+            events,
+            kill.clone(),
+            tail.clone(),
+        )
+    }))
     .await;
     let multi = pod.containers.len() > 1;
     match pod.containers.iter().zip(&exits).find(|(_, e)| !e.ok) {
@@ -450,6 +499,7 @@ async fn run_process(
     run_id: &str,
     pod: &PodPlan,
     p: &ProcessPlan,
+    extra_env: &[(String, String)],
     events: &mpsc::UnboundedSender<RunEvent>,
     mut kill: watch::Receiver<bool>,
     tail: Arc<Mutex<VecDeque<String>>>,
@@ -466,6 +516,7 @@ async fn run_process(
     cmd.args(&p.args)
         .env_clear()
         .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .envs(extra_env.iter().map(|(k, v)| (k, v)))
         .env(reaper::MARKER_ENV, &marker)
         .current_dir(&p.cwd)
         .stdin(Stdio::null())

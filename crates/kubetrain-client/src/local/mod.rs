@@ -36,6 +36,7 @@ pub mod queue;
 pub mod reaper;
 pub mod rewrite;
 pub mod run_lock;
+pub mod status;
 
 use std::path::PathBuf;
 
@@ -139,14 +140,17 @@ pub fn prepare_job(
         ));
     }
     let runtime = kubetrain_jobset::resolve(catalog, job).map_err(PlanError::Render)?;
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    // A new MPI SSH key per run, from the OS random source (never from the job's name or the clock).
+    let mut keys = kubetrain_jobset::ssh::os_rng().map_err(|e| {
+        ClientError::InvalidArgument(format!(
+            "reading the OS random source for the MPI SSH key: {e}"
+        ))
+    })?;
     let rendered = kubetrain_jobset::render(
         job,
         runtime,
         &kubetrain_jobset::Observed::default(),
-        &mut kubetrain_jobset::ssh::seeded_rng(seed),
+        &mut keys,
     )
     .map_err(PlanError::Render)?;
     let namespace = job.metadata.namespace.as_deref().unwrap_or("default");

@@ -100,6 +100,9 @@ pub struct ReplicatedJobPlan {
     pub depends_on: Vec<(String, DependsOnStatus)>,
     /// Its pods, in (job index, pod index) order.
     pub pods: Vec<PodPlan>,
+    /// Whether it is the trainer (label `trainer.kubeflow.org/trainjob-ancestor-step: trainer`): its
+    /// containers get the status endpoint's env, as the TrainJobStatus plugin gives it in a cluster.
+    pub trainer: bool,
 }
 
 /// The whole run.
@@ -400,6 +403,13 @@ fn plan_jobset(
                 .map(|d| (d.name.clone(), d.status))
                 .collect(),
             pods,
+            trainer: rjob
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.as_ref())
+                .and_then(|l| l.get(kubetrain_api::constants::ANCESTOR_LABEL))
+                .is_some_and(|v| v == kubetrain_api::constants::ANCESTOR_TRAINER),
         });
     }
     check_acyclic(&replicated_jobs)?;

@@ -1,0 +1,482 @@
+//! The local runner's TrainJob status endpoint: the operator's status server (upstream v2.3
+//! `pkg/statusserver`), served on loopback for one run, so training code that reports progress
+//! ([`crate::progress`], the Python SDK's `update_trainjob_status`) works unchanged under `kubetrain run`.
+//!
+//! The path, the request body, its validation and the answers are the operator's
+//! ([`kubetrain_api::status_update`]: the same functions); what differs is the transport and the credential:
+//!
+//! | | operator | local runner |
+//! |---|---|---|
+//! | URL | `https://<service>.<ns>.svc:10443/apis/trainer.kubeflow.org/v1alpha1/namespaces/<ns>/trainjobs/<name>/status` | `http://127.0.0.1:<free port>/apis/...` (the same path) |
+//! | `KUBEFLOW_TRAINER_SERVER_CA_CERT` | the CA of the webhook certificate | empty: plain HTTP on loopback, nothing to verify (the SDK and [`crate::progress`] then use no CA) |
+//! | `KUBEFLOW_TRAINER_SERVER_TOKEN` | a projected ServiceAccount token, audience = the TrainJob | `<run dir>/status-token`: 32 random bytes (hex) made for this run, mode 0600 |
+//! | written to | `status.trainerStatus` (JSON merge patch) | the run's latest status ([`StatusEndpoint::latest`]), exactly what the merge patch would leave ([`status_update::applied`]) |
+//!
+//! Answers, in upstream's order: `Content-Length` over 64 KiB → 413; not `POST` to a TrainJob status path
+//! → 404; a token other than the run's, or a path of another TrainJob → 403; body not an
+//! `UpdateTrainJobStatusRequest` → 422 `Invalid payload`; no `trainerStatus` → 200, nothing stored; the CRD's
+//! rules broken → 422 with the API server's message; stored → 200, the request echoed. A request without
+//! `Content-Length` (chunked) gets 411; a request must be complete within 10 s; at most 64 connections
+//! are served at once.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubetrain_api::TrainerStatus;
+use kubetrain_api::status_update::{self, MAX_METRICS};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+
+/// The largest request body (upstream's `maxBodySize`, 64 KiB).
+pub const MAX_BODY: usize = 64 * 1024;
+/// The largest request head (request line and headers).
+pub const MAX_HEAD: usize = 16 * 1024;
+/// Time from a connection's accept to its answer.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// Connections served at once (further ones wait in the listen backlog).
+pub const MAX_CONNECTIONS: usize = 64;
+/// The token file's name in the run directory.
+pub const TOKEN_FILE: &str = "status-token";
+
+// The SDK truncates to the CRD's limit; the endpoint checks the same number.
+const _: () = assert!(MAX_METRICS == crate::progress::MAX_METRICS);
+
+/// `/apis/trainer.kubeflow.org/v1alpha1/namespaces/<ns>/trainjobs/<name>/status`, upstream's path.
+pub fn status_path(namespace: &str, name: &str) -> String {
+    format!("/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status")
+}
+
+/// A TrainJob status path's (namespace, name), `None` for any other path.
+fn job_of(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix("/apis/trainer.kubeflow.org/v1alpha1/namespaces/")?;
+    let (namespace, rest) = rest.split_once('/')?;
+    let name = rest.strip_prefix("trainjobs/")?.strip_suffix("/status")?;
+    (!namespace.is_empty() && !name.is_empty() && !name.contains('/')).then_some((namespace, name))
+}
+
+/// One request as the endpoint sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// `POST`, `GET`, ...
+    pub method: &'a str,
+    /// The request target's path (the query is ignored).
+    pub path: &'a str,
+    /// The `Authorization` header.
+    pub authorization: Option<&'a str>,
+    /// The declared `Content-Length`.
+    pub content_length: Option<u64>,
+    /// The body (at most [`MAX_BODY`] bytes are ever read).
+    pub body: &'a [u8],
+}
+
+/// The answer to one request: HTTP status, body, and the status to store when the update was accepted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    /// The HTTP status.
+    pub code: u16,
+    /// The JSON body (a `metav1.Status` for errors, the echoed request for 200).
+    pub body: Vec<u8>,
+    /// What the TrainJob's `status.trainerStatus` becomes.
+    pub stored: Option<TrainerStatus>,
+}
+
+fn failure(code: u16, reason: &str, message: &str) -> Answer {
+    Answer {
+        code,
+        body: status_update::failure(message, reason, code),
+        stored: None,
+    }
+}
+
+/// Answers `request` for the run of `namespace`/`name` whose token is `token`, as the operator's status
+/// server answers (see the [module docs](self)).
+///
+/// ```
+/// use kubetrain_client::local::status::{Request, answer};
+///
+/// let path = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/demo/status";
+/// let body = br#"{"trainerStatus": {"progressPercentage": 40, "lastUpdatedTime": "2026-12-01T14:00:00.5+00:00"}}"#;
+/// let request = Request { method: "POST", path, authorization: Some("Bearer t0ken"),
+///                         content_length: Some(body.len() as u64), body };
+/// let ok = answer(&request, "default", "demo", "t0ken");
+/// assert_eq!(ok.code, 200);
+/// assert_eq!(ok.stored.unwrap().progress_percentage, Some(40));
+/// let forged = Request { authorization: Some("Bearer guess"), ..request };
+/// assert_eq!(answer(&forged, "default", "demo", "t0ken").code, 403);
+/// ```
+pub fn answer(request: &Request<'_>, namespace: &str, name: &str, token: &str) -> Answer {
+    let too_large = || failure(413, "RequestEntityTooLarge", "Payload too large");
+    if request.content_length.is_some_and(|n| n > MAX_BODY as u64) {
+        return too_large();
+    }
+    let Some(target) = job_of(request.path).filter(|_| request.method == "POST") else {
+        return failure(404, "NotFound", "Not found");
+    };
+    let bearer = request
+        .authorization
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim);
+    // A token is for one TrainJob: the run's token on another job's path is refused as a cluster refuses a
+    // token of another audience.
+    if !bearer.is_some_and(|b| constant_time_eq(b.as_bytes(), token.as_bytes()))
+        || target != (namespace, name)
+    {
+        return failure(403, "Forbidden", "Forbidden");
+    }
+    if request.body.len() > MAX_BODY {
+        return too_large();
+    }
+    let Ok(update) = status_update::parse(request.body) else {
+        return failure(422, "Invalid", "Invalid payload");
+    };
+    let Some(update) = update else {
+        return Answer {
+            code: 200,
+            body: status_update::echo(None),
+            stored: None,
+        };
+    };
+    let errors = status_update::validate(&update);
+    if !errors.is_empty() {
+        return failure(
+            422,
+            "Invalid",
+            &status_update::invalid_message(name, &errors),
+        );
+    }
+    Answer {
+        code: 200,
+        body: status_update::echo(Some(&update)),
+        stored: Some(status_update::applied(&update)),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A running endpoint; stops serving when dropped.
+#[derive(Debug)]
+pub struct StatusEndpoint {
+    url: String,
+    token_file: PathBuf,
+    latest: watch::Receiver<Option<TrainerStatus>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for StatusEndpoint {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A fresh token: 32 bytes of OS randomness, hex.
+fn new_token() -> io::Result<String> {
+    use rand_core::RngCore;
+    let mut bytes = [0u8; 32];
+    rand_core::OsRng
+        .try_fill_bytes(&mut bytes)
+        .map_err(io::Error::other)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+impl StatusEndpoint {
+    /// Serves the status endpoint of `namespace`/`name` on a free loopback port, with a new token written
+    /// to `<dir>/status-token` (mode 0600). `on_update` is called with every stored status, in order.
+    pub async fn start(
+        namespace: &str,
+        name: &str,
+        dir: &Path,
+        on_update: impl Fn(&TrainerStatus) + Send + Sync + 'static,
+    ) -> io::Result<Self> {
+        let token = new_token()?;
+        let token_file = dir.join(TOKEN_FILE);
+        write_private(&token_file, &token)?;
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let port = listener.local_addr()?.port();
+        let url = format!("http://127.0.0.1:{port}{}", status_path(namespace, name));
+        let (tx, latest) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            token,
+            latest: tx,
+            on_update: Box::new(on_update),
+            permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+        });
+        let task = tokio::spawn(serve(listener, shared));
+        Ok(StatusEndpoint {
+            url,
+            token_file,
+            latest,
+            task,
+        })
+    }
+
+    /// The endpoint's URL (`KUBEFLOW_TRAINER_SERVER_URL`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The token file (`KUBEFLOW_TRAINER_SERVER_TOKEN`).
+    pub fn token_file(&self) -> &Path {
+        &self.token_file
+    }
+
+    /// The env the trainer's processes get: the URL, an empty CA certificate path (plain HTTP) and the
+    /// token file.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            (crate::progress::ENV_SERVER_URL.to_owned(), self.url.clone()),
+            (crate::progress::ENV_CA_CERT.to_owned(), String::new()),
+            (
+                crate::progress::ENV_TOKEN.to_owned(),
+                self.token_file.display().to_string(),
+            ),
+        ]
+    }
+
+    /// The last stored status, `None` before the first accepted update.
+    pub fn latest(&self) -> Option<TrainerStatus> {
+        self.latest.borrow().clone()
+    }
+}
+
+fn write_private(path: &Path, text: &str) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+type OnUpdate = Box<dyn Fn(&TrainerStatus) + Send + Sync>;
+
+struct Shared {
+    namespace: String,
+    name: String,
+    token: String,
+    latest: watch::Sender<Option<TrainerStatus>>,
+    on_update: OnUpdate,
+    permits: Arc<Semaphore>,
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        // Back-pressure: no accept while MAX_CONNECTIONS are served.
+        let Ok(permit) = shared.permits.clone().acquire_owned().await else {
+            return;
+        };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(REQUEST_DEADLINE, connection(stream, &shared)).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Serves one request (`Connection: close`).
+async fn connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
+    let mut raw = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if raw.len() > MAX_HEAD {
+            return write_answer(&mut stream, &failure(431, "BadRequest", "Header too large"))
+                .await;
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        raw.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next().unwrap_or_default().split(' ');
+    let method = request_line.next().unwrap_or_default().to_owned();
+    let target = request_line.next().unwrap_or_default();
+    let path = target.split('?').next().unwrap_or_default().to_owned();
+    let header = |wanted: &str| {
+        head.split("\r\n").skip(1).find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case(wanted)
+                .then(|| value.trim().to_owned())
+        })
+    };
+    let authorization = header("authorization");
+    let chunked = header("transfer-encoding").is_some_and(|t| !t.eq_ignore_ascii_case("identity"));
+    let content_length = match header("content-length") {
+        Some(text) => match text.parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                return write_answer(
+                    &mut stream,
+                    &failure(400, "BadRequest", "Bad Content-Length"),
+                )
+                .await;
+            }
+        },
+        None => None,
+    };
+    if chunked {
+        return write_answer(
+            &mut stream,
+            &failure(411, "LengthRequired", "Content-Length required"),
+        )
+        .await;
+    }
+    let wanted = content_length.unwrap_or(0).min(MAX_BODY as u64 + 1) as usize;
+    let mut body = raw[head_end..].to_vec();
+    // Read no further than the declared length and the limit (answer() refuses larger bodies first).
+    if content_length.is_none_or(|n| n <= MAX_BODY as u64) {
+        while body.len() < wanted {
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+        body.truncate(wanted);
+    }
+    let request = Request {
+        method: &method,
+        path: &path,
+        authorization: authorization.as_deref(),
+        content_length,
+        body: &body,
+    };
+    let answer = answer(&request, &shared.namespace, &shared.name, &shared.token);
+    if let Some(status) = &answer.stored {
+        shared.latest.send_replace(Some(status.clone()));
+        (shared.on_update)(status);
+    }
+    write_answer(&mut stream, &answer).await
+}
+
+async fn write_answer(stream: &mut TcpStream, answer: &Answer) -> io::Result<()> {
+    let reason = match answer.code {
+        200 => "OK",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
+        431 => "Request Header Fields Too Large",
+        _ => "Error",
+    };
+    let head = format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        answer.code,
+        answer.body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(&answer.body).await?;
+    stream.flush().await?;
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATH: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status";
+
+    fn ask(method: &str, path: &str, auth: Option<&str>, body: &str) -> Answer {
+        let request = Request {
+            method,
+            path,
+            authorization: auth,
+            content_length: Some(body.len() as u64),
+            body: body.as_bytes(),
+        };
+        answer(&request, "ns", "job", "secret")
+    }
+
+    #[test]
+    fn answers_as_the_operator() {
+        let ok = Some("Bearer secret");
+        let good = r#"{"trainerStatus": {"progressPercentage": 5, "lastUpdatedTime": "2026-01-01T00:00:00.7Z"}}"#;
+        let other = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/other/status";
+        // (method, path, authorization, body) -> (code, reason in the body)
+        let table: &[(&str, &str, Option<&str>, &str, u16, &str)] = &[
+            ("POST", PATH, ok, good, 200, ""),
+            ("GET", PATH, ok, good, 404, "NotFound"),
+            ("POST", "/apis/x", ok, good, 404, "NotFound"),
+            ("POST", PATH, None, good, 403, "Forbidden"),
+            ("POST", PATH, Some("Bearer secre"), good, 403, "Forbidden"),
+            ("POST", PATH, Some("secret"), good, 403, "Forbidden"),
+            ("POST", other, ok, good, 403, "Forbidden"),
+            ("POST", PATH, ok, "{", 422, "Invalid payload"),
+            ("POST", PATH, ok, "{}", 200, ""),
+            (
+                "POST",
+                PATH,
+                ok,
+                r#"{"trainerStatus": {"progressPercentage": 101, "lastUpdatedTime": "2026-01-01T00:00:00Z"}}"#,
+                422,
+                "TrainJob.trainer.kubeflow.org \\\"job\\\" is invalid: status.trainerStatus.progressPercentage",
+            ),
+            (
+                "POST",
+                PATH,
+                ok,
+                r#"{"trainerStatus": {"progressPercentage": 1}}"#,
+                422,
+                "lastUpdatedTime is required",
+            ),
+        ];
+        for (method, path, auth, body, code, reason) in table {
+            let a = ask(method, path, *auth, body);
+            let text = String::from_utf8_lossy(&a.body);
+            assert_eq!(a.code, *code, "{method} {path} {auth:?} {body}: {text}");
+            assert!(text.contains(reason), "{text} lacks {reason}");
+            assert_eq!(a.stored.is_some(), *body == good && a.code == 200);
+        }
+        let stored = ask("POST", PATH, ok, good).stored.unwrap();
+        assert_eq!(
+            stored.last_updated_time.unwrap().0.to_string(),
+            "2026-01-01T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn oversized_bodies_are_refused_before_reading() {
+        let big = format!(
+            r#"{{"trainerStatus": {{"metrics": [{{"name": "x", "value": "{}"}}]}}}}"#,
+            "1".repeat(MAX_BODY)
+        );
+        assert_eq!(ask("POST", PATH, Some("Bearer secret"), &big).code, 413);
+        // Declared too large: refused whatever the path or token.
+        let request = Request {
+            method: "POST",
+            path: "/",
+            authorization: None,
+            content_length: Some(MAX_BODY as u64 + 1),
+            body: b"",
+        };
+        assert_eq!(answer(&request, "ns", "job", "secret").code, 413);
+    }
+
+    #[test]
+    fn tokens_are_fresh_hex() {
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+}
