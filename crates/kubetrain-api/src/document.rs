@@ -243,11 +243,13 @@ pub fn parse_value(value: Value, index: usize) -> Result<Document, Vec<FieldErro
         ));
     }
     let result = match kind.as_str() {
-        TRAINJOB_KIND => typed::<TrainJob>(&value).map(|o| Document::TrainJob(Box::new(o))),
+        TRAINJOB_KIND => typed::<TrainJob>(&value, crate::crd::trainjob_validation_schema)
+            .map(|o| Document::TrainJob(Box::new(o))),
         TRAINING_RUNTIME_KIND => {
-            typed::<TrainingRuntime>(&value).map(|o| Document::TrainingRuntime(Box::new(o)))
+            typed::<TrainingRuntime>(&value, crate::crd::runtime_validation_schema)
+                .map(|o| Document::TrainingRuntime(Box::new(o)))
         }
-        _ => typed::<ClusterTrainingRuntime>(&value)
+        _ => typed::<ClusterTrainingRuntime>(&value, crate::crd::runtime_validation_schema)
             .map(|o| Document::ClusterTrainingRuntime(Box::new(o))),
     };
     result.map_err(|errors| {
@@ -274,8 +276,9 @@ fn wrong_api_version(api_version: &str, kind: &str) -> String {
     message
 }
 
-/// Typed deserialization with the path of the first type error, then the unknown-field check.
-fn typed<T>(value: &Value) -> Result<T, Vec<FieldError>>
+/// Typed deserialization with the path of the first type error, then the unknown-field check; `schema` (the
+/// kind's CRD schema, looked up only when a field is unknown) gives the known names for "did you mean".
+fn typed<T>(value: &Value, schema: fn() -> &'static Value) -> Result<T, Vec<FieldError>>
 where
     T: serde::de::DeserializeOwned + Serialize,
 {
@@ -296,7 +299,13 @@ where
     let kept =
         serde_json::to_value(&object).map_err(|e| vec![FieldError::error("", e.to_string())])?;
     let mut unknown = Vec::new();
-    unknown_fields(value, &kept, &mut String::new(), &mut unknown);
+    unknown_fields(
+        value,
+        &kept,
+        Some(schema()),
+        &mut String::new(),
+        &mut unknown,
+    );
     if unknown.is_empty() {
         Ok(object)
     } else {
@@ -318,8 +327,15 @@ fn clean_serde_message(message: &str) -> String {
     message.to_owned()
 }
 
-/// Walks the input next to what the typed form kept and reports every input key the typed form dropped.
-fn unknown_fields(input: &Value, kept: &Value, path: &mut String, out: &mut Vec<FieldError>) {
+/// Walks the input next to what the typed form kept (and the schema node of the same place) and reports every
+/// input key the typed form dropped.
+fn unknown_fields(
+    input: &Value,
+    kept: &Value,
+    schema: Option<&Value>,
+    path: &mut String,
+    out: &mut Vec<FieldError>,
+) {
     match (input, kept) {
         (Value::Object(input), Value::Object(kept)) => {
             for (key, value) in input {
@@ -329,18 +345,25 @@ fn unknown_fields(input: &Value, kept: &Value, path: &mut String, out: &mut Vec<
                 }
                 path.push_str(key);
                 match kept.get(key) {
-                    Some(kept_value) => unknown_fields(value, kept_value, path, out),
+                    Some(kept_value) => {
+                        let child = property_schema(schema, key, len == 0);
+                        unknown_fields(value, kept_value, child, path, out);
+                    }
                     None if is_empty_value(value) => {}
-                    None => out.push(FieldError::error(path.clone(), unknown_message(key, kept))),
+                    None => out.push(FieldError::error(
+                        path.clone(),
+                        unknown_message(key, kept, schema),
+                    )),
                 }
                 path.truncate(len);
             }
         }
         (Value::Array(input), Value::Array(kept)) => {
+            let items = schema.and_then(|s| s.get("items"));
             for (i, (value, kept_value)) in input.iter().zip(kept).enumerate() {
                 let len = path.len();
                 path.push_str(&format!("[{i}]"));
-                unknown_fields(value, kept_value, path, out);
+                unknown_fields(value, kept_value, items, path, out);
                 path.truncate(len);
             }
         }
@@ -348,19 +371,80 @@ fn unknown_fields(input: &Value, kept: &Value, path: &mut String, out: &mut Vec<
     }
 }
 
-fn unknown_message(key: &str, kept: &serde_json::Map<String, Value>) -> String {
+/// The schema of `key` inside an object's schema: a declared property, else `additionalProperties`. The
+/// top-level `metadata` is declared as a bare object (as every CRD's is), so its names come from ObjectMeta.
+fn property_schema<'a>(schema: Option<&'a Value>, key: &str, top: bool) -> Option<&'a Value> {
+    if top && key == "metadata" {
+        return Some(object_meta_schema());
+    }
+    let schema = schema?;
+    schema
+        .get("properties")
+        .and_then(|p| p.get(key))
+        .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
+}
+
+/// The field names of `metav1.ObjectMeta`, as a schema with bare properties.
+fn object_meta_schema() -> &'static Value {
+    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let names = [
+            "annotations",
+            "creationTimestamp",
+            "deletionGracePeriodSeconds",
+            "deletionTimestamp",
+            "finalizers",
+            "generateName",
+            "generation",
+            "labels",
+            "managedFields",
+            "name",
+            "namespace",
+            "ownerReferences",
+            "resourceVersion",
+            "selfLink",
+            "uid",
+        ];
+        let properties: serde_json::Map<String, Value> = names
+            .iter()
+            .map(|n| ((*n).to_owned(), Value::Object(Default::default())))
+            .collect();
+        serde_json::json!({ "type": "object", "properties": properties })
+    })
+}
+
+/// "unknown field", with where a removed field went or else the closest name the schema (or the typed form)
+/// knows at that place: the keys that were set are not enough, `numNode` must find the unset `numNodes`.
+fn unknown_message(
+    key: &str,
+    kept: &serde_json::Map<String, Value>,
+    schema: Option<&Value>,
+) -> String {
     let mut message = format!("unknown field {key:?}");
-    let best = kept
-        .keys()
-        .map(|candidate| (edit_distance(key, candidate), candidate))
-        .filter(|(distance, candidate)| *distance <= 2.max(candidate.len() / 3))
-        .min();
-    if let Some((_, candidate)) = best {
-        message.push_str(&format!("; did you mean {candidate:?}?"));
-    } else if let Some(hint) = removed_field_hint(key) {
+    if let Some(hint) = removed_field_hint(key) {
         message.push_str(hint);
+        return message;
+    }
+    let declared = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|p| p.keys());
+    if let Some(candidate) = closest(key, kept.keys().chain(declared)) {
+        message.push_str(&format!("; did you mean {candidate:?}?"));
     }
     message
+}
+
+/// The known name closest to `key` by edit distance, if close enough to be a typo (at most 2 edits, or a
+/// third of the name's length for long names); ties go to the alphabetically first.
+fn closest<'a>(key: &str, known: impl Iterator<Item = &'a String>) -> Option<&'a str> {
+    known
+        .filter(|candidate| candidate.as_str() != key)
+        .map(|candidate| (edit_distance(key, candidate), candidate.as_str()))
+        .filter(|(distance, candidate)| *distance <= 2.max(candidate.len() / 3))
+        .min()
+        .map(|(_, candidate)| candidate)
 }
 
 /// Fields that older Trainer versions had, with where they went.
@@ -411,5 +495,75 @@ mod tests {
         assert_eq!(edit_distance("numNode", "numNodes"), 1);
         assert_eq!(edit_distance("nmuNodes", "numNodes"), 2);
         assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    /// The message for one misspelled field of a TrainJob (`spec` is YAML under `spec:`).
+    fn unknown(kind: &str, spec: &str) -> Vec<String> {
+        let text = format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: {kind}\nmetadata: {{name: x}}\nspec:\n{spec}\n"
+        );
+        match parse_documents(&text) {
+            Err(ParseError::Fields(errors)) => errors.iter().map(ToString::to_string).collect(),
+            other => panic!("expected field errors for {spec:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn misspelled_fields_get_the_schemas_closest_name_even_when_unset() {
+        let pod = "  template:\n    spec:\n      replicatedJobs:\n      - name: node\n        template:\n          spec:\n            template:\n              spec:\n                containers:\n                - name: node\n";
+        let cases = [
+            // (kind, spec, expected finding)
+            (
+                "TrainJob",
+                "  runtimeRef: {name: torch-distributed}\n  trainer: {numNode: 2}".to_owned(),
+                "TrainJob/x: spec.trainer.numNode: unknown field \"numNode\"; did you mean \"numNodes\"?",
+            ),
+            (
+                "TrainJob",
+                "  runtimeRef: {name: torch-distributed}\n  trainer: {comand: [python]}".to_owned(),
+                "TrainJob/x: spec.trainer.comand: unknown field \"comand\"; did you mean \"command\"?",
+            ),
+            (
+                "TrainJob",
+                "  runtimeRef: {name: torch-distributed}\n  trainr: {}".to_owned(),
+                "TrainJob/x: spec.trainr: unknown field \"trainr\"; did you mean \"trainer\"?",
+            ),
+            (
+                "TrainJob",
+                "  runtimeRef: {name: torch-distributed, apiGrup: x}".to_owned(),
+                "TrainJob/x: spec.runtimeRef.apiGrup: unknown field \"apiGrup\"; did you mean \"apiGroup\"?",
+            ),
+            (
+                "TrainJob",
+                "  runtimeRef: {name: torch-distributed}\n  trainer: {env: [{name: A, vaule: b}]}"
+                    .to_owned(),
+                "TrainJob/x: spec.trainer.env[0].vaule: unknown field \"vaule\"; did you mean \"value\"?",
+            ),
+            (
+                "ClusterTrainingRuntime",
+                format!("{pod}                  imagePullPolcy: Always\n"),
+                "ClusterTrainingRuntime/x: spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].imagePullPolcy: unknown field \"imagePullPolcy\"; did you mean \"imagePullPolicy\"?",
+            ),
+            (
+                "TrainJob",
+                "  runtimeRef: {name: torch-distributed}\n  trainer: {zzzzzz: 1}".to_owned(),
+                "TrainJob/x: spec.trainer.zzzzzz: unknown field \"zzzzzz\"",
+            ),
+        ];
+        for (kind, spec, expected) in cases {
+            assert_eq!(unknown(kind, &spec), [expected], "{spec}");
+        }
+    }
+
+    #[test]
+    fn misspelled_metadata_fields_get_object_metas_names() {
+        let text = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x, namspace: y}\nspec: {runtimeRef: {name: torch-distributed}}\n";
+        let Err(ParseError::Fields(errors)) = parse_documents(text) else {
+            panic!("namspace is unknown");
+        };
+        assert_eq!(
+            errors[0].to_string(),
+            "TrainJob/x: metadata.namspace: unknown field \"namspace\"; did you mean \"namespace\"?"
+        );
     }
 }

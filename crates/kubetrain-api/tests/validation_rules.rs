@@ -701,7 +701,7 @@ fn parse_errors_name_the_field_and_the_fix() {
     let typo = job("  runtimeRef: {name: torch-distributed}\n  trainer: {numNode: 2}");
     assert_rejected(
         &[&typo],
-        "TrainJob/job: spec.trainer.numNode: unknown field \"numNode\"",
+        "TrainJob/job: spec.trainer.numNode: unknown field \"numNode\"; did you mean \"numNodes\"?",
     );
     let mistyped = job("  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: two}");
     assert_rejected(
