@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 use futures_util::stream::BoxStream;
 use kubetrain_api::TrainJob;
 
-use crate::build::{DEFAULT_RUNTIME, build_trainjob};
 use crate::error::{ClientError, Result};
 use crate::types::{
     Event, Initializer, JobStatus, LogOptions, Runtime, TrainJobView, TrainOptions, Trainer,
@@ -55,27 +54,26 @@ impl<B: Backend> TrainerClient<B> {
         &self.backend
     }
 
-    /// Creates a TrainJob on `runtime` (default `torch-distributed`) and returns its name.
-    pub async fn train(
+    /// Creates a TrainJob with positional arguments and returns its name; the builder
+    /// [`train`](Self::train) is the same call with every trainer kind and option.
+    pub async fn train_with(
         &self,
         runtime: Option<&str>,
         trainer: Option<&Trainer>,
         initializer: Option<&Initializer>,
         options: &TrainOptions,
     ) -> Result<String> {
-        let runtime = runtime.unwrap_or(DEFAULT_RUNTIME);
-        // Fail early with "runtime not found" rather than a job that can never render.
-        self.backend.get_runtime(runtime).await?;
-        let job = build_trainjob(
-            runtime,
-            trainer,
-            initializer,
-            options,
-            self.backend.namespace(),
-        );
-        let name = job.name().to_string();
-        self.backend.create_job(job).await?;
-        Ok(name)
+        let mut request = self.train().options(options.clone());
+        if let Some(r) = runtime {
+            request = request.runtime(r);
+        }
+        if let Some(t) = trainer {
+            request = request.trainer(t.clone());
+        }
+        if let Some(i) = initializer {
+            request = request.initializer(i.clone());
+        }
+        request.send().await
     }
 
     /// Every runtime with a framework label.

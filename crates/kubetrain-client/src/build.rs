@@ -1,12 +1,15 @@
-//! How `train` turns its arguments into a TrainJob, as the Python SDK does (trainer.md §6).
+//! How `train` turns its arguments into a TrainJob, as the Python SDK 0.5.0 does (trainer.md §6).
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 
 use k8s_openapi::api::core::v1::EnvVar;
-use kubetrain_api::{DatasetInitializer, ModelInitializer, RuntimeRef, TrainJob, TrainJobSpec};
+use kubetrain_api::{RuntimePatch, RuntimeRef, TrainJob, TrainJobSpec};
 
-use crate::types::{Initializer, TrainOptions, Trainer};
+use crate::error::{ClientError, Result};
+use crate::initializers::Initializer;
+use crate::trainer::TrainerSpec;
+use crate::types::{Runtime, SDK_PATCH_MANAGER, TrainOptions};
 
 /// The runtime `train` uses when none is given.
 pub const DEFAULT_RUNTIME: &str = "torch-distributed";
@@ -34,63 +37,76 @@ pub fn generate_name() -> String {
     format!("{letter}{:011x}", (bits >> 8) & 0xfff_ffff_ffff)
 }
 
-fn env(map: &BTreeMap<String, String>) -> Vec<EnvVar> {
-    map.iter()
-        .map(|(k, v)| EnvVar {
-            name: k.clone(),
-            value: Some(v.clone()),
-            value_from: None,
-        })
-        .collect()
-}
-
-/// The TrainJob `train` creates: `spec.runtimeRef = {name}` only (the kind defaults server-side), the trainer
-/// and initializers as given, options' labels and annotations on the object.
+/// The TrainJob `train` creates, as the Python SDK 0.5.0 builds it: `spec.runtimeRef = {name, kind}` of the
+/// resolved runtime, `spec.trainer` from the trainer (left out when empty), the initializers, and the
+/// options (labels, annotations, runtime patch, active deadline, command/args overrides).
 ///
 /// ```
-/// use kubetrain_client::{Trainer, TrainOptions, build::build_trainjob};
-/// let job = build_trainjob("torch-distributed", Some(&Trainer::command(["python", "train.py"]).with_num_nodes(2)),
-///     None, &TrainOptions { name: Some("demo".into()), ..Default::default() }, "team-a");
+/// use kubetrain_client::{Runtime, Trainer, TrainOptions, build::build_trainjob};
+/// let runtime = Runtime { name: "torch-distributed".into(), kind: "ClusterTrainingRuntime".into(), ..Default::default() };
+/// let trainer = Trainer::command(["python", "train.py"]).with_num_nodes(2).into();
+/// let job = build_trainjob(&runtime, Some(&trainer), None,
+///     &TrainOptions { name: Some("demo".into()), ..Default::default() }, "team-a").unwrap();
 /// assert_eq!(job.name(), "demo");
-/// assert_eq!(job.spec.runtime_ref.kind, None);
+/// assert_eq!(job.spec.runtime_ref.kind.as_deref(), Some("ClusterTrainingRuntime"));
 /// assert_eq!(job.spec.trainer.as_ref().unwrap().num_nodes, Some(2));
 /// ```
 pub fn build_trainjob(
-    runtime: &str,
-    trainer: Option<&Trainer>,
+    runtime: &Runtime,
+    trainer: Option<&TrainerSpec>,
     initializer: Option<&Initializer>,
     options: &TrainOptions,
     namespace: &str,
-) -> TrainJob {
-    let name = options.name.clone().unwrap_or_else(generate_name);
+) -> Result<TrainJob> {
+    let mut trainer_cr = match trainer {
+        Some(t) => trainer_cr(runtime, t, initializer)?,
+        None => kubetrain_api::Trainer::default(),
+    };
+    if options.trainer_command.is_some() || options.trainer_args.is_some() {
+        if let Some(t) = trainer.filter(|t| !matches!(t, TrainerSpec::Container(_))) {
+            return Err(ClientError::InvalidArgument(format!(
+                "options.trainer_command/trainer_args: only with a container trainer (Trainer); a {} builds its own command and args",
+                t.kind()
+            )));
+        }
+        if let Some(c) = &options.trainer_command {
+            trainer_cr.command = Some(c.clone());
+        }
+        if let Some(a) = &options.trainer_args {
+            trainer_cr.args = Some(a.clone());
+        }
+    }
+    if let Some(s) = options.active_deadline_seconds
+        && s < 1
+    {
+        return Err(ClientError::InvalidArgument(format!(
+            "options.active_deadline_seconds: must be a positive integer (minimum 1), got {s}"
+        )));
+    }
     let spec = TrainJobSpec {
         runtime_ref: RuntimeRef {
-            name: runtime.to_string(),
+            name: runtime.name.clone(),
+            kind: (!runtime.kind.is_empty()).then(|| runtime.kind.clone()),
             ..RuntimeRef::default()
         },
-        trainer: trainer.map(|t| kubetrain_api::Trainer {
-            image: t.image.clone(),
-            command: (!t.command.is_empty()).then(|| t.command.clone()),
-            args: (!t.args.is_empty()).then(|| t.args.clone()),
-            env: t.env_vars(),
-            num_nodes: t.num_nodes,
-            resources_per_node: t.resources_per_node.clone(),
-            ..kubetrain_api::Trainer::default()
-        }),
-        initializer: initializer.map(|i| kubetrain_api::Initializer {
-            dataset: i.dataset.as_ref().map(|(uri, e)| DatasetInitializer {
-                storage_uri: Some(uri.clone()),
-                env: env(e),
-                ..DatasetInitializer::default()
-            }),
-            model: i.model.as_ref().map(|(uri, e)| ModelInitializer {
-                storage_uri: Some(uri.clone()),
-                env: env(e),
-                ..ModelInitializer::default()
-            }),
-        }),
+        trainer: (trainer_cr != kubetrain_api::Trainer::default()).then_some(trainer_cr),
+        initializer: match initializer {
+            Some(i) => i.to_api()?,
+            None => None,
+        },
+        runtime_patches: options
+            .runtime_patch
+            .iter()
+            .map(|p| RuntimePatch {
+                manager: SDK_PATCH_MANAGER.to_string(),
+                time: None,
+                training_runtime_spec: Some(p.clone()),
+            })
+            .collect(),
+        active_deadline_seconds: options.active_deadline_seconds,
         ..TrainJobSpec::default()
     };
+    let name = options.name.clone().unwrap_or_else(generate_name);
     let mut job = TrainJob::new(name, spec);
     job.metadata.namespace = Some(namespace.to_string());
     if !options.labels.is_empty() {
@@ -99,7 +115,77 @@ pub fn build_trainjob(
     if !options.annotations.is_empty() {
         job.metadata.annotations = Some(options.annotations.clone());
     }
-    job
+    Ok(job)
+}
+
+/// `spec.trainer` for `trainer` on `runtime`: the SDK's `get_trainer_cr_from_custom_trainer` and
+/// `get_trainer_cr_from_builtin_trainer`. A function or container trainer needs a `custom` runtime, a
+/// built-in one a `builtin` (TorchTune) runtime.
+pub fn trainer_cr(
+    runtime: &Runtime,
+    trainer: &TrainerSpec,
+    initializer: Option<&Initializer>,
+) -> Result<kubetrain_api::Trainer> {
+    let builtin_runtime = runtime.trainer.trainer_type == "builtin";
+    let wrong = |want: &str| {
+        ClientError::InvalidArgument(format!(
+            "trainer: a {} can't be used with runtime {:?} (framework {}, {} trainer); use a {want} runtime",
+            trainer.kind(),
+            runtime.name,
+            runtime.trainer.framework,
+            runtime.trainer.trainer_type
+        ))
+    };
+    let env = |map: &BTreeMap<String, String>| -> Vec<EnvVar> {
+        map.iter()
+            .map(|(k, v)| EnvVar {
+                name: k.clone(),
+                value: Some(v.clone()),
+                value_from: None,
+            })
+            .collect()
+    };
+    Ok(match trainer {
+        TrainerSpec::Container(t) => {
+            if builtin_runtime {
+                return Err(wrong("custom"));
+            }
+            kubetrain_api::Trainer {
+                image: t.image.clone(),
+                command: (!t.command.is_empty()).then(|| t.command.clone()),
+                args: (!t.args.is_empty()).then(|| t.args.clone()),
+                env: env(&t.env),
+                num_nodes: t.num_nodes.filter(|n| *n != 0),
+                resources_per_node: t.resources_per_node.clone(),
+                ..kubetrain_api::Trainer::default()
+            }
+        }
+        TrainerSpec::Function(f) => {
+            if builtin_runtime {
+                return Err(wrong("custom"));
+            }
+            kubetrain_api::Trainer {
+                image: f.image.clone(),
+                command: Some(f.command(&runtime.trainer.command)?),
+                env: env(&f.env),
+                num_nodes: f.num_nodes.filter(|n| *n != 0),
+                resources_per_node: f.resources_per_node.clone(),
+                ..kubetrain_api::Trainer::default()
+            }
+        }
+        TrainerSpec::Builtin(b) => {
+            if !builtin_runtime {
+                return Err(wrong("builtin (TorchTune)"));
+            }
+            kubetrain_api::Trainer {
+                command: Some(runtime.trainer.command.clone()),
+                args: Some(b.args(initializer)),
+                num_nodes: b.config.num_nodes.filter(|n| *n != 0),
+                resources_per_node: b.config.resources_per_node.clone(),
+                ..kubetrain_api::Trainer::default()
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -16,16 +16,15 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kubetrain_client::ClientError> {
 //! use std::time::Duration;
 //! use futures_util::StreamExt;
-//! use kubetrain_client::{JobStatus, LocalProcessBackend, LogOptions, TrainOptions, Trainer, TrainerClient};
+//! use kubetrain_client::{JobStatus, LocalProcessBackend, LogOptions, Trainer, TrainerClient};
 //!
 //! let runs = tempfile::tempdir().unwrap();
 //! let client = TrainerClient::new(LocalProcessBackend::new().with_runs_under(runs.path()));
 //! assert!(client.list_runtimes().await?.iter().any(|r| r.name == "torch-distributed"));
 //!
 //! let trainer = Trainer::command(["sh", "-c", "echo node $PET_NODE_RANK master $PET_MASTER_ADDR"]).with_num_nodes(2);
-//! let options = TrainOptions { name: Some("hello".into()), ..Default::default() };
-//! let name = client.train(Some("torch-distributed"), Some(&trainer), None, &options).await?;
-//! client.wait_for_job_status(&name, &[JobStatus::Complete], Duration::from_secs(30), Duration::from_millis(50)).await?;
+//! let name = client.train().runtime("torch-distributed").trainer(trainer).name("hello").await?;
+//! client.wait_for_job(&name).status([JobStatus::Complete]).polling_interval(Duration::from_millis(50)).await?;
 //!
 //! let logs: Vec<String> = client.get_job_logs(&name, &LogOptions::default()).await?
 //!     .map(|l| l.unwrap()).collect().await;
@@ -35,19 +34,25 @@
 
 pub mod backend;
 pub mod build;
+pub mod client;
 pub mod error;
+pub mod initializers;
 pub mod kubernetes;
 pub mod local;
 pub mod progress;
+pub mod trainer;
 pub mod types;
 
 pub use backend::{Backend, LogStream, TrainerClient};
+pub use client::{RuntimeChoice, TrainRequest, WaitRequest};
 pub use error::{ClientError, PlanError, QueueError, Result};
-pub use kubernetes::KubernetesBackend;
+pub use initializers::Initializer;
+pub use kubernetes::{KubernetesBackend, KubernetesBackendConfig};
 pub use local::LocalProcessBackend;
+pub use trainer::{BuiltinTrainer, FunctionTrainer, TorchTuneConfig, TrainerSpec};
 pub use types::{
-    Event, Initializer, JobStatus, LogOptions, Runtime, RuntimeTrainer, Step, TrainJobView,
-    TrainOptions, Trainer,
+    Event, JobStatus, LogOptions, Runtime, RuntimeTrainer, Step, TrainJobView, TrainOptions,
+    Trainer,
 };
 
 // The SDK guide's examples are compiled and run with the crate's doctests.

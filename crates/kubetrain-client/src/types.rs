@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
+use k8s_openapi::api::core::v1::ResourceRequirements;
 
 use crate::error::ClientError;
 
@@ -85,10 +85,15 @@ pub struct RuntimeTrainer {
     pub num_nodes: i32,
     /// `cpu`, `gpu` or `Unknown` from the container's limits.
     pub device: String,
-    /// The device count from the container's limits (`Unknown` when not set).
+    /// The device count of the whole job, as the SDK computes it: the container's limit (or MPI's
+    /// `numProcPerNode`) times the nodes; `Unknown` when not set.
     pub device_count: String,
-    /// The `node` container's command.
+    /// The trainer entrypoint the Python SDK derives from the runtime (`RuntimeTrainer.command`):
+    /// `tune run` (TorchTune), a `torchrun` / `mpirun` / `python` script for function trainers
+    /// ([`sdk_entrypoint`](crate::trainer::sdk_entrypoint)).
     pub command: Vec<String>,
+    /// The `node` container's own command in the runtime.
+    pub container_command: Vec<String>,
 }
 
 /// A training runtime as listed by the SDK.
@@ -100,6 +105,10 @@ pub struct Runtime {
     pub kind: String,
     /// The trainer it runs.
     pub trainer: RuntimeTrainer,
+    /// The model the runtime's model initializer downloads (its `STORAGE_URI`), e.g.
+    /// `hf://meta-llama/Llama-3.2-1B-Instruct` for the TorchTune runtimes; `None` without one. (The Python
+    /// SDK 0.5.0 declares the field but its Kubernetes backend leaves it `None`.)
+    pub pretrained_model: Option<String>,
 }
 
 /// One pod of a TrainJob: an initializer, the launcher or a trainer node.
@@ -135,7 +144,8 @@ pub struct TrainJobView {
     /// The message of the Failed (or Complete) condition, when there is one.
     pub message: Option<String>,
     /// What the training code last reported (`status.trainerStatus`, see [`crate::progress`]); `None`
-    /// when it never reported (and always from the local runner, which has no status endpoint yet).
+    /// when it never reported. The local runner serves the same endpoint on loopback
+    /// ([`crate::local::status`]).
     pub trainer_status: Option<TrainerProgress>,
 }
 
@@ -262,29 +272,34 @@ impl Trainer {
         self
     }
 
-    pub(crate) fn env_vars(&self) -> Vec<EnvVar> {
-        self.env
-            .iter()
-            .map(|(k, v)| EnvVar {
-                name: k.clone(),
-                value: Some(v.clone()),
-                value_from: None,
-            })
-            .collect()
+    /// Sets the image.
+    pub fn with_image(mut self, image: impl Into<String>) -> Self {
+        self.image = Some(image.into());
+        self
+    }
+
+    /// Sets the arguments.
+    pub fn with_args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the resources of each node (see [`resources`](crate::trainer::resources) for the SDK's
+    /// shorthand).
+    pub fn with_resources(mut self, resources: ResourceRequirements) -> Self {
+        self.resources_per_node = Some(resources);
+        self
     }
 }
 
-/// Dataset and model initializers: a storage URI and the initializer env (upper-case option names).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Initializer {
-    /// Dataset `storageUri` (`hf://…`, `s3://…`) and env.
-    pub dataset: Option<(String, BTreeMap<String, String>)>,
-    /// Model `storageUri` and env.
-    pub model: Option<(String, BTreeMap<String, String>)>,
-}
+pub use crate::initializers::Initializer;
 
-/// Options of [`train`](crate::TrainerClient::train).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The manager the SDK's runtime patches carry (`RuntimePatch.manager`).
+pub const SDK_PATCH_MANAGER: &str = "trainer.kubeflow.org/kubeflow-sdk";
+
+/// Options of [`train`](crate::TrainerClient::train): the Python SDK's `options=[...]` (`Name`,
+/// `Labels`, `Annotations`, `RuntimePatch`, `ActiveDeadlineSeconds`, `TrainerCommand`, `TrainerArgs`).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrainOptions {
     /// The job name; a random 12-character name (letter + 11 hex digits, as the Python SDK) when `None`.
     pub name: Option<String>,
@@ -292,6 +307,14 @@ pub struct TrainOptions {
     pub labels: BTreeMap<String, String>,
     /// Annotations of the TrainJob.
     pub annotations: BTreeMap<String, String>,
+    /// A patch of the runtime (`spec.runtimePatches`, manager [`SDK_PATCH_MANAGER`]).
+    pub runtime_patch: Option<kubetrain_api::TrainingRuntimeSpecPatch>,
+    /// `spec.activeDeadlineSeconds` (at least 1): the job fails with `DeadlineExceeded` after it.
+    pub active_deadline_seconds: Option<i64>,
+    /// Replaces the trainer command; only with a container trainer (or none), as in the SDK.
+    pub trainer_command: Option<Vec<String>>,
+    /// Replaces the trainer args; only with a container trainer (or none), as in the SDK.
+    pub trainer_args: Option<Vec<String>>,
 }
 
 /// One event about a TrainJob or its pods.
@@ -352,7 +375,9 @@ pub fn runtime_view(
     metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     spec: &kubetrain_api::TrainingRuntimeSpec,
 ) -> Option<Runtime> {
-    use kubetrain_api::constants::{ANCESTOR_LABEL, ANCESTOR_TRAINER, FRAMEWORK_LABEL, NODE};
+    use kubetrain_api::constants::{
+        ANCESTOR_LABEL, ANCESTOR_TRAINER, FRAMEWORK_LABEL, MODEL_INITIALIZER, NODE,
+    };
     let framework = metadata.labels.as_ref()?.get(FRAMEWORK_LABEL)?.clone();
     let trainer_job = spec.template.spec.replicated_jobs.iter().find(|r| {
         r.template
@@ -365,7 +390,27 @@ pub fn runtime_view(
     let node = trainer_job
         .and_then(|r| r.template.spec.as_ref()?.template.spec.as_ref())
         .and_then(|s| s.containers.iter().find(|c| c.name == NODE));
-    let (device, device_count) = device_of(node.and_then(|c| c.resources.as_ref()));
+    let (device, mut device_count) = device_of(node.and_then(|c| c.resources.as_ref()));
+    let ml_policy = spec.ml_policy.as_ref();
+    if let Some(kubetrain_api::MLPolicySource::Mpi(mpi)) = ml_policy.and_then(|m| m.source.as_ref())
+        && let Some(n) = mpi.num_proc_per_node
+    {
+        device_count = n.to_string();
+    }
+    let num_nodes = ml_policy.map_or(1, |m| m.num_nodes_or_default());
+    if let Ok(per_node) = device_count.parse::<i64>() {
+        device_count = (per_node * i64::from(num_nodes)).to_string();
+    }
+    let pretrained_model = spec
+        .template
+        .spec
+        .replicated_jobs
+        .iter()
+        .filter_map(|r| r.template.spec.as_ref()?.template.spec.as_ref())
+        .flat_map(|s| s.containers.iter())
+        .find(|c| c.name == MODEL_INITIALIZER)
+        .and_then(|c| c.env.as_ref()?.iter().find(|e| e.name == "STORAGE_URI"))
+        .and_then(|e| e.value.clone());
     Some(Runtime {
         name: metadata.name.clone().unwrap_or_default(),
         kind: kind.to_string(),
@@ -376,16 +421,15 @@ pub fn runtime_view(
                 "custom"
             }
             .to_string(),
+            command: crate::trainer::sdk_entrypoint(&framework, ml_policy),
             framework,
             image: node.and_then(|c| c.image.clone()),
-            num_nodes: spec
-                .ml_policy
-                .as_ref()
-                .map_or(1, |m| m.num_nodes_or_default()),
+            num_nodes,
             device,
             device_count,
-            command: node.and_then(|c| c.command.clone()).unwrap_or_default(),
+            container_command: node.and_then(|c| c.command.clone()).unwrap_or_default(),
         },
+        pretrained_model,
     })
 }
 

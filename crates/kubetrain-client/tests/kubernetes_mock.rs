@@ -196,10 +196,10 @@ async fn train_creates_the_trainjob_the_sdk_would() {
         assert_eq!(body["metadata"]["name"], "mnist");
         assert_eq!(body["metadata"]["namespace"], "team-a");
         assert_eq!(body["metadata"]["labels"], json!({"team": "vision"}));
-        // Only the name: the kind defaults to ClusterTrainingRuntime server-side.
+        // The name and the kind of the runtime get_runtime found, as the Python SDK 0.5.0 sends them.
         assert_eq!(
             body["spec"]["runtimeRef"],
-            json!({"name": "torch-distributed"})
+            json!({"name": "torch-distributed", "kind": "ClusterTrainingRuntime"})
         );
         assert_eq!(
             body["spec"]["trainer"]["command"],
@@ -238,7 +238,7 @@ async fn train_creates_the_trainjob_the_sdk_would() {
         ..TrainOptions::default()
     };
     let name = client
-        .train(None, Some(&trainer), None, &options)
+        .train_with(None, Some(&trainer), None, &options)
         .await
         .unwrap();
     assert_eq!(name, "mnist");
@@ -266,7 +266,7 @@ async fn train_with_a_missing_runtime_creates_nothing() {
         ],
     );
     let err = client
-        .train(Some("nope"), None, None, &TrainOptions::default())
+        .train_with(Some("nope"), None, None, &TrainOptions::default())
         .await
         .unwrap_err();
     assert!(

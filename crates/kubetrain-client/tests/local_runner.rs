@@ -502,11 +502,11 @@ async fn the_backend_follows_logs_lists_events_and_deletes() {
         ..TrainOptions::default()
     };
     let name = client
-        .train(None, Some(&slow), None, &options)
+        .train_with(None, Some(&slow), None, &options)
         .await
         .unwrap();
     let again = client
-        .train(None, Some(&slow), None, &options)
+        .train_with(None, Some(&slow), None, &options)
         .await
         .unwrap_err();
     assert!(matches!(again, ClientError::AlreadyExists(_)), "{again:?}");
@@ -548,7 +548,7 @@ async fn the_backend_follows_logs_lists_events_and_deletes() {
     // Deleting a running job stops its processes.
     let forever = Trainer::command(["sleep", "60"]);
     let long = client
-        .train(None, Some(&forever), None, &TrainOptions::default())
+        .train_with(None, Some(&forever), None, &TrainOptions::default())
         .await
         .unwrap();
     wait_for(&client, &long, &[JobStatus::Running]).await;

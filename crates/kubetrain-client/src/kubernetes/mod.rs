@@ -29,12 +29,25 @@ use status::{job_view, pod_selector, step_of};
 pub struct KubernetesBackend {
     client: Client,
     namespace: String,
+    cluster_url: Option<String>,
+}
+
+/// How [`KubernetesBackend::from_config`] connects: the Python SDK's `KubernetesBackendConfig`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KubernetesBackendConfig {
+    /// The namespace of TrainJobs (default: the context's, else `default`).
+    pub namespace: Option<String>,
+    /// The kubeconfig file (default: `KUBECONFIG`, else `~/.kube/config`).
+    pub config_file: Option<std::path::PathBuf>,
+    /// The kubeconfig context (default: the current context).
+    pub context: Option<String>,
 }
 
 impl std::fmt::Debug for KubernetesBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubernetesBackend")
             .field("namespace", &self.namespace)
+            .field("cluster_url", &self.cluster_url)
             .finish_non_exhaustive()
     }
 }
@@ -52,6 +65,7 @@ impl KubernetesBackend {
         KubernetesBackend {
             client,
             namespace: namespace.into(),
+            cluster_url: None,
         }
     }
 
@@ -61,8 +75,84 @@ impl KubernetesBackend {
             .await
             .map_err(|e| ClientError::Config(e.to_string()))?;
         let namespace = config.default_namespace.clone();
+        let url = config.cluster_url.to_string();
         let client = Client::try_from(config)?;
-        Ok(Self::new(client, namespace))
+        let mut backend = Self::new(client, namespace);
+        backend.cluster_url = Some(url);
+        Ok(backend)
+    }
+
+    /// Connects as the Python SDK's `KubernetesBackend(KubernetesBackendConfig(...))`: the kubeconfig file
+    /// `config_file` (else `KUBECONFIG` / `~/.kube/config`) with its context `context` (else the current
+    /// one) when either is given; otherwise the kubeconfig or, inside a pod, the service account. The
+    /// namespace is `namespace`, else the context's, else `default`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kubetrain_client::{KubernetesBackend, KubernetesBackendConfig, backend::Backend};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("config");
+    /// std::fs::write(&path, r#"
+    /// apiVersion: v1
+    /// kind: Config
+    /// clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+    /// users: [{name: u, user: {token: t}}]
+    /// contexts:
+    ///   - {name: a, context: {cluster: c, user: u, namespace: team-a}}
+    ///   - {name: b, context: {cluster: c, user: u, namespace: team-b}}
+    /// current-context: a
+    /// "#).unwrap();
+    /// let config = KubernetesBackendConfig { config_file: Some(path.clone()), context: Some("b".into()), ..Default::default() };
+    /// let backend = KubernetesBackend::from_config(&config).await.unwrap();
+    /// assert_eq!(backend.namespace(), "team-b");
+    /// assert_eq!(backend.cluster_url(), Some("https://127.0.0.1:6443/"));
+    ///
+    /// let config = KubernetesBackendConfig { config_file: Some(path), context: Some("c".into()), ..Default::default() };
+    /// let err = KubernetesBackend::from_config(&config).await.unwrap_err();
+    /// assert!(err.to_string().contains("context c"), "{err}");
+    /// # }
+    /// ```
+    pub async fn from_config(config: &KubernetesBackendConfig) -> Result<Self> {
+        let options = kube::config::KubeConfigOptions {
+            context: config.context.clone(),
+            ..Default::default()
+        };
+        let kube_config = match (&config.config_file, &config.context) {
+            (Some(path), _) => {
+                let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| {
+                    ClientError::Config(format!("reading kubeconfig {}: {e}", path.display()))
+                })?;
+                kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
+            }
+            (None, Some(_)) => kube::Config::from_kubeconfig(&options).await,
+            (None, None) => {
+                return Ok(Self::try_default()
+                    .await?
+                    .with_namespace_opt(&config.namespace));
+            }
+        }
+        .map_err(|e| ClientError::Config(e.to_string()))?;
+        let namespace = config
+            .namespace
+            .clone()
+            .unwrap_or_else(|| kube_config.default_namespace.clone());
+        let url = kube_config.cluster_url.to_string();
+        let client = Client::try_from(kube_config)?;
+        let mut backend = Self::new(client, namespace);
+        backend.cluster_url = Some(url);
+        Ok(backend)
+    }
+
+    fn with_namespace_opt(self, namespace: &Option<String>) -> Self {
+        match namespace {
+            Some(n) => self.with_namespace(n.clone()),
+            None => self,
+        }
+    }
+
+    /// The API server's URL, when the backend was built from a config.
+    pub fn cluster_url(&self) -> Option<&str> {
+        self.cluster_url.as_deref()
     }
 
     /// Uses another namespace.
