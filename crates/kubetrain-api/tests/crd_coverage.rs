@@ -1,20 +1,19 @@
 //! The generated CRDs cover upstream's: every property path, CEL rule, default and list-map key of the upstream
-//! CRD schemas exists in ours. Skips when `../shared/upstream` is not beside the repository.
+//! CRD schemas exists in ours. Skips when `../shared/upstream` is not beside the repository (CI fails instead:
+//! `shared_data`).
+
+#[path = "../../../tests/support/shared_data.rs"]
+mod shared_data;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use kubetrain_api::crd;
 use serde_json::Value;
 
 fn upstream_schema(file: &str) -> Option<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/upstream/trainer/crds")
-        .join(file);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("skipping: {} not found", path.display());
-        return None;
-    };
+    let path = shared_data::shared_dir("upstream/trainer/crds")?.join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} is in the shared data: {e}", path.display()));
     let crd: Value = serde_saphyr::from_str(&text).expect("upstream CRD is YAML");
     Some(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone())
 }

@@ -1,5 +1,9 @@
 //! Every upstream runtime and every valid upstream TrainJob parses and serializes back to the same data.
-//! Reads `../shared/upstream/trainer` when it exists; a clone without it skips these tests with a message.
+//! Reads `../shared/upstream/trainer` when it exists; a clone without it skips these tests with a message (CI
+//! fails instead: `shared_data`).
+
+#[path = "../../../tests/support/shared_data.rs"]
+mod shared_data;
 
 use std::path::{Path, PathBuf};
 
@@ -7,24 +11,7 @@ use kubetrain_api::{ParseError, parse_documents};
 use serde_json::Value;
 
 fn upstream(dir: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/upstream/trainer")
-        .join(dir);
-    if path.is_dir() {
-        Some(path)
-    } else {
-        // CI always has ../shared: a missing copy there is a failure, not a silent skip.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but {} is missing",
-            path.display()
-        );
-        eprintln!(
-            "skipping: {} not found (upstream data lives beside the repository)",
-            path.display()
-        );
-        None
-    }
+    shared_data::shared_dir(&format!("upstream/trainer/{dir}"))
 }
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {

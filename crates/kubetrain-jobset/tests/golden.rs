@@ -1,8 +1,11 @@
 //! Golden tests against upstream's data: every example TrainJob in `../shared/upstream/trainer/trainjobs`
 //! rendered against the runtime it names (from the same files, upstream's shipped runtimes, or ours), and every
-//! shipped runtime rendered with a 3-node TrainJob. Skips cleanly when the upstream data is absent.
+//! shipped runtime rendered with a 3-node TrainJob. Skips cleanly when the upstream data is absent (CI fails
+//! instead: `shared_data`).
 
 mod common;
+#[path = "../../../tests/support/shared_data.rs"]
+mod shared_data;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,21 +15,7 @@ use kubetrain_api::{Document, MLPolicySource, RuntimeCatalog, TrainJob, parse_do
 use kubetrain_jobset::{Object, Observed, Rendered, builtin, render, resolve, ssh::seeded_rng};
 
 fn upstream(dir: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/upstream/trainer")
-        .join(dir);
-    if path.is_dir() {
-        Some(path)
-    } else {
-        // CI always has ../shared: a missing copy there is a failure, not a silent skip.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but {} is missing",
-            path.display()
-        );
-        eprintln!("skipping: upstream data not found at {}", path.display());
-        None
-    }
+    shared_data::shared_dir(&format!("upstream/trainer/{dir}"))
 }
 
 fn yaml_files(dir: &PathBuf) -> Vec<(String, String)> {

@@ -1,5 +1,8 @@
 //! Loading and validation: field-path errors (kueue.md §1) and the upstream example setups.
 
+#[path = "../../../tests/support/shared_data.rs"]
+mod shared_data;
+
 use kubetrain_kueue::error::LoadError;
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
@@ -115,12 +118,10 @@ fn cohort_cycle_disables_tree() {
 
 #[test]
 fn upstream_examples_load() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/upstream/kueue/examples");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!("skipping: {} not found", dir.display());
+    let Some(dir) = shared_data::shared_dir("upstream/kueue/examples") else {
         return;
     };
+    let entries = std::fs::read_dir(&dir).expect("readable shared directory");
     let mut n = 0;
     for e in entries.flatten() {
         let text = std::fs::read_to_string(e.path()).unwrap();
