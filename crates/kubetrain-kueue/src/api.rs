@@ -273,15 +273,93 @@ pub struct ClusterQueueSpec {
     /// `None` (default), `Hold` or `HoldAndDrain`.
     #[serde(default)]
     pub stop_policy: Option<String>,
-    /// Admission checks (read, not modelled).
+    /// Admission checks, optionally per flavor.
     #[serde(default)]
-    pub admission_checks_strategy: Option<serde_json::Value>,
-    /// v1beta1 admission checks (read, not modelled).
+    pub admission_checks_strategy: Option<AdmissionChecksStrategy>,
+    /// v1beta1 admission checks (every flavor).
     #[serde(default)]
     pub admission_checks: Option<Vec<String>>,
     /// Admission fair sharing scope (read, not modelled).
     #[serde(default)]
     pub admission_scope: Option<serde_json::Value>,
+}
+
+/// `admissionChecksStrategy` of a ClusterQueue.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionChecksStrategy {
+    /// The checks and the flavors each applies to.
+    #[serde(default)]
+    pub admission_checks: Vec<AdmissionCheckStrategyRule>,
+}
+
+/// One check of an `admissionChecksStrategy`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionCheckStrategyRule {
+    /// AdmissionCheck name.
+    pub name: String,
+    /// Flavors it applies to (empty = every flavor of the queue).
+    #[serde(default)]
+    pub on_flavors: Vec<String>,
+}
+
+/// `AdmissionCheck.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionCheckSpec {
+    /// The controller that answers the check, e.g. `kueue.x-k8s.io/provisioning-request`.
+    pub controller_name: String,
+    /// Deprecated retry delay (read, not modelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_delay_minutes: Option<i64>,
+    /// Controller parameters (read, not modelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<serde_json::Value>,
+}
+
+/// A status condition as the API stores it (the parts the model reads).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiCondition {
+    /// Condition type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Reason.
+    #[serde(default)]
+    pub reason: String,
+    /// Message.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// `AdmissionCheck.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionCheckStatus {
+    /// Conditions; `Active` says whether the controller accepts the check.
+    #[serde(default)]
+    pub conditions: Vec<ApiCondition>,
+}
+
+/// `Topology.spec`: the node labels of the topology levels, from the widest (e.g. block) to the
+/// narrowest (usually `kubernetes.io/hostname`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TopologySpec {
+    /// Levels, widest first.
+    #[serde(default)]
+    pub levels: Vec<TopologyLevel>,
+}
+
+/// One topology level.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TopologyLevel {
+    /// The node label that names a node's domain at this level.
+    pub node_label: String,
 }
 
 /// `Cohort.spec`.
@@ -366,6 +444,85 @@ pub struct PodSpec {
     /// Pod priority class name.
     #[serde(default)]
     pub priority_class_name: Option<String>,
+    /// Affinity: only required node affinity takes part in flavor matching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+}
+
+/// `affinity` of a pod spec; pod (anti-)affinity is read leniently and ignored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Affinity {
+    /// Node affinity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinity>,
+}
+
+/// `affinity.nodeAffinity`; preferred terms are read leniently and ignored (admission does not
+/// use them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeAffinity {
+    /// `requiredDuringSchedulingIgnoredDuringExecution`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<NodeSelector>,
+}
+
+/// A node selector: its terms are ORed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelector {
+    /// Terms (ORed).
+    #[serde(default)]
+    pub node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+/// One node selector term: its expressions are ANDed; `matchFields` are read and ignored, as
+/// Kueue's flavor matching ignores them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorTerm {
+    /// Label requirements (ANDed).
+    #[serde(default)]
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+    /// Field requirements (ignored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_fields: Vec<NodeSelectorRequirement>,
+}
+
+/// One node selector requirement.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorRequirement {
+    /// Label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`.
+    pub operator: String,
+    /// Values (one integer for `Gt`/`Lt`).
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+impl NodeSelectorRequirement {
+    /// Whether node `labels` satisfy the requirement (Kubernetes `NodeSelectorRequirementsAsSelector`;
+    /// an unknown operator or a non-integer `Gt`/`Lt` matches nothing).
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.key);
+        let int = |v: &str| v.parse::<i64>().ok();
+        match self.operator.as_str() {
+            "In" => value.is_some_and(|v| self.values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !self.values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            op @ ("Gt" | "Lt") => match (self.values.as_slice(), value.and_then(|v| int(v))) {
+                ([bound], Some(v)) => {
+                    int(bound).is_some_and(|b| if op == "Gt" { v > b } else { v < b })
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
 }
 
 /// A pod template.
@@ -396,9 +553,24 @@ pub struct PodSet {
     /// Minimum pods for partial admission.
     #[serde(default)]
     pub min_count: Option<i32>,
-    /// Topology request (read, not modelled).
+    /// Topology request (TAS).
     #[serde(default)]
-    pub topology_request: Option<serde_json::Value>,
+    pub topology_request: Option<PodSetTopologyRequest>,
+}
+
+/// `podSets[].topologyRequest`; slice and group fields are read and not modelled.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSetTopologyRequest {
+    /// Every pod in one domain of this level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<String>,
+    /// This level if possible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred: Option<String>,
+    /// Anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconstrained: Option<bool>,
 }
 
 fn default_pod_set_name() -> String {
@@ -519,6 +691,48 @@ pub struct Configuration {
     /// Feature gates by name.
     #[serde(default)]
     pub feature_gates: BTreeMap<String, bool>,
+    /// `waitForPodsReady` (upstream v1beta2 defaults it on with a 30-minute timeout).
+    #[serde(default)]
+    pub wait_for_pods_ready: Option<WaitForPodsReady>,
+}
+
+/// `Configuration.waitForPodsReady`: durations as Go writes them (`5m`, `90s`, `1h30m`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitForPodsReady {
+    /// v1beta1 switch; `false` turns the feature off.
+    #[serde(default)]
+    pub enable: Option<bool>,
+    /// Time for an admitted workload to reach `PodsReady=True` (default `30m`).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Block admissions while an admitted workload is not ready (default false).
+    #[serde(default)]
+    pub block_admission: Option<bool>,
+    /// Time to recover after a pod failed (default: `timeout`; `0s` disables it).
+    #[serde(default)]
+    pub recovery_timeout: Option<String>,
+    /// Requeuing after a timeout.
+    #[serde(default)]
+    pub requeuing_strategy: Option<RequeuingStrategy>,
+}
+
+/// `waitForPodsReady.requeuingStrategy`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequeuingStrategy {
+    /// `Eviction` (default: requeued at the eviction time) or `Creation`.
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// Requeues allowed before the workload is deactivated (`None` = unlimited).
+    #[serde(default)]
+    pub backoff_limit_count: Option<i32>,
+    /// Backoff base (default 60): the n-th requeue waits base × 2^(n−1) seconds.
+    #[serde(default)]
+    pub backoff_base_seconds: Option<i64>,
+    /// Backoff cap (default 3600).
+    #[serde(default)]
+    pub backoff_max_seconds: Option<i64>,
 }
 
 /// `Configuration.fairSharing`.

@@ -64,6 +64,7 @@ pub mod quantity;
 pub mod quota;
 pub mod sched;
 pub mod sim;
+pub mod tas;
 #[cfg(feature = "trainjob")]
 pub mod trainjob;
 pub mod validate;

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::{
-    ClusterQueueSpec, CohortSpec, Configuration, LocalQueueSpec, ObjectMeta, PodSet,
-    PodTemplateSpec, ResourceFlavorSpec, WorkloadPriorityClass, WorkloadSpec, WorkloadStatus,
+    AdmissionCheckSpec, AdmissionCheckStatus, ClusterQueueSpec, CohortSpec, Configuration,
+    LocalQueueSpec, ObjectMeta, PodSet, PodTemplateSpec, ResourceFlavorSpec, TopologySpec,
+    WorkloadPriorityClass, WorkloadSpec, WorkloadStatus,
 };
 use crate::error::{FieldError, LoadError};
 use crate::sim::generator::GeneratorConfig;
@@ -48,6 +49,18 @@ impl WorkloadObject {
     }
 }
 
+/// An AdmissionCheck with its status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdmissionCheckObject {
+    /// Metadata (`kubetrain.dev/answers` tells the simulator how the check answers).
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: AdmissionCheckSpec,
+    /// Status.
+    #[serde(default)]
+    pub status: AdmissionCheckStatus,
+}
+
 /// Everything read from a set of YAML streams.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Setup {
@@ -59,6 +72,12 @@ pub struct Setup {
     pub cluster_queues: Vec<Object<ClusterQueueSpec>>,
     /// LocalQueues.
     pub local_queues: Vec<Object<LocalQueueSpec>>,
+    /// AdmissionChecks with their status (`Active`).
+    pub admission_checks: Vec<AdmissionCheckObject>,
+    /// Topologies (levels of node labels) for topology-aware scheduling.
+    pub topologies: Vec<Object<TopologySpec>>,
+    /// Nodes (labels, allocatable, taints) for topology-aware scheduling.
+    pub nodes: Vec<crate::tas::Node>,
     /// WorkloadPriorityClasses.
     pub priority_classes: Vec<WorkloadPriorityClass>,
     /// Workloads (including those derived from Jobs and JobSets).
@@ -217,6 +236,28 @@ impl Setup {
                     spec: d.spec,
                 });
             }
+            ("kueue.x-k8s.io", "AdmissionCheck") => {
+                let d: Doc<AdmissionCheckSpec> = typed(&kind, &name, doc)?;
+                let status = match d.status {
+                    Some(s) => typed::<AdmissionCheckStatus>(&kind, &name, s)?,
+                    None => AdmissionCheckStatus::default(),
+                };
+                self.admission_checks.push(AdmissionCheckObject {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                    status,
+                });
+            }
+            ("kueue.x-k8s.io", "Topology") => {
+                let d: Doc<TopologySpec> = typed(&kind, &name, doc)?;
+                self.topologies.push(Object {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                });
+            }
+            ("v1", "Node") => self
+                .nodes
+                .push(crate::tas::Node::from_document(&name, &doc)?),
             ("kueue.x-k8s.io", "WorkloadPriorityClass") => {
                 let wpc: WorkloadPriorityClass = typed(&kind, &name, doc)?;
                 self.priority_classes.push(wpc);
@@ -431,6 +472,11 @@ impl Setup {
     pub fn to_yaml(&self) -> String {
         const V: &str = "kueue.x-k8s.io/v1beta2";
         let mut docs: Vec<Value> = Vec::new();
+        docs.extend(
+            self.namespaces
+                .iter()
+                .map(|m| doc("v1", "Namespace", &serde_json::json!({ "metadata": m }))),
+        );
         docs.extend(self.flavors.iter().map(|o| doc(V, "ResourceFlavor", o)));
         docs.extend(self.cohorts.iter().map(|o| doc(V, "Cohort", o)));
         docs.extend(

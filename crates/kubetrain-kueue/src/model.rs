@@ -4,12 +4,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::api::{
-    AdmissionSpec, LabelSelector, PodSpec, ResourceGroup, Taint, Toleration, WorkloadPriorityClass,
+    AdmissionSpec, LabelSelector, NodeSelectorRequirement, PodSpec, ResourceGroup, Taint,
+    Toleration, WorkloadPriorityClass,
 };
 use crate::error::LoadError;
 use crate::load::Setup;
 use crate::quantity::{Amount, Quantity, add};
 use crate::quota::{FrId, NodeId, Tree};
+use crate::tas::{Topology, TopologyRequest};
+
+use serde::Serialize;
 
 /// Index of a ResourceFlavor.
 pub type FlavorId = usize;
@@ -33,6 +37,11 @@ pub struct Flavor {
     pub tolerations: Vec<Toleration>,
     /// Whether the flavor object exists (a CQ may name a missing one).
     pub exists: bool,
+    /// `topologyName`: a TAS flavor (index into [`Model::topologies`], `None` when the Topology
+    /// object is missing: see [`Flavor::topology_name`]).
+    pub topology: Option<usize>,
+    /// The `topologyName` as written.
+    pub topology_name: Option<String>,
 }
 
 /// A resource group of a ClusterQueue with interned ids.
@@ -106,6 +115,122 @@ pub struct ClusterQueue {
     pub inactive: Option<(String, String)>,
     /// `stopPolicy: HoldAndDrain`: admitted workloads are evicted too.
     pub drain: bool,
+    /// Admission checks: (check index into [`Model::checks`], the flavors it applies to; empty =
+    /// every flavor).
+    pub checks: Vec<(usize, Vec<FlavorId>)>,
+    /// Every flavor of the queue is a TAS flavor: pod sets without a topology request are placed
+    /// unconstrained (upstream's implied TAS).
+    pub tas_only: bool,
+}
+
+/// How an admission check answers, for the simulator: the state and the delay after the quota
+/// reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CheckAnswer {
+    /// `Ready`, `Retry` or `Rejected`; `None` = the check never answers (stays `Pending`).
+    pub state: Option<CheckState>,
+    /// Delay after the reservation (ms).
+    pub after_ms: i64,
+}
+
+/// The state of an admission check on a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum CheckState {
+    /// Not answered yet.
+    Pending,
+    /// Passed.
+    Ready,
+    /// Failed for now: the workload is evicted and requeued.
+    Retry,
+    /// Failed for good: the workload is deactivated.
+    Rejected,
+}
+
+impl CheckState {
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckState::Pending => "Pending",
+            CheckState::Ready => "Ready",
+            CheckState::Retry => "Retry",
+            CheckState::Rejected => "Rejected",
+        }
+    }
+}
+
+/// An AdmissionCheck.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// Name.
+    pub name: String,
+    /// `spec.controllerName`.
+    pub controller: String,
+    /// `Active`: a check whose status says `Active=False` makes its queues inactive.
+    pub active: bool,
+    /// Answers per reservation attempt (the last repeats), from the `kubetrain.dev/answers`
+    /// annotation; empty = never answers.
+    pub answers: Vec<CheckAnswer>,
+}
+
+/// When a workload's pods become ready in the simulator (`kubetrain.dev/pods-ready`,
+/// `kubetrain.dev/pods-lost`, `kubetrain.dev/pods-recover`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodsPlan {
+    /// Delay after admission until every pod is ready; `None` = never.
+    pub ready_after_ms: Option<i64>,
+    /// Time after becoming ready when a pod fails (`None` = never).
+    pub lost_after_ms: Option<i64>,
+    /// Time a failed pod needs to be replaced (`None` = never).
+    pub recover_after_ms: Option<i64>,
+}
+
+/// `waitForPodsReady`, resolved (upstream v1beta2 defaults: on, 30 min, no blocking, backoff
+/// 60 s doubling to 3600 s, requeue at the eviction time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodsReadySettings {
+    /// Time for an admitted workload to become ready.
+    pub timeout_ms: i64,
+    /// Block admissions while an admitted workload is not ready.
+    pub block_admission: bool,
+    /// Time to recover after a pod failed (`None` = not checked).
+    pub recovery_timeout_ms: Option<i64>,
+    /// Backoff base.
+    pub backoff_base_ms: i64,
+    /// Backoff cap.
+    pub backoff_max_ms: i64,
+    /// Requeues before deactivation (`None` = unlimited).
+    pub backoff_limit: Option<i32>,
+    /// Requeued workloads queue at their eviction time (else their creation time).
+    pub eviction_timestamp: bool,
+}
+
+impl Default for PodsReadySettings {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 30 * 60_000,
+            block_admission: false,
+            recovery_timeout_ms: Some(30 * 60_000),
+            backoff_base_ms: 60_000,
+            backoff_max_ms: 3_600_000,
+            backoff_limit: None,
+            eviction_timestamp: true,
+        }
+    }
+}
+
+/// A node of a TAS flavor's inventory.
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// Allocatable per resource.
+    pub allocatable: Vec<(ResId, Amount)>,
+    /// Not schedulable (cordoned or not ready).
+    pub unschedulable: bool,
 }
 
 /// One pod set's requests.
@@ -123,6 +248,41 @@ pub struct PodSetReq {
     pub node_selector: BTreeMap<String, String>,
     /// Pod tolerations.
     pub tolerations: Vec<Toleration>,
+    /// Required node affinity: terms (ORed) of requirements (ANDed); empty = no constraint.
+    pub required_affinity: Vec<Vec<NodeSelectorRequirement>>,
+    /// Topology request (`topologyRequest` or the pod template's TAS annotations).
+    pub topology: Option<TopologyRequest>,
+}
+
+impl PodSetReq {
+    /// Whether a flavor with node `labels` matches the pod set's `nodeSelector` and required node
+    /// affinity, both restricted to the flavor's own label keys (Kueue's `flavorSelector`): a
+    /// selector key the flavor does not label is ignored, and a term left without requirements
+    /// matches every flavor (terms are ORed).
+    pub fn matches_flavor_labels(&self, labels: &BTreeMap<String, String>) -> bool {
+        let selector = self
+            .node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k).is_none_or(|fv| fv == v));
+        if !selector {
+            return false;
+        }
+        let mut any_term = false;
+        for term in &self.required_affinity {
+            let mut kept = term
+                .iter()
+                .filter(|r| labels.contains_key(&r.key))
+                .peekable();
+            if kept.peek().is_none() {
+                return true;
+            }
+            any_term = true;
+            if kept.all(|r| r.matches(labels)) {
+                return true;
+            }
+        }
+        !any_term
+    }
 }
 
 /// Where a workload's queue leads.
@@ -164,6 +324,10 @@ pub struct Workload {
     pub target: QueueTarget,
     /// Admission recorded in the input (`status.admission`).
     pub initial_admission: Option<AdmissionSpec>,
+    /// Per admission check, answers that override the check's own (`kubetrain.dev/check.<name>`).
+    pub check_answers: BTreeMap<String, Vec<CheckAnswer>>,
+    /// When its pods become ready (simulator).
+    pub pods: PodsPlan,
 }
 
 /// Controller-level switches (Configuration and feature gates).
@@ -185,6 +349,10 @@ pub struct Settings {
     pub fs_preempt_within_nominal: bool,
     /// PrioritySortingWithinCohort gate: priority orders heads across queues.
     pub priority_sorting_within_cohort: bool,
+    /// `waitForPodsReady` (`None` when turned off).
+    pub pods_ready: Option<PodsReadySettings>,
+    /// TopologyAwareScheduling gate.
+    pub tas: bool,
 }
 
 impl Default for Settings {
@@ -198,6 +366,8 @@ impl Default for Settings {
             fs_prioritize_non_borrowing: true,
             fs_preempt_within_nominal: true,
             priority_sorting_within_cohort: true,
+            pods_ready: Some(PodsReadySettings::default()),
+            tas: true,
         }
     }
 }
@@ -225,6 +395,12 @@ pub struct Model {
     pub settings: Settings,
     /// Namespaces and their labels.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// AdmissionChecks.
+    pub checks: Vec<Check>,
+    /// Topologies.
+    pub topologies: Vec<Topology>,
+    /// Nodes (the inventory of TAS flavors).
+    pub nodes: Vec<NodeInfo>,
 }
 
 /// The order in which Kueue iterates requested resources: ascending FNV-1a-64 of the name, ties
@@ -346,7 +522,10 @@ impl Model {
         if !errors.is_empty() {
             return Err(LoadError::Invalid(errors));
         }
-        let mut model = Model::default();
+        let mut model = Model {
+            settings: settings_from(setup),
+            ..Model::default()
+        };
         let mut i = Interner {
             model: &mut model,
             res_index: HashMap::new(),
@@ -358,8 +537,11 @@ impl Model {
             fl.node_labels = f.spec.node_labels.clone();
             fl.taints = f.spec.node_taints.clone();
             fl.tolerations = f.spec.tolerations.clone();
+            fl.topology_name = f.spec.topology_name.clone();
             fl.exists = true;
         }
+        intern_tas(&mut i, setup);
+        intern_checks(i.model, setup);
         // Intern every FR first so the dense quota arrays have their final width.
         let all_groups = setup
             .cohorts
@@ -420,7 +602,7 @@ impl Model {
             }
             let mut groups = Vec::new();
             let mut group_of = HashMap::new();
-            let mut missing = None;
+            let mut missing: Vec<String> = Vec::new();
             for (gi, rg) in s.resource_groups.iter().enumerate() {
                 let resources: Vec<ResId> = rg.covered_resources.iter().map(|r| i.res(r)).collect();
                 for &r in &resources {
@@ -428,8 +610,8 @@ impl Model {
                 }
                 let flavors: Vec<FlavorId> = rg.flavors.iter().map(|f| i.flavor(&f.name)).collect();
                 for &f in &flavors {
-                    if !i.model.flavors[f].exists && missing.is_none() {
-                        missing = Some(i.model.flavors[f].name.clone());
+                    if !i.model.flavors[f].exists {
+                        missing.push(i.model.flavors[f].name.clone());
                     }
                 }
                 groups.push(Group { resources, flavors });
@@ -437,21 +619,14 @@ impl Model {
             let ff = s.flavor_fungibility.clone().unwrap_or_default();
             let pre = s.preemption.clone().unwrap_or_default();
             let stop = policy(s.stop_policy.as_deref(), "None");
-            let inactive = if let Some(f) = missing {
-                Some((
-                    "FlavorNotFound".to_string(),
-                    format!(
-                        "Can't admit new workloads: references missing ResourceFlavor(s): {f}."
-                    ),
-                ))
-            } else if stop != "None" {
-                Some((
-                    "Stopped".to_string(),
-                    "Can't admit new workloads: is stopped.".to_string(),
-                ))
-            } else {
-                None
-            };
+            let all_flavors: Vec<FlavorId> =
+                groups.iter().flat_map(|g| g.flavors.clone()).collect();
+            let checks = cq_checks(i.model, s);
+            let inactive = inactive_reason(i.model, stop != "None", &missing, s, &all_flavors);
+            let tas_only = !all_flavors.is_empty()
+                && all_flavors
+                    .iter()
+                    .all(|&f| i.model.flavors[f].topology_name.is_some());
             cqs.push(ClusterQueue {
                 name: cq.metadata.name.clone(),
                 node: n,
@@ -485,6 +660,8 @@ impl Model {
                 }),
                 inactive,
                 drain: stop == "HoldAndDrain",
+                checks,
+                tas_only,
             });
         }
         // Link children and break cohort cycles: every ClusterQueue of a cyclic tree is inactive.
@@ -605,6 +782,8 @@ impl Model {
                     per_pod,
                     node_selector: ps.template.spec.node_selector.clone(),
                     tolerations: ps.template.spec.tolerations.clone(),
+                    required_affinity: required_affinity(&ps.template.spec),
+                    topology: topology_request(ps),
                 });
             }
             let target = match &w.spec.queue_name {
@@ -660,6 +839,24 @@ impl Model {
                 active: w.spec.active.unwrap_or(true),
                 target,
                 initial_admission: w.status.admission.clone(),
+                check_answers: ann
+                    .iter()
+                    .filter_map(|(k, v)| {
+                        let check = k.strip_prefix(CHECK_ANSWER_PREFIX)?;
+                        Some((check.to_string(), parse_answers(v)))
+                    })
+                    .collect(),
+                pods: PodsPlan {
+                    ready_after_ms: ann
+                        .get(PODS_READY_ANNOTATION)
+                        .map_or(Some(0), |v| parse_duration_ms(v)),
+                    lost_after_ms: ann
+                        .get("kubetrain.dev/pods-lost")
+                        .and_then(|v| parse_duration_ms(v)),
+                    recover_after_ms: ann
+                        .get("kubetrain.dev/pods-recover")
+                        .map_or(Some(0), |v| parse_duration_ms(v)),
+                },
             });
         }
         for lq in &setup.local_queues {
@@ -672,37 +869,17 @@ impl Model {
                 BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.clone())])
             });
         }
-        let mut settings = Settings::default();
-        if let Some(cfg) = &setup.configuration {
-            if let Some(fs) = &cfg.fair_sharing
-                && fs.enable != Some(false)
-            {
-                let mut s = fs.preemption_strategies.clone();
-                if s.is_empty() {
-                    s = vec![
-                        "LessThanOrEqualToFinalShare".to_string(),
-                        "LessThanInitialShare".to_string(),
-                    ];
-                }
-                settings.fair_sharing = Some(s);
-            }
-            let g =
-                |name: &str, default: bool| cfg.feature_gates.get(name).copied().unwrap_or(default);
-            settings.partial_admission = g("PartialAdmission", true);
-            settings.flavor_fungibility = g("FlavorFungibility", true);
-            settings.observability = g("UnadmittedWorkloadsObservability", true);
-            settings.equivalence_hashing = g("SchedulingEquivalenceHashing", true);
-            settings.fs_prioritize_non_borrowing = g("FairSharingPrioritizeNonBorrowing", true);
-            settings.fs_preempt_within_nominal = g("FairSharingPreemptWithinNominal", true);
-            settings.priority_sorting_within_cohort = g("PrioritySortingWithinCohort", true);
-        }
         model.tree = tree;
         model.cq_of_node = cq_of_node;
         model.cqs = cqs;
         model.workloads = workloads;
-        model.settings = settings;
         model.namespaces = namespaces;
         Ok(model)
+    }
+
+    /// Whether TAS takes part (the gate; read before the settings are final, it is on by default).
+    fn settings_tas_default(&self) -> bool {
+        self.settings.tas
     }
 
     /// The FR id of `(flavor, resource)`, if any queue or cohort has quota for it.
@@ -736,6 +913,355 @@ impl Model {
         parts.push(&self.tree.names[n]);
         format!("/{}", parts.join("/"))
     }
+}
+
+/// Kueue's `Configuration` and feature gates, resolved.
+fn settings_from(setup: &Setup) -> Settings {
+    let mut settings = Settings::default();
+    if let Some(cfg) = &setup.configuration {
+        if let Some(fs) = &cfg.fair_sharing
+            && fs.enable != Some(false)
+        {
+            let mut s = fs.preemption_strategies.clone();
+            if s.is_empty() {
+                s = vec![
+                    "LessThanOrEqualToFinalShare".to_string(),
+                    "LessThanInitialShare".to_string(),
+                ];
+            }
+            settings.fair_sharing = Some(s);
+        }
+        let g = |name: &str, default: bool| cfg.feature_gates.get(name).copied().unwrap_or(default);
+        settings.partial_admission = g("PartialAdmission", true);
+        settings.flavor_fungibility = g("FlavorFungibility", true);
+        settings.observability = g("UnadmittedWorkloadsObservability", true);
+        settings.equivalence_hashing = g("SchedulingEquivalenceHashing", true);
+        settings.fs_prioritize_non_borrowing = g("FairSharingPrioritizeNonBorrowing", true);
+        settings.fs_preempt_within_nominal = g("FairSharingPreemptWithinNominal", true);
+        settings.priority_sorting_within_cohort = g("PrioritySortingWithinCohort", true);
+        settings.tas = g("TopologyAwareScheduling", true);
+        settings.pods_ready = pods_ready_settings(cfg.wait_for_pods_ready.as_ref());
+    }
+    settings
+}
+
+/// The annotation prefix of a Workload's per-check answers: `kubetrain.dev/check.<check>`.
+pub const CHECK_ANSWER_PREFIX: &str = "kubetrain.dev/check.";
+/// The AdmissionCheck annotation with its answers, e.g. `Retry@30s,Ready@2m`.
+pub const CHECK_ANSWERS_ANNOTATION: &str = "kubetrain.dev/answers";
+/// The Workload annotation with the delay until its pods are ready (`90s`, `never`).
+pub const PODS_READY_ANNOTATION: &str = "kubetrain.dev/pods-ready";
+
+/// Parses answers such as `Ready@30s`, `Retry@10s,Ready@1m` or `Pending` (never answers); an
+/// entry that does not parse reads as `Pending`.
+///
+/// ```
+/// use kubetrain_kueue::model::{CheckState, parse_answers};
+/// let a = parse_answers("Retry@10s, Ready@1m");
+/// assert_eq!((a[0].state, a[0].after_ms), (Some(CheckState::Retry), 10_000));
+/// assert_eq!((a[1].state, a[1].after_ms), (Some(CheckState::Ready), 60_000));
+/// assert_eq!(parse_answers("Pending")[0].state, None);
+/// ```
+pub fn parse_answers(v: &str) -> Vec<CheckAnswer> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (state, after) = e.split_once('@').unwrap_or((e, "0"));
+            let state = match state.trim() {
+                "Ready" => Some(CheckState::Ready),
+                "Retry" => Some(CheckState::Retry),
+                "Rejected" => Some(CheckState::Rejected),
+                _ => None,
+            };
+            match parse_duration_ms(after) {
+                Some(after_ms) => CheckAnswer { state, after_ms },
+                None => CheckAnswer {
+                    state: None,
+                    after_ms: 0,
+                },
+            }
+        })
+        .collect()
+}
+
+/// Topologies, TAS flavors and the node inventory.
+fn intern_tas(i: &mut Interner<'_>, setup: &Setup) {
+    i.model.topologies = setup
+        .topologies
+        .iter()
+        .map(|t| Topology {
+            name: t.metadata.name.clone(),
+            levels: t.spec.levels.iter().map(|l| l.node_label.clone()).collect(),
+        })
+        .collect();
+    for f in 0..i.model.flavors.len() {
+        let name = i.model.flavors[f].topology_name.clone();
+        i.model.flavors[f].topology =
+            name.and_then(|n| i.model.topologies.iter().position(|t| t.name == n));
+    }
+    let nodes: Vec<NodeInfo> = setup
+        .nodes
+        .iter()
+        .map(|n| NodeInfo {
+            name: n.name.clone(),
+            labels: n.labels.clone(),
+            taints: n.taints.clone(),
+            allocatable: n
+                .allocatable
+                .iter()
+                .map(|(r, q)| (i.res(r), q.amount_for(r)))
+                .collect(),
+            unschedulable: n.unschedulable,
+        })
+        .collect();
+    i.model.nodes = nodes;
+}
+
+/// AdmissionChecks: active unless their status says `Active=False` (a check without status is
+/// taken as answered by a running controller).
+fn intern_checks(model: &mut Model, setup: &Setup) {
+    model.checks = setup
+        .admission_checks
+        .iter()
+        .map(|c| Check {
+            name: c.metadata.name.clone(),
+            controller: c.spec.controller_name.clone(),
+            active: !c
+                .status
+                .conditions
+                .iter()
+                .any(|k| k.type_ == "Active" && k.status != "True"),
+            answers: c
+                .metadata
+                .annotations
+                .get(CHECK_ANSWERS_ANNOTATION)
+                .map(|v| parse_answers(v))
+                .unwrap_or_default(),
+        })
+        .collect();
+}
+
+/// The checks a ClusterQueue names (v1beta1 `admissionChecks` and `admissionChecksStrategy`),
+/// with the flavors each applies to; a missing check gets an index past the model's checks.
+fn cq_checks(model: &Model, s: &crate::api::ClusterQueueSpec) -> Vec<(usize, Vec<FlavorId>)> {
+    let mut out: Vec<(usize, Vec<FlavorId>)> = Vec::new();
+    let idx = |name: &str| {
+        model
+            .checks
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap_or(usize::MAX)
+    };
+    for name in s.admission_checks.iter().flatten() {
+        out.push((idx(name), Vec::new()));
+    }
+    for rule in s
+        .admission_checks_strategy
+        .iter()
+        .flat_map(|a| &a.admission_checks)
+    {
+        let flavors = rule
+            .on_flavors
+            .iter()
+            .filter_map(|f| model.flavors.iter().position(|x| x.name == *f))
+            .collect();
+        out.push((idx(&rule.name), flavors));
+    }
+    out
+}
+
+/// Why a ClusterQueue is inactive, as upstream's `inactiveReason` words it: the first reason, and
+/// every message joined (`Can't admit new workloads: is stopped, references missing
+/// ResourceFlavor(s): a,b.`).
+fn inactive_reason(
+    model: &Model,
+    stopped: bool,
+    missing_flavors: &[String],
+    s: &crate::api::ClusterQueueSpec,
+    flavors: &[FlavorId],
+) -> Option<(String, String)> {
+    let mut reasons: Vec<(&str, String)> = Vec::new();
+    if stopped {
+        reasons.push(("Stopped", "is stopped".to_string()));
+    }
+    if !missing_flavors.is_empty() {
+        reasons.push((
+            "FlavorNotFound",
+            format!(
+                "references missing ResourceFlavor(s): {}",
+                missing_flavors.join(",")
+            ),
+        ));
+    }
+    let mut names: Vec<&str> = s
+        .admission_checks
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    names.extend(
+        s.admission_checks_strategy
+            .iter()
+            .flat_map(|a| &a.admission_checks)
+            .map(|r| r.name.as_str()),
+    );
+    names.sort_unstable();
+    names.dedup();
+    let find = |n: &str| model.checks.iter().find(|c| c.name == n);
+    let missing: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| find(n).is_none())
+        .collect();
+    let inactive: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| find(n).is_some_and(|c| !c.active))
+        .collect();
+    if !missing.is_empty() {
+        reasons.push((
+            "AdmissionCheckNotFound",
+            format!(
+                "references missing AdmissionCheck(s): {}",
+                missing.join(",")
+            ),
+        ));
+    }
+    if !inactive.is_empty() {
+        reasons.push((
+            "AdmissionCheckInactive",
+            format!(
+                "references inactive AdmissionCheck(s): {}",
+                inactive.join(",")
+            ),
+        ));
+    }
+    if model.settings_tas_default() {
+        for &f in flavors {
+            let fl = &model.flavors[f];
+            if let (Some(t), None) = (&fl.topology_name, fl.topology) {
+                reasons.push((
+                    "TopologyNotFound",
+                    format!("there is no Topology {t:?} for TAS flavor {:?}", fl.name),
+                ));
+            }
+        }
+    }
+    let (first, _) = reasons.first()?;
+    let messages: Vec<&str> = reasons.iter().map(|(_, m)| m.as_str()).collect();
+    Some((
+        (*first).to_string(),
+        format!("Can't admit new workloads: {}.", messages.join(", ")),
+    ))
+}
+
+/// A pod set's topology request: `topologyRequest` of a Workload, else the pod template's
+/// `kueue.x-k8s.io/podset-*-topology` annotations (what the job integrations translate).
+fn topology_request(ps: &crate::api::PodSet) -> Option<TopologyRequest> {
+    use crate::tas::{PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, UNCONSTRAINED_ANNOTATION};
+    if let Some(tr) = &ps.topology_request {
+        if let Some(l) = &tr.required {
+            return Some(TopologyRequest::Required(l.clone()));
+        }
+        if let Some(l) = &tr.preferred {
+            return Some(TopologyRequest::Preferred(l.clone()));
+        }
+        if tr.unconstrained == Some(true) {
+            return Some(TopologyRequest::Unconstrained);
+        }
+    }
+    let ann = &ps.template.metadata.annotations;
+    if let Some(l) = ann.get(REQUIRED_ANNOTATION) {
+        return Some(TopologyRequest::Required(l.clone()));
+    }
+    if let Some(l) = ann.get(PREFERRED_ANNOTATION) {
+        return Some(TopologyRequest::Preferred(l.clone()));
+    }
+    ann.get(UNCONSTRAINED_ANNOTATION)
+        .filter(|v| v.as_str() == "true")
+        .map(|_| TopologyRequest::Unconstrained)
+}
+
+/// `waitForPodsReady` with upstream's defaults filled in; `enable: false` turns it off.
+fn pods_ready_settings(w: Option<&crate::api::WaitForPodsReady>) -> Option<PodsReadySettings> {
+    let d = PodsReadySettings::default();
+    let Some(w) = w else {
+        return Some(d);
+    };
+    if w.enable == Some(false) {
+        return None;
+    }
+    let dur = |v: &Option<String>| v.as_deref().and_then(parse_go_duration_ms);
+    let timeout_ms = dur(&w.timeout).unwrap_or(d.timeout_ms);
+    let rs = w.requeuing_strategy.clone().unwrap_or_default();
+    Some(PodsReadySettings {
+        timeout_ms,
+        block_admission: w.block_admission.unwrap_or(false),
+        recovery_timeout_ms: match dur(&w.recovery_timeout) {
+            Some(0) => None,
+            Some(v) => Some(v),
+            None => Some(timeout_ms),
+        },
+        backoff_base_ms: rs.backoff_base_seconds.unwrap_or(60).saturating_mul(1000),
+        backoff_max_ms: rs.backoff_max_seconds.unwrap_or(3600).saturating_mul(1000),
+        backoff_limit: rs.backoff_limit_count,
+        eviction_timestamp: rs.timestamp.as_deref() != Some("Creation"),
+    })
+}
+
+/// Parses a Go duration (`1h30m`, `90s`, `500ms`, `0s`) into milliseconds.
+///
+/// ```
+/// use kubetrain_kueue::model::parse_go_duration_ms;
+/// assert_eq!(parse_go_duration_ms("1h30m"), Some(5_400_000));
+/// assert_eq!(parse_go_duration_ms("1.5s"), Some(1_500));
+/// assert_eq!(parse_go_duration_ms("soon"), None);
+/// ```
+pub fn parse_go_duration_ms(v: &str) -> Option<i64> {
+    let mut rest = v.trim();
+    if rest == "0" {
+        return Some(0);
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let n: f64 = rest[..end].parse().ok()?;
+        rest = &rest[end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let mult = match &rest[..unit_end] {
+            "ms" => 1.0,
+            "s" => 1000.0,
+            "m" => 60_000.0,
+            "h" => 3_600_000.0,
+            "us" | "µs" => 0.001,
+            "ns" => 0.000_001,
+            _ => return None,
+        };
+        total += n * mult;
+        rest = &rest[unit_end..];
+    }
+    Some(total.round() as i64)
+}
+
+/// The `matchExpressions` of each required node affinity term of a pod spec.
+fn required_affinity(spec: &PodSpec) -> Vec<Vec<NodeSelectorRequirement>> {
+    spec.affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|s| {
+            s.node_selector_terms
+                .iter()
+                .map(|t| t.match_expressions.clone())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The Workload label that holds the UID of the job that owns it.

@@ -374,6 +374,42 @@ fn pod_template(
                 })
                 .collect(),
             priority_class_name: spec.priority_class_name.clone(),
+            affinity: node_affinity(spec),
         },
+    })
+}
+
+/// The required node affinity of a rendered pod spec (what Kueue's flavor matching reads).
+fn node_affinity(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<crate::api::Affinity> {
+    let required = spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?;
+    let terms = required
+        .node_selector_terms
+        .iter()
+        .map(|t| crate::api::NodeSelectorTerm {
+            match_expressions: t
+                .match_expressions
+                .iter()
+                .flatten()
+                .map(|r| crate::api::NodeSelectorRequirement {
+                    key: r.key.clone(),
+                    operator: r.operator.clone(),
+                    values: r.values.clone().unwrap_or_default(),
+                })
+                .collect(),
+            match_fields: Vec::new(),
+        })
+        .collect();
+    Some(crate::api::Affinity {
+        node_affinity: Some(crate::api::NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(crate::api::NodeSelector {
+                node_selector_terms: terms,
+            }),
+        }),
     })
 }

@@ -130,6 +130,10 @@ pub struct PodSetAssignment {
     pub no_fit: Option<NoFitReason>,
     /// Every flavor attempt per resource group, for explanations.
     pub attempts: Vec<FlavorAttempt>,
+    /// Where its pods go, when a TAS flavor was assigned and the topology fits.
+    pub topology: Option<crate::tas::TopologyAssignment>,
+    /// Why the topology did not fit (TAS flavors only).
+    pub topology_failure: Option<crate::tas::PlacementFailure>,
 }
 
 /// The flavor assignment of a workload.
@@ -348,6 +352,8 @@ impl Scheduler {
                 failed: false,
                 no_fit: None,
                 attempts: Vec::new(),
+                topology: None,
+                topology_failure: None,
             };
             let requests: Vec<(ResId, Amount)> = ps
                 .per_pod
@@ -397,6 +403,18 @@ impl Scheduler {
                         });
                         continue;
                     }
+                    if let Some(msg) = self.tas_flavor_mismatch(cq, ps, f, &in_group) {
+                        let msg: Arc<str> = msg.into();
+                        reasons.push(msg.clone());
+                        severities.push(NoFitReason::NoMatchingFlavor);
+                        psa.attempts.push(FlavorAttempt {
+                            flavor: f,
+                            mode: PMode::NoFit,
+                            borrow: 0,
+                            reasons: vec![msg],
+                        });
+                        continue;
+                    }
                     let untolerated = flavor.taints.iter().find(|t| {
                         matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
                             && !ps
@@ -414,12 +432,9 @@ impl Scheduler {
                             )
                         })
                         .or_else(|| {
-                            ps.node_selector
-                                .iter()
-                                .any(|(k, v)| flavor.node_labels.get(k).is_some_and(|fv| fv != v))
-                                .then(|| {
-                                    format!("flavor {} doesn't match node affinity", flavor.name)
-                                })
+                            (!ps.matches_flavor_labels(&flavor.node_labels)).then(|| {
+                                format!("flavor {} doesn't match node affinity", flavor.name)
+                            })
                         });
                     if let Some(msg) = mismatch {
                         let msg: Arc<str> = msg.into();
@@ -524,7 +539,209 @@ impl Scheduler {
         let mut usage: Vec<(FrId, Amount)> = assigned.into_iter().collect();
         usage.sort_unstable();
         out.usage = usage;
+        if m.settings.tas && out.complete {
+            self.place_topology(&mut out, wl, cq);
+        }
         out
+    }
+
+    /// `checkPodSetAndFlavorMatchForTAS`: a pod set that asks for a topology needs a TAS flavor
+    /// with the requested level; one that does not cannot use a TAS flavor (unless every flavor
+    /// of the queue is a TAS flavor: then TAS is implied).
+    fn tas_flavor_mismatch(
+        &self,
+        cq: CqId,
+        ps: &crate::model::PodSetReq,
+        f: FlavorId,
+        in_group: &[(ResId, Amount)],
+    ) -> Option<String> {
+        let m = &self.model;
+        if !m.settings.tas {
+            return None;
+        }
+        let flavor = &m.flavors[f];
+        let implied = ps.topology.is_none() && m.cqs[cq].tas_only;
+        match (&ps.topology, &flavor.topology_name) {
+            _ if implied => None,
+            (Some(_), None) => in_group.iter().any(|&(_, v)| v > 0).then(|| {
+                format!(
+                    "Flavor {:?} does not support TopologyAwareScheduling",
+                    flavor.name
+                )
+            }),
+            (Some(req), Some(_)) => {
+                let Some(t) = flavor.topology else {
+                    return Some(format!(
+                        "Flavor {:?} information missing in TAS cache",
+                        flavor.name
+                    ));
+                };
+                let level = match req {
+                    crate::tas::TopologyRequest::Required(l)
+                    | crate::tas::TopologyRequest::Preferred(l) => Some(l),
+                    crate::tas::TopologyRequest::Unconstrained => None,
+                };
+                level
+                    .filter(|l| !m.topologies[t].levels.contains(l))
+                    .map(|_| {
+                        format!(
+                            "Flavor {:?} does not contain the requested level",
+                            flavor.name
+                        )
+                    })
+            }
+            (None, Some(_)) => Some(format!(
+                "Flavor {:?} supports only TopologyAwareScheduling",
+                flavor.name
+            )),
+            (None, None) => None,
+        }
+    }
+
+    /// TAS after the quota (upstream `assignFlavors` end): with quota Fit, place every TAS pod
+    /// set with the current node usage; a pod set that does not fit makes the assignment Preempt.
+    /// With Preempt, place on empty nodes: if even that fails, NoFit (`TopologyPlacementFailed`).
+    fn place_topology(&self, out: &mut Assignment, wl: WlId, cq: CqId) {
+        if out.mode() == Mode::Fit {
+            match self.tas_pass(out, wl, cq, false) {
+                Ok(placed) => {
+                    for (pi, t) in placed {
+                        out.pod_sets[pi].topology = Some(t);
+                    }
+                    return;
+                }
+                Err((pi, f)) => {
+                    let p = &mut out.pod_sets[pi];
+                    p.reasons.push(Arc::from(f.message.as_str()));
+                    p.topology_failure = Some(f);
+                    for rf in &mut p.flavors {
+                        rf.mode = rf.mode.min(PMode::Preempt);
+                    }
+                }
+            }
+        }
+        if out.mode() != Mode::Preempt {
+            return;
+        }
+        match self.tas_pass(out, wl, cq, true) {
+            Ok(placed) => {
+                for (pi, _) in placed {
+                    for rf in &mut out.pod_sets[pi].flavors {
+                        rf.mode = rf.mode.min(PMode::Preempt);
+                    }
+                }
+            }
+            Err((pi, f)) => {
+                let p = &mut out.pod_sets[pi];
+                for rf in &mut p.flavors {
+                    rf.mode = PMode::NoFit;
+                }
+                p.no_fit = Some(p.no_fit.map_or(NoFitReason::TopologyPlacementFailed, |n| {
+                    n.max(NoFitReason::TopologyPlacementFailed)
+                }));
+                if p.reasons.is_empty() {
+                    p.reasons.push(Arc::from(f.message.as_str()));
+                }
+                p.topology_failure.get_or_insert(f);
+            }
+        }
+    }
+
+    /// Places every TAS pod set of an assignment in order (earlier pod sets' pods count);
+    /// `empty`: as if no admitted workload used the nodes.
+    #[allow(clippy::type_complexity)]
+    fn tas_pass(
+        &self,
+        out: &Assignment,
+        wl: WlId,
+        cq: CqId,
+        empty: bool,
+    ) -> Result<Vec<(usize, crate::tas::TopologyAssignment)>, (usize, crate::tas::PlacementFailure)>
+    {
+        let m = &self.model;
+        let w = &m.workloads[wl];
+        let pods_res = m.res_id("pods");
+        let mut assumed: HashMap<usize, Vec<(ResId, Amount)>> = HashMap::new();
+        let mut placed = Vec::new();
+        for (pi, psa) in out.pod_sets.iter().enumerate() {
+            let Some(ps) = w.pod_sets.get(pi) else {
+                continue;
+            };
+            let Some((flavor, topo)) = psa.flavors.iter().find_map(|rf| {
+                m.flavors[rf.flavor]
+                    .topology
+                    .map(|t| (&m.flavors[rf.flavor], t))
+            }) else {
+                continue;
+            };
+            let request = match &ps.topology {
+                Some(r) => r.clone(),
+                None if m.cqs[cq].tas_only => crate::tas::TopologyRequest::Unconstrained,
+                None => continue,
+            };
+            let free = |id: usize| -> Vec<(ResId, Amount)> {
+                let n = &m.nodes[id];
+                n.allocatable
+                    .iter()
+                    .map(|&(r, a)| {
+                        let used = |list: &[(ResId, Amount)]| {
+                            list.iter()
+                                .filter(|(x, _)| *x == r)
+                                .map(|(_, v)| *v)
+                                .sum::<Amount>()
+                        };
+                        let mut left = a - used(assumed.get(&id).map_or(&[][..], |v| v.as_slice()));
+                        if !empty {
+                            left -= used(&self.node_used[id]);
+                        }
+                        (r, left)
+                    })
+                    .collect()
+            };
+            let nodes: Vec<_> = m
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| {
+                    !n.unschedulable
+                        && flavor
+                            .node_labels
+                            .iter()
+                            .all(|(k, v)| n.labels.get(k) == Some(v))
+                })
+                .map(|(id, n)| crate::tas::NodeView {
+                    id,
+                    labels: &n.labels,
+                    taints: &n.taints,
+                    free: free(id),
+                })
+                .collect();
+            match crate::tas::place(
+                &m.topologies[topo],
+                &nodes,
+                ps,
+                &flavor.tolerations,
+                pods_res,
+                psa.count,
+                &request,
+            ) {
+                Ok(t) => {
+                    for &(node, n) in &t.per_node {
+                        let e = assumed.entry(node).or_default();
+                        for (r, v) in ps.per_pod.iter().copied().chain(pods_res.map(|r| (r, 1))) {
+                            let add_v = v.saturating_mul(i64::from(n));
+                            match e.iter_mut().find(|(x, _)| *x == r) {
+                                Some(x) => x.1 += add_v,
+                                None => e.push((r, add_v)),
+                            }
+                        }
+                    }
+                    placed.push((pi, t));
+                }
+                Err(f) => return Err((pi, f)),
+            }
+        }
+        Ok(placed)
     }
 
     /// The full assignment, then partial admission if needed (kueue.md §2.7). Returns the

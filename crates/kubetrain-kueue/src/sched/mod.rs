@@ -4,10 +4,12 @@
 pub mod assign;
 pub mod conditions;
 pub mod fair;
+pub mod lifecycle;
 pub mod preempt;
 pub mod queue;
 
-use std::collections::HashSet;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
 
 use serde::Serialize;
 
@@ -85,6 +87,8 @@ pub struct PodSetAdmission {
     pub count: i32,
     /// (resource, flavor, total usage).
     pub resources: Vec<(usize, usize, Amount)>,
+    /// Where its pods go (TAS flavors only).
+    pub topology: Option<crate::tas::TopologyAssignment>,
 }
 
 /// A quota reservation.
@@ -120,10 +124,12 @@ pub struct WlState {
     pub admission: Option<Admission>,
     /// Conditions as Kueue would write them.
     pub conditions: Vec<Condition>,
-    /// First admission time.
+    /// First admission time (`Admitted=True`: quota reserved and every check ready).
     pub first_admitted_ms: Option<i64>,
     /// Latest admission time.
     pub admitted_ms: Option<i64>,
+    /// Admission checks, pods readiness, requeue backoff.
+    pub life: lifecycle::Lifecycle,
     /// Finish time.
     pub finished_ms: Option<i64>,
     /// How often it was preempted.
@@ -183,6 +189,15 @@ pub struct Scheduler {
     pub requeue_batch_ms: i64,
     /// Batched flushes: (due time, tree root, a queue of the tree).
     pending_flushes: Vec<(i64, usize, CqId)>,
+    /// Lifecycle timers: (due, sequence, event).
+    timers: BinaryHeap<Reverse<(i64, u64, lifecycle::Timer)>>,
+    timer_seq: u64,
+    /// Workloads admitted since the simulator last asked.
+    started: Vec<WlId>,
+    /// ClusterQueues of lifecycle evictions since the simulator last asked.
+    lifecycle_evictions: Vec<CqId>,
+    /// Per node, what admitted TAS workloads use: (resource, amount).
+    pub node_used: Vec<Vec<(usize, Amount)>>,
 }
 
 /// One nominated head.
@@ -213,6 +228,7 @@ impl Scheduler {
                     conditions: Vec::new(),
                     first_admitted_ms: None,
                     admitted_ms: None,
+                    life: lifecycle::Lifecycle::default(),
                     finished_ms: None,
                     preemptions: 0,
                     hash: queue::shape_hash(w),
@@ -224,6 +240,11 @@ impl Scheduler {
             tree_members: Self::tree_members(&model),
             requeue_batch_ms: 0,
             pending_flushes: Vec::new(),
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            started: Vec::new(),
+            lifecycle_evictions: Vec::new(),
+            node_used: vec![Vec::new(); model.nodes.len()],
             model,
             cycle: 0,
             now_ms: 0,
@@ -340,6 +361,7 @@ impl Scheduler {
                 name: psa.name.clone(),
                 count,
                 resources,
+                topology: None,
             });
         }
         let node = self.model.cqs[cq].node;
@@ -356,6 +378,9 @@ impl Scheduler {
         st.phase = Phase::Admitted;
         st.first_admitted_ms = Some(self.now_ms);
         st.admitted_ms = Some(self.now_ms);
+        // Admitted before the model starts: its checks passed and its pods run.
+        st.life.reservations = 1;
+        st.life.pods_ready = true;
         conditions::set_admitted(&mut st.conditions, &spec.cluster_queue);
         self.admitted[cq].push(wl);
     }
@@ -378,7 +403,7 @@ impl Scheduler {
                 conditions::set_blocked(&mut self.wls[wl].conditions, obs, &reason, &message);
             }
             QueueTarget::Queue(cq) => {
-                if !self.model.workloads[wl].active {
+                if !self.model.workloads[wl].active || self.wls[wl].life.deactivated {
                     return;
                 }
                 if let Some((_, _)) = &self.model.cqs[cq].inactive {
@@ -390,11 +415,24 @@ impl Scheduler {
         }
     }
 
+    /// The queue-order timestamp: creation, or the eviction time of a workload requeued after a
+    /// pods-ready timeout or a `Retry` check (upstream `GetQueueOrderTimestamp`).
+    fn order_ts(&self, wl: WlId) -> i64 {
+        self.wls[wl]
+            .life
+            .order_ms
+            .unwrap_or(self.model.workloads[wl].arrival_ms)
+    }
+
     fn enqueue(&mut self, cq: CqId, wl: WlId) {
+        if self.wls[wl].life.deactivated || self.wls[wl].life.backoff_until.is_some() {
+            return;
+        }
         let w = &self.model.workloads[wl];
         let hash = self.wls[wl].hash;
+        let ts = self.order_ts(wl);
         let hashing = self.model.settings.equivalence_hashing && !self.model.cqs[cq].strict_fifo;
-        if let Some(reason) = self.queues[cq].push(wl, w.priority, w.arrival_ms, hash, hashing) {
+        if let Some(reason) = self.queues[cq].push(wl, w.priority, ts, hash, hashing) {
             self.mark_bypassed(wl, &reason);
         }
     }
@@ -480,6 +518,7 @@ impl Scheduler {
         for &(fr, v) in &adm.usage {
             self.model.tree.remove_usage(&mut self.usage, node, fr, v);
         }
+        self.book_topology(wl, &adm.pod_sets, -1);
         if let Some(pos) = self.admitted[adm.cq].iter().position(|&x| x == wl) {
             self.admitted[adm.cq].swap_remove(pos);
         }
@@ -489,6 +528,7 @@ impl Scheduler {
     pub fn cycle(&mut self) -> CycleResult {
         self.cycle += 1;
         let mut result = CycleResult::default();
+        self.run_timers();
         // Heads: up to `heads_per_cycle` per active queue.
         let mut heads: Vec<(WlId, CqId)> = Vec::new();
         for cq in 0..self.model.cqs.len() {
@@ -558,11 +598,12 @@ impl Scheduler {
             );
             let strict = self.model.cqs[e.cq].strict_fifo;
             let hashing = self.model.settings.equivalence_hashing && !strict;
+            let ts = self.order_ts(wl);
             let w = &self.model.workloads[wl];
             let parked = self.queues[e.cq].requeue(
                 wl,
                 w.priority,
-                w.arrival_ms,
+                ts,
                 self.wls[wl].hash,
                 rq,
                 strict,
@@ -598,6 +639,7 @@ impl Scheduler {
         for cq in touched {
             self.flush_tree(cq);
         }
+        self.run_timers();
         result
     }
 
@@ -707,6 +749,23 @@ impl Scheduler {
         for &(fr, v) in &a.usage {
             self.model.tree.add_usage(snap, node, fr, v);
         }
+        if mode == Mode::Fit && self.blocked_by_pods_ready() {
+            // `waitForPodsReadyIfNeeded`: upstream's scheduler waits here until every admitted
+            // workload is ready, then admits; the model requeues the head and retries then.
+            for &(fr, v) in &a.usage {
+                self.model.tree.remove_usage(snap, node, fr, v);
+            }
+            return Some((
+                if self.model.settings.observability {
+                    "WaitingForPodsReady"
+                } else {
+                    "Waiting"
+                }
+                .to_string(),
+                "waiting for all admitted workloads to be in PodsReady condition".to_string(),
+                RequeueReason::FailedAfterNomination,
+            ));
+        }
         if mode == Mode::Preempt {
             self.issue_preemptions(e, result);
             // The sticky preemptor is a BestEffortFIFO notion (StrictFIFO requeues the head anyway).
@@ -797,6 +856,7 @@ impl Scheduler {
                     .iter()
                     .map(|f| (f.res, f.flavor, f.amount))
                     .collect(),
+                topology: p.topology.clone(),
             })
             .collect();
         let now = self.now_ms;
@@ -809,12 +869,44 @@ impl Scheduler {
             reserved_ms: now,
         });
         st.phase = Phase::Admitted;
-        st.first_admitted_ms.get_or_insert(now);
-        st.admitted_ms = Some(now);
+        st.life.backoff_until = None;
         conditions::set_admitted(&mut st.conditions, &name);
         self.admitted[cq].push(wl);
         if self.queues[cq].sticky == Some(wl) {
             self.queues[cq].sticky = None;
+        }
+        let pod_sets = self.wls[wl]
+            .admission
+            .as_ref()
+            .map(|a| a.pod_sets.clone())
+            .unwrap_or_default();
+        self.book_topology(wl, &pod_sets, 1);
+        self.after_reservation(wl);
+    }
+
+    /// Adds (`sign` 1) or removes (−1) the node usage of the TAS placements of `pod_sets`.
+    fn book_topology(&mut self, wl: WlId, pod_sets: &[PodSetAdmission], sign: i64) {
+        let pods = self.model.res_id("pods");
+        for p in pod_sets {
+            let Some(t) = &p.topology else { continue };
+            let Some(req) = self.model.workloads[wl]
+                .pod_sets
+                .iter()
+                .find(|r| r.name == p.name)
+            else {
+                continue;
+            };
+            for &(node, n) in &t.per_node {
+                let used = &mut self.node_used[node];
+                let per_pod = req.per_pod.iter().copied().chain(pods.map(|r| (r, 1)));
+                for (r, v) in per_pod {
+                    let delta = v.saturating_mul(i64::from(n)).saturating_mul(sign);
+                    match used.iter_mut().find(|(x, _)| *x == r) {
+                        Some(e) => e.1 = e.1.saturating_add(delta),
+                        None => used.push((r, delta)),
+                    }
+                }
+            }
         }
     }
 

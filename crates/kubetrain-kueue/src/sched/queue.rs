@@ -46,6 +46,8 @@ pub fn shape_hash(w: &Workload) -> u64 {
         ps.min_count.hash(&mut h);
         ps.per_pod.hash(&mut h);
         ps.node_selector.hash(&mut h);
+        ps.required_affinity.hash(&mut h);
+        ps.topology.hash(&mut h);
         for t in &ps.tolerations {
             (&t.key, &t.operator, &t.value, &t.effect).hash(&mut h);
         }

@@ -226,6 +226,9 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
             let cq = s.wls[w].admission.as_ref().map(|a| a.cq).unwrap_or(0);
             admissions[cq] += 1;
             integ.touch(&s, cq, now);
+        }
+        // A job runs once its workload is Admitted (quota reserved and every check ready).
+        for w in s.take_started() {
             if let Some(rt) = s.model.workloads[w].runtime_ms {
                 finishes.push(Reverse((now + rt, w, now)));
             }
@@ -249,7 +252,11 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
                 }
             }
         }
-        running = running + r.admitted.len() - r.preempted.len();
+        let evicted = s.take_lifecycle_evictions();
+        for &cq in &evicted {
+            integ.touch(&s, cq, now);
+        }
+        running = (running + r.admitted.len()).saturating_sub(r.preempted.len() + evicted.len());
         let pending = (next_arrival + initially_admitted).saturating_sub(running + finished);
         let used_now: f64 = integ.used.iter().sum();
         raw_samples.push(Sample {
@@ -267,6 +274,7 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
                 .map(|&w| s.model.workloads[w].arrival_ms),
             finishes.peek().map(|r| r.0.0),
             s.next_flush_due(),
+            s.next_timer(),
         ]
         .into_iter()
         .flatten()

@@ -2,5 +2,6 @@
 
 pub mod engine;
 pub mod generator;
+pub mod random;
 pub mod report;
 pub mod scenario;

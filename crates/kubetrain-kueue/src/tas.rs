@@ -1,0 +1,426 @@
+//! Topology-aware scheduling (Kueue v0.19.1 `pkg/cache/scheduler/tas_flavor_snapshot.go`, the
+//! BestFit profile): nodes grouped into domains by the levels of a `Topology` (e.g. block → rack →
+//! hostname), per-domain pod capacity from the nodes' allocatable minus what admitted TAS workloads
+//! use, and the placement of a pod set's pods into the fewest, tightest domains.
+//!
+//! A pod set asks for `required` placement (all pods in one domain of the level), `preferred`
+//! (that level if possible, else the next wider level, finally spread over the widest level) or
+//! `unconstrained` (anywhere). Pods fit a node when every requested resource (and one `pods`) fits
+//! its free capacity, the node carries the flavor's `nodeLabels`, matches the pod's node selector
+//! and required node affinity, and every `NoSchedule`/`NoExecute` taint is tolerated.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::{Taint, Toleration};
+use crate::error::{FieldError, LoadError};
+use crate::model::{PodSetReq, ResId};
+use crate::quantity::{Amount, Quantity};
+
+/// A node as the model reads it from a `v1` `Node` document.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Node {
+    /// Name.
+    pub name: String,
+    /// Labels (topology levels, flavor labels, node-pool labels).
+    pub labels: BTreeMap<String, String>,
+    /// `status.allocatable` (falls back to `status.capacity`).
+    pub allocatable: BTreeMap<String, Quantity>,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
+    /// `spec.unschedulable`, or a `Ready` condition that is not `True`: no TAS pods go there.
+    pub unschedulable: bool,
+}
+
+impl Node {
+    /// Reads the parts of a `Node` document TAS uses; other fields are ignored.
+    pub fn from_document(name: &str, doc: &Value) -> Result<Node, LoadError> {
+        let err = |path: &str, message: String| {
+            LoadError::Invalid(vec![FieldError {
+                kind: "Node".to_string(),
+                name: name.to_string(),
+                path: path.to_string(),
+                message,
+            }])
+        };
+        let labels = doc
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let resources = doc
+            .pointer("/status/allocatable")
+            .or_else(|| doc.pointer("/status/capacity"));
+        let mut allocatable = BTreeMap::new();
+        if let Some(map) = resources.and_then(Value::as_object) {
+            for (r, v) in map {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    _ => {
+                        return Err(err(
+                            &format!("status.allocatable.{r}"),
+                            "expected a quantity".into(),
+                        ));
+                    }
+                };
+                let q = Quantity::parse(&text)
+                    .map_err(|e| err(&format!("status.allocatable.{r}"), e.to_string()))?;
+                allocatable.insert(r.clone(), q);
+            }
+        }
+        let taints = match doc.pointer("/spec/taints") {
+            Some(t) => {
+                serde_json::from_value(t.clone()).map_err(|e| err("spec.taints", e.to_string()))?
+            }
+            None => Vec::new(),
+        };
+        let not_ready = doc
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("Ready")
+                        && c.get("status").and_then(Value::as_str) != Some("True")
+                })
+            });
+        let unschedulable =
+            doc.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) || not_ready;
+        Ok(Node {
+            name: doc
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or(name)
+                .to_string(),
+            labels,
+            allocatable,
+            taints,
+            unschedulable,
+        })
+    }
+}
+
+/// What a pod set asks of the topology.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub enum TopologyRequest {
+    /// Every pod in one domain of this level (`podset-required-topology`).
+    Required(String),
+    /// This level if possible, wider levels otherwise (`podset-preferred-topology`).
+    Preferred(String),
+    /// Anywhere in the topology (`podset-unconstrained-topology`, or implied by a TAS-only queue).
+    Unconstrained,
+}
+
+/// The pod-template annotations of upstream's TAS requests.
+pub const REQUIRED_ANNOTATION: &str = "kueue.x-k8s.io/podset-required-topology";
+/// See [`REQUIRED_ANNOTATION`].
+pub const PREFERRED_ANNOTATION: &str = "kueue.x-k8s.io/podset-preferred-topology";
+/// See [`REQUIRED_ANNOTATION`].
+pub const UNCONSTRAINED_ANNOTATION: &str = "kueue.x-k8s.io/podset-unconstrained-topology";
+
+/// A topology with interned node domains.
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    /// Name.
+    pub name: String,
+    /// Level labels, widest first.
+    pub levels: Vec<String>,
+}
+
+/// Where the pods of one pod set go: per lowest-level domain (its values at every level), a count.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TopologyAssignment {
+    /// Level labels, widest first.
+    pub levels: Vec<String>,
+    /// (domain values per level, pods).
+    pub domains: Vec<(Vec<String>, i32)>,
+    /// Pods per node, for usage accounting.
+    #[serde(skip)]
+    pub per_node: Vec<(usize, i32)>,
+}
+
+/// Why a placement failed, in Kueue's words plus the figures `explain` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementFailure {
+    /// Kueue's message: `topology "t" doesn't allow to fit any of N pod(s)` or `allows to fit only
+    /// K out of N pod(s)`.
+    pub message: String,
+    /// Pods requested.
+    pub requested: i32,
+    /// Pods that fit in the best domain of the requested level (or in all, when spreading).
+    pub fits: i32,
+    /// The level searched last.
+    pub level: String,
+}
+
+#[derive(Debug, Clone)]
+struct Domain {
+    values: Vec<String>,
+    state: i32,
+    children: Vec<usize>,
+    node: Option<usize>,
+}
+
+/// A node as placement sees it: its labels and taints and what is still free on it.
+#[derive(Debug, Clone)]
+pub struct NodeView<'a> {
+    /// Node index in the model.
+    pub id: usize,
+    /// Labels.
+    pub labels: &'a BTreeMap<String, String>,
+    /// Taints.
+    pub taints: &'a [Taint],
+    /// Free amount per resource.
+    pub free: Vec<(ResId, Amount)>,
+}
+
+/// Finds a placement of `count` pods of `ps` (its per-pod requests plus one `pods`) on the `nodes` of a flavor
+/// (already filtered by the flavor's labels).
+pub fn place(
+    topology: &Topology,
+    nodes: &[NodeView<'_>],
+    ps: &PodSetReq,
+    flavor_tolerations: &[Toleration],
+    pods_res: Option<ResId>,
+    count: i32,
+    request: &TopologyRequest,
+) -> Result<TopologyAssignment, PlacementFailure> {
+    let requests = ps.per_pod.as_slice();
+    let nlevels = topology.levels.len();
+    let fail = |fits: i32, level: &str| {
+        let message = if fits == 0 {
+            format!(
+                "topology {:?} doesn't allow to fit any of {count} pod(s)",
+                topology.name
+            )
+        } else {
+            format!(
+                "topology {:?} allows to fit only {fits} out of {count} pod(s)",
+                topology.name
+            )
+        };
+        PlacementFailure {
+            message,
+            requested: count,
+            fits,
+            level: level.to_string(),
+        }
+    };
+    let (level_key, required, unconstrained) = match request {
+        TopologyRequest::Required(l) => (l.clone(), true, false),
+        TopologyRequest::Preferred(l) => (l.clone(), false, false),
+        TopologyRequest::Unconstrained => (
+            topology.levels.last().cloned().unwrap_or_default(),
+            false,
+            true,
+        ),
+    };
+    let Some(level_idx) = topology.levels.iter().position(|l| *l == level_key) else {
+        return Err(PlacementFailure {
+            message: format!("no requested topology level: {level_key}"),
+            requested: count,
+            fits: 0,
+            level: level_key,
+        });
+    };
+    // Domains per level: a node belongs to the domain of its label values at each level.
+    let mut domains: Vec<Domain> = Vec::new();
+    let mut per_level: Vec<BTreeMap<Vec<String>, usize>> = vec![BTreeMap::new(); nlevels];
+    for n in nodes {
+        let (node_id, labels, taints, free) = (n.id, n.labels, n.taints, &n.free);
+        let Some(values) = topology
+            .levels
+            .iter()
+            .map(|l| labels.get(l).cloned())
+            .collect::<Option<Vec<String>>>()
+        else {
+            continue;
+        };
+        let fits = pods_fitting(
+            ps,
+            flavor_tolerations,
+            labels,
+            taints,
+            free,
+            requests,
+            pods_res,
+        );
+        let mut parent: Option<usize> = None;
+        for lvl in 0..nlevels {
+            let key = values[..=lvl].to_vec();
+            let id = match per_level[lvl].get(&key) {
+                Some(&id) => id,
+                None => {
+                    let id = domains.len();
+                    domains.push(Domain {
+                        values: key.clone(),
+                        state: 0,
+                        children: Vec::new(),
+                        node: None,
+                    });
+                    per_level[lvl].insert(key, id);
+                    if let Some(p) = parent {
+                        domains[p].children.push(id);
+                    }
+                    id
+                }
+            };
+            domains[id].state = domains[id].state.saturating_add(fits);
+            parent = Some(id);
+        }
+        if let Some(leaf) = parent {
+            domains[leaf].node = Some(node_id);
+        }
+    }
+    // Sorted: most capacity first, ties by domain values (upstream `sortedDomains`).
+    let sorted = |ids: Vec<usize>, domains: &[Domain]| -> Vec<usize> {
+        let mut ids = ids;
+        ids.sort_by(|&a, &b| {
+            domains[b]
+                .state
+                .cmp(&domains[a].state)
+                .then_with(|| domains[a].values.cmp(&domains[b].values))
+        });
+        ids
+    };
+    // BestFit: the first domain with the smallest capacity that still holds `needed`.
+    let best_fit = |ids: &[usize], needed: i32, domains: &[Domain]| -> usize {
+        ids.iter()
+            .copied()
+            .filter(|&d| domains[d].state >= needed)
+            .min_by_key(|&d| domains[d].state)
+            .unwrap_or(ids[0])
+    };
+    // Greedy cover of `count` pods by `ids`, the last domain chosen by best fit; returns
+    // (domain, pods) pairs.
+    let cover = |ids: &[usize], count: i32, domains: &[Domain]| -> Vec<(usize, i32)> {
+        let mut out = Vec::new();
+        let mut remaining = count;
+        let mut i = 0;
+        while remaining > 0 && i < ids.len() {
+            let mut d = ids[i];
+            if domains[d].state >= remaining {
+                d = best_fit(&ids[i..], remaining, domains);
+                out.push((d, remaining));
+                return out;
+            }
+            if domains[d].state > 0 {
+                out.push((d, domains[d].state));
+                remaining -= domains[d].state;
+            }
+            i += 1;
+        }
+        out
+    };
+    // Phase 2a: the level whose domains can hold every pod.
+    let mut lvl = level_idx;
+    let chosen: Vec<(usize, i32)> = loop {
+        let ids = sorted(per_level[lvl].values().copied().collect(), &domains);
+        if ids.is_empty() {
+            return Err(PlacementFailure {
+                message: format!("no topology domains at level: {}", topology.levels[lvl]),
+                requested: count,
+                fits: 0,
+                level: topology.levels[lvl].clone(),
+            });
+        }
+        let top = ids[0];
+        if domains[top].state >= count && !unconstrained {
+            break vec![(best_fit(&ids, count, &domains), count)];
+        }
+        if required {
+            return Err(fail(domains[top].state, &topology.levels[lvl]));
+        }
+        if lvl > 0 && !unconstrained {
+            lvl -= 1;
+            continue;
+        }
+        let total: i32 = ids
+            .iter()
+            .map(|&d| domains[d].state)
+            .fold(0, i32::saturating_add);
+        if total < count {
+            return Err(fail(total, &topology.levels[lvl]));
+        }
+        break cover(&ids, count, &domains);
+    };
+    // Phase 2b: down level by level, each domain's pods into its tightest children.
+    let mut current = chosen;
+    while current
+        .iter()
+        .any(|&(d, _)| !domains[d].children.is_empty())
+    {
+        let mut next = Vec::new();
+        for (d, pods) in current {
+            if domains[d].children.is_empty() {
+                next.push((d, pods));
+                continue;
+            }
+            let kids = sorted(domains[d].children.clone(), &domains);
+            next.extend(cover(&kids, pods, &domains));
+        }
+        current = next;
+    }
+    let mut out = TopologyAssignment {
+        levels: topology.levels.clone(),
+        ..TopologyAssignment::default()
+    };
+    current.sort_by(|a, b| domains[a.0].values.cmp(&domains[b.0].values));
+    for (d, pods) in current {
+        out.domains.push((domains[d].values.clone(), pods));
+        if let Some(n) = domains[d].node {
+            out.per_node.push((n, pods));
+        }
+    }
+    Ok(out)
+}
+
+/// How many pods of `ps` fit on one node with `free` resources left.
+fn pods_fitting(
+    ps: &PodSetReq,
+    flavor_tolerations: &[Toleration],
+    labels: &BTreeMap<String, String>,
+    taints: &[Taint],
+    free: &[(ResId, Amount)],
+    requests: &[(ResId, Amount)],
+    pods_res: Option<ResId>,
+) -> i32 {
+    let selector_ok = ps
+        .node_selector
+        .iter()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let affinity_ok = ps.required_affinity.is_empty()
+        || ps
+            .required_affinity
+            .iter()
+            .any(|t| t.iter().all(|r| r.matches(labels)));
+    let tolerated = taints.iter().all(|t| {
+        !matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
+            || ps
+                .tolerations
+                .iter()
+                .chain(flavor_tolerations)
+                .any(|tol| tol.tolerates(t))
+    });
+    if !(selector_ok && affinity_ok && tolerated) {
+        return 0;
+    }
+    let free_of = |r: ResId| free.iter().find(|(x, _)| *x == r).map_or(0, |(_, v)| *v);
+    let mut n = i64::from(i32::MAX);
+    for &(r, per_pod) in requests {
+        if per_pod <= 0 {
+            continue;
+        }
+        n = n.min(free_of(r).max(0) / per_pod);
+    }
+    if let Some(p) = pods_res {
+        n = n.min(free_of(p).max(0));
+    }
+    n.clamp(0, i64::from(i32::MAX)) as i32
+}
