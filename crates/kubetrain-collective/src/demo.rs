@@ -5,7 +5,14 @@
 //! The data set is a fixed function of the sample index, and shards are equal slices of it, so the
 //! averaged gradient is the full-batch gradient: the loss curve is the same for every world size (up to
 //! rounding), and every rank ends with the same weights.
+//!
+//! [`train`] adds what a real trainer needs to survive a pod deletion: periodic checkpoints of weights,
+//! optimizer state and step ([`crate::checkpoint`]), resuming from the newest valid one on start, and a
+//! time window after which every rank stops at the same step.
 
+use std::time::{Duration, Instant};
+
+use crate::checkpoint::{self, Checkpoint, CheckpointStore, Saved};
 use crate::communicator::Communicator;
 use crate::dtype::ReduceOp;
 use crate::error::{CollectiveError, Result};
@@ -21,6 +28,8 @@ pub struct DemoConfig {
     pub steps: usize,
     /// Learning rate.
     pub learning_rate: f64,
+    /// SGD momentum (`0` is plain SGD); its velocity is the optimizer state a checkpoint keeps.
+    pub momentum: f64,
 }
 
 impl Default for DemoConfig {
@@ -30,6 +39,7 @@ impl Default for DemoConfig {
             features: 8,
             steps: 20,
             learning_rate: 0.3,
+            momentum: 0.0,
         }
     }
 }
@@ -43,6 +53,61 @@ pub struct DemoReport {
     pub weights: Vec<f64>,
     /// The weights the data was generated from (bias last).
     pub true_weights: Vec<f64>,
+    /// The step index this run started at (the resumed checkpoint's step, else 0).
+    pub first_step: u64,
+    /// The checkpoint this run resumed from, if any.
+    pub resumed_from: Option<String>,
+}
+
+/// Checkpointing of [`train`].
+pub struct CheckpointOptions<'a> {
+    /// Where checkpoints go (only rank 0 reads and writes it).
+    pub store: &'a dyn CheckpointStore,
+    /// Write one every this many completed steps (and after the last step); `0` only at the end.
+    pub every: u64,
+    /// Keep the newest this many (`0`: all).
+    pub keep: usize,
+}
+
+/// Run options of [`train`] beyond the model's settings.
+#[derive(Default)]
+pub struct TrainOptions<'a> {
+    /// Resume from and write checkpoints here.
+    pub checkpoint: Option<CheckpointOptions<'a>>,
+    /// Stop after the first step that ends past this much time (every rank stops at the same step).
+    pub time_limit: Option<Duration>,
+    /// Extra time per step, standing in for a real model's compute (so a short window has many steps).
+    pub step_delay: Duration,
+}
+
+/// What [`train`] reports as it goes. Checkpoint events happen on rank 0 only.
+#[derive(Debug)]
+pub enum DemoEvent<'a> {
+    /// A checkpoint was skipped as damaged; the warning says which and why.
+    SkippedCheckpoint(&'a str),
+    /// Training resumes from this checkpoint (on every rank).
+    Resumed {
+        /// Object name.
+        name: &'a str,
+        /// Its step: the first step index this run trains.
+        step: u64,
+        /// Loss recorded in it.
+        loss: f64,
+    },
+    /// A step finished (`step` is its 0-based index).
+    Step {
+        /// Step index.
+        step: u64,
+        /// Global loss before the update.
+        loss: f64,
+    },
+    /// A checkpoint was written after `step` completed steps.
+    Checkpointed {
+        /// Completed steps it holds.
+        step: u64,
+        /// What was written.
+        saved: &'a Saved,
+    },
 }
 
 /// A deterministic pseudo-random number in [-1, 1) from an index (splitmix64).
@@ -75,6 +140,22 @@ pub fn train_linear_regression<C: Communicator>(
     cfg: &DemoConfig,
     mut on_step: impl FnMut(usize, f64),
 ) -> Result<DemoReport> {
+    train(comm, cfg, &TrainOptions::default(), |event| {
+        if let DemoEvent::Step { step, loss } = event {
+            on_step(step as usize, loss);
+        }
+    })
+}
+
+/// [`train_linear_regression`] with checkpoints, resume and a time window: rank 0 loads the newest valid
+/// checkpoint (skipping damaged ones) and broadcasts it, so every rank resumes at its step; rank 0
+/// writes one every `every` steps and after the last.
+pub fn train<C: Communicator>(
+    comm: &mut C,
+    cfg: &DemoConfig,
+    options: &TrainOptions<'_>,
+    mut on_event: impl FnMut(DemoEvent<'_>),
+) -> Result<DemoReport> {
     let n = comm.world_size();
     if cfg.samples == 0 || !cfg.samples.is_multiple_of(n) {
         return Err(CollectiveError::InvalidArgument(format!(
@@ -82,6 +163,7 @@ pub fn train_linear_regression<C: Communicator>(
             cfg.samples
         )));
     }
+    let started = Instant::now();
     let d = cfg.features;
     let truth = true_weights(d);
     let per = cfg.samples / n;
@@ -89,10 +171,24 @@ pub fn train_linear_regression<C: Communicator>(
         .map(|i| sample(i, d, &truth))
         .collect();
     let mut w = vec![0.0f64; d + 1];
-    let mut losses = Vec::with_capacity(cfg.steps);
-    for step in 0..cfg.steps {
-        // Gradient of the mean squared error on this shard, plus the shard's loss in the last slot.
-        let mut grad = vec![0.0f64; d + 2];
+    let mut velocity = vec![0.0f64; d + 1];
+    let mut first_step = 0u64;
+    let mut resumed_from = None;
+    if let Some(ck) = &options.checkpoint {
+        let resumed = resume(comm, ck.store, d, &mut on_event)?;
+        if let Some((name, c)) = resumed {
+            w = c.model;
+            velocity = c.velocity;
+            first_step = c.step;
+            resumed_from = Some(name);
+        }
+    }
+    let mut losses = Vec::new();
+    let mut last_saved = first_step;
+    let mut step = first_step;
+    while step < cfg.steps as u64 {
+        // Gradient of the mean squared error on this shard, the shard's loss, and the stop vote.
+        let mut grad = vec![0.0f64; d + 3];
         for (x, y) in &shard {
             let err = x.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>() + w[d] - y;
             for j in 0..d {
@@ -101,17 +197,118 @@ pub fn train_linear_regression<C: Communicator>(
             grad[d] += 2.0 * err / per as f64;
             grad[d + 1] += err * err / per as f64;
         }
+        if !options.step_delay.is_zero() {
+            std::thread::sleep(options.step_delay);
+        }
+        if options.time_limit.is_some_and(|t| started.elapsed() >= t) {
+            grad[d + 2] = 1.0;
+        }
         comm.all_reduce_in_place(&mut grad, ReduceOp::Avg)?;
         let loss = grad[d + 1];
         for j in 0..=d {
-            w[j] -= cfg.learning_rate * grad[j];
+            velocity[j] = cfg.momentum * velocity[j] + grad[j];
+            w[j] -= cfg.learning_rate * velocity[j];
         }
         losses.push(loss);
-        on_step(step, loss);
+        on_event(DemoEvent::Step { step, loss });
+        step += 1;
+        // Any rank past the window stops everyone after the same step.
+        let stop = grad[d + 2] > 0.0;
+        let last = stop || step >= cfg.steps as u64;
+        if let Some(ck) = &options.checkpoint
+            && comm.rank() == 0
+            && ((ck.every > 0 && step.is_multiple_of(ck.every)) || (last && step > last_saved))
+        {
+            let c = Checkpoint::new(step, w.clone(), cfg.momentum, velocity.clone(), loss);
+            let saved = checkpoint::save(ck.store, &c, ck.keep)
+                .map_err(|e| CollectiveError::io("train-demo: checkpoint", e))?;
+            last_saved = step;
+            on_event(DemoEvent::Checkpointed {
+                step,
+                saved: &saved,
+            });
+        }
+        if stop {
+            break;
+        }
     }
     Ok(DemoReport {
         losses,
         weights: w,
         true_weights: truth,
+        first_step,
+        resumed_from,
     })
+}
+
+/// Rank 0 finds the newest valid checkpoint and broadcasts `[status, step, loss, weights…, velocity…]`
+/// (status 1: found, 0: none, -1: rank 0 could not list the store).
+fn resume<C: Communicator>(
+    comm: &mut C,
+    store: &dyn CheckpointStore,
+    d: usize,
+    on_event: &mut impl FnMut(DemoEvent<'_>),
+) -> Result<Option<(String, Checkpoint)>> {
+    let width = d + 1;
+    let mut buf = vec![0.0f64; 3 + 2 * width];
+    let mut name = String::new();
+    let mut failure = None;
+    if comm.rank() == 0 {
+        match checkpoint::load_latest(store) {
+            Ok((found, warnings)) => {
+                for w in &warnings {
+                    on_event(DemoEvent::SkippedCheckpoint(w));
+                }
+                match found {
+                    Some((n, c)) if c.model.len() == width => {
+                        buf[0] = 1.0;
+                        buf[1] = c.step as f64;
+                        buf[2] = c.loss;
+                        buf[3..3 + width].copy_from_slice(&c.model);
+                        buf[3 + width..].copy_from_slice(&c.velocity);
+                        name = n;
+                    }
+                    Some((n, c)) => {
+                        failure = Some(format!(
+                            "checkpoint {n} in {} holds {} weights, this model has {width} (another model's checkpoints: use another location)",
+                            store.location(),
+                            c.model.len()
+                        ));
+                        buf[0] = -1.0;
+                    }
+                    None => {}
+                }
+            }
+            Err(e) => {
+                failure = Some(format!("listing checkpoints in {}: {e}", store.location()));
+                buf[0] = -1.0;
+            }
+        }
+    }
+    comm.broadcast(&mut buf, 0)?;
+    if buf[0] < 0.0 {
+        return Err(CollectiveError::InvalidArgument(failure.unwrap_or_else(
+            || "train-demo: rank 0 could not read the checkpoints".into(),
+        )));
+    }
+    if buf[0] == 0.0 {
+        return Ok(None);
+    }
+    let step = buf[1] as u64;
+    if comm.rank() != 0 {
+        name = checkpoint::object_name(step);
+    }
+    let c = Checkpoint::new(
+        step,
+        buf[3..3 + width].to_vec(),
+        0.0,
+        buf[3 + width..].to_vec(),
+        buf[2],
+    );
+    on_event(DemoEvent::Resumed {
+        name: &name,
+        step,
+        loss: c.loss,
+    });
+    Ok(Some((name, c)))
 }

@@ -11,11 +11,12 @@
 //! * [`cpu::CpuCommunicator`]: ring reduce-scatter + all-gather with chunked pipelining; shared memory
 //!   between ranks on one host, TCP across hosts; deterministic; a dead or stalled peer becomes an error
 //!   within the configured timeout.
-//! * [`nccl::NcclCommunicator`]: NCCL loaded at run time (`libnccl.so.2` of a Python wheel or the
+//! * `nccl::NcclCommunicator` (feature `nccl`): NCCL loaded at run time (`libnccl.so.2` of a Python wheel or the
 //!   system), device memory and streams through cudarc, init from a unique id handed out by rank 0, and
 //!   a watchdog that aborts the communicator when a peer dies instead of hanging.
 //!
-//! [`bench`](mod@bench) measures either backend the nccl-tests way; [`demo`] is a tiny data-parallel training loop.
+//! `bench` (feature `bench`) measures either backend the nccl-tests way; `demo` (feature `demo`) is a tiny
+//! data-parallel training loop with [`checkpoint`]s.
 //!
 //! ```
 //! use kubetrain_collective::{DataType, ReduceOp};
@@ -33,16 +34,36 @@
 //! assert_eq!((DataType::F32.name(), ReduceOp::Avg.name()), ("float", "avg"));
 //! # Ok::<(), kubetrain_collective::rendezvous::RendezvousError>(())
 //! ```
+//!
+//! ## Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `nccl` | yes | the NCCL backend (`nccl` module; cudarc with dynamic loading and kubetrain-nccl-sys, so it builds without CUDA) |
+//! | `bench` | no | the nccl-tests style benchmark harness (`bench`; with `nccl`, `nccl::bench` too) |
+//! | `demo` | no | the data-parallel training demo (`demo`) that `kubetrain collective train-demo` runs |
+//!
+//! Without `nccl` the crate is the CPU backend, rendezvous and checkpoints, and does not link cudarc.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "bench")]
 pub mod bench;
+pub mod checkpoint;
 pub mod communicator;
 pub mod cpu;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod dtype;
 pub mod error;
+#[cfg(feature = "nccl")]
 pub mod nccl;
 pub mod rendezvous;
 
 pub use communicator::Communicator;
 pub use dtype::{DataType, Element, ReduceOp};
 pub use error::{CollectiveError, Result};
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
