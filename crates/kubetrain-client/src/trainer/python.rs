@@ -389,21 +389,36 @@ pub fn function_source(source: &str, name: &str) -> Option<String> {
     let mut end = def;
     let mut i = def;
     let mut continuation = false;
+    // The body's column (inspect: the INDENT after the header); comments indented at least as much
+    // belong to the function even after its last statement, as in inspect.getsource.
+    let mut body_col: Option<usize> = None;
+    let mut header_done = false;
     while i < lines.len() {
         let line = lines[i];
-        let blank_or_comment = {
-            let t = line.trim_start();
-            t.is_empty() || t.starts_with('#')
-        };
-        if i > def && !continuation && !blank_or_comment && indent_of(line) <= indent {
-            break;
+        let trimmed = line.trim_start();
+        let blank = trimmed.is_empty();
+        let comment = trimmed.starts_with('#');
+        if i > def && !continuation && !blank && !comment {
+            if indent_of(line) <= indent {
+                break;
+            }
+            if header_done && body_col.is_none() {
+                body_col = Some(indent_of(line));
+            }
         }
+        if !continuation && comment && body_col.is_some_and(|c| indent_of(line) >= c) {
+            end = i;
+        }
+        let was_continuation = continuation;
         if scan.line(line) {
             end = i;
         }
         continuation = scan.continues(line);
-        if continuation {
+        if continuation || was_continuation {
             end = end.max(i);
+        }
+        if !continuation && !blank && !comment {
+            header_done = true;
         }
         i += 1;
     }
@@ -485,8 +500,7 @@ with a line at column 0.
         pass
 # a comment inside
     return b
-
-    # trailing comment
+  # less indented: not part of it
 
 def other(): pass
 class K:
@@ -509,6 +523,10 @@ def one(): return 2
         assert_eq!(
             function_source(file, "one").unwrap(),
             "def one(): return 2\n"
+        );
+        assert_eq!(
+            function_source("def f():\n    x = 1\n    # tail\n\ny = 2\n", "f").unwrap(),
+            "def f():\n    x = 1\n    # tail\n"
         );
         assert_eq!(function_source(file, "missing"), None);
         assert_eq!(function_source(file, "trai"), None);
