@@ -69,6 +69,57 @@ pub struct Explanation {
     pub preemption_targets: Vec<String>,
     /// Missing quota per flavor-resource of the first flavor choice.
     pub shortfalls: Vec<Shortfall>,
+    /// Admission checks of a workload holding a reservation: (check, state).
+    pub admission_checks: Vec<(String, String)>,
+    /// Topology: why a TAS pod set did not fit, in the ML engineer's terms.
+    pub topology: Vec<String>,
+    /// Where the pods of an admitted TAS pod set go: (pod set, `domain ×pods` list).
+    pub placement: Vec<(String, Vec<String>)>,
+    /// `waitForPodsReady` state: the PodsReady condition, requeues, backoff.
+    pub pods_ready: Option<String>,
+}
+
+/// A topology level's short name: `cloud.com/topology-rack` → `rack`,
+/// `kubernetes.io/hostname` → `hostname`.
+fn level_name(label: &str) -> &str {
+    let last = label.rsplit('/').next().unwrap_or(label);
+    last.strip_prefix("topology-").unwrap_or(last)
+}
+
+/// "no rack has 8 free nvidia.com/gpu for 4 pods; the largest has room for 3 pods (6
+/// nvidia.com/gpu)" for a pod set whose topology did not fit.
+fn topology_note(s: &Scheduler, wl: WlId, ps: &str, f: &crate::tas::PlacementFailure) -> String {
+    let m = &s.model;
+    let per_pod = m.workloads[wl]
+        .pod_sets
+        .iter()
+        .find(|p| p.name == ps)
+        .map(|p| p.per_pod.as_slice())
+        .unwrap_or_default();
+    let accel = per_pod.iter().find(|(r, v)| {
+        *v > 0
+            && !matches!(
+                m.resources[*r].as_str(),
+                "cpu" | "memory" | "ephemeral-storage" | "pods"
+            )
+    });
+    let level = level_name(&f.level);
+    match accel {
+        Some(&(r, v)) => {
+            let name = &m.resources[r];
+            format!(
+                "pod set {ps}: no {level} has {} free {name} for {} pods; the largest has room for {} pods ({} {name})",
+                format_amount(name, v.saturating_mul(i64::from(f.requested))),
+                f.requested,
+                f.fits,
+                format_amount(name, v.saturating_mul(i64::from(f.fits)))
+            )
+        }
+        None => format!(
+            "pod set {ps}: no {level} has room for {} pods; the largest fits {}",
+            f.requested, f.fits
+        ),
+    }
 }
 
 /// Explains workload `wl` in the scheduler's current state.
@@ -95,6 +146,54 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
     let mut pod_sets = Vec::new();
     let mut targets = Vec::new();
     let mut shortfalls = Vec::new();
+    let mut topology = Vec::new();
+    if let (Some(last), Phase::Pending) = (&st.last, st.phase)
+        && let Some(a) = &last.assignment
+    {
+        for p in &a.pod_sets {
+            if let Some(f) = &p.topology_failure {
+                topology.push(topology_note(s, wl, &p.name, f));
+            }
+        }
+    }
+    let placement = st
+        .admission
+        .iter()
+        .flat_map(|a| &a.pod_sets)
+        .filter_map(|p| {
+            let t = p.topology.as_ref()?;
+            Some((
+                p.name.clone(),
+                t.domains
+                    .iter()
+                    .map(|(v, n)| format!("{} ×{n}", v.join("/")))
+                    .collect(),
+            ))
+        })
+        .collect();
+    let admission_checks = st
+        .life
+        .checks
+        .iter()
+        .map(|(c, state)| (m.checks[*c].name.clone(), state.as_str().to_string()))
+        .collect();
+    let pods_ready = find(&st.conditions, "PodsReady")
+        .map(|c| format!("{}: {}: {}", c.status, c.reason, c.message))
+        .map(|mut line| {
+            if st.life.requeues > 0 {
+                line.push_str(&format!(
+                    "; requeued {} time(s) after a PodsReady timeout",
+                    st.life.requeues
+                ));
+            }
+            if let Some(until) = st.life.backoff_until {
+                line.push_str(&format!("; backing off until {until} ms"));
+            }
+            if st.life.deactivated {
+                line.push_str("; deactivated");
+            }
+            line
+        });
     if let (Some(last), Some(c)) = (&st.last, cq)
         && st.phase == Phase::Pending
     {
@@ -193,6 +292,10 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
         pod_sets,
         preemption_targets: targets,
         shortfalls,
+        admission_checks,
+        topology,
+        placement,
+        pods_ready,
     }
 }
 
@@ -209,6 +312,28 @@ impl Explanation {
         }
         if !self.reason.is_empty() {
             let _ = writeln!(o, "QuotaReserved: {}: {}", self.reason, self.message);
+        }
+        let waiting: Vec<String> = self
+            .admission_checks
+            .iter()
+            .filter(|(_, state)| state != "Ready")
+            .map(|(c, state)| format!("{c} ({state})"))
+            .collect();
+        if !waiting.is_empty() {
+            let _ = writeln!(
+                o,
+                "Quota reserved; waiting for admission check(s): {}",
+                waiting.join(", ")
+            );
+        }
+        if let Some(p) = &self.pods_ready {
+            let _ = writeln!(o, "PodsReady: {p}");
+        }
+        for (ps, domains) in &self.placement {
+            let _ = writeln!(o, "Placement of pod set {ps}: {}", domains.join(", "));
+        }
+        for t in &self.topology {
+            let _ = writeln!(o, "Topology: {t}");
         }
         for (ps, attempts) in &self.pod_sets {
             let _ = writeln!(o, "Pod set {ps}:");

@@ -52,6 +52,7 @@
 //!     nvidia.com/gpu in flavor a100, previously considered podsets requests (0) + current \
 //!     podset request (12) > maximum capacity (8)");
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod admit;
 pub mod api;
@@ -72,3 +73,8 @@ pub mod validate;
 pub use admit::{Verdict, admit_workload};
 #[cfg(feature = "trainjob")]
 pub use trainjob::admit;
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

@@ -152,7 +152,11 @@ impl Setup {
             }
             let doc: Value = serde_saphyr::from_str(document).map_err(|e| LoadError::Yaml {
                 source_name: source_name.to_string(),
-                message: format!("document {} (from line {line}): {e}", index + 1),
+                message: format!(
+                    "document {} (from line {line}): {}",
+                    index + 1,
+                    kubetrain_api::yaml_error(&e, line)
+                ),
             })?;
             if doc.is_null() {
                 continue;

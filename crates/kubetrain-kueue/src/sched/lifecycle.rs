@@ -116,15 +116,19 @@ impl Scheduler {
         std::mem::take(&mut self.lifecycle_evictions)
     }
 
-    /// Runs the timers due at or before `now_ms`.
+    /// Runs the timers due at or before `now_ms`, each at its own time (so what it schedules
+    /// counts from then).
     pub fn run_timers(&mut self) {
+        let now = self.now_ms;
         while let Some(Reverse((at, _, t))) = self.timers.peek().copied() {
-            if at > self.now_ms {
+            if at > now {
                 break;
             }
             self.timers.pop();
+            self.now_ms = at;
             self.fire(t);
         }
+        self.now_ms = now;
     }
 
     fn current(&self, wl: WlId, epoch: u32) -> bool {

@@ -23,6 +23,10 @@ pub struct PodSetAssignmentReport {
     pub flavors: BTreeMap<String, String>,
     /// Total usage per resource (Kubernetes quantity text).
     pub resource_usage: BTreeMap<String, String>,
+    /// Where the pods go (TAS flavors), as Kueue's `topologyAssignment`: levels and per-domain
+    /// counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology_assignment: Option<crate::tas::TopologyAssignment>,
 }
 
 /// One workload in the JSON report.
@@ -39,6 +43,9 @@ pub struct WorkloadReport {
     pub pod_set_assignments: Vec<PodSetAssignmentReport>,
     /// Conditions as Kueue writes them.
     pub conditions: Vec<Condition>,
+    /// Admission checks of the current reservation: (name, state).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub admission_checks: Vec<(String, String)>,
 }
 
 /// The JSON document of `kubetrain queue simulate -o json`.
@@ -92,6 +99,7 @@ pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
                                     (m.resources[r].clone(), format_amount(&m.resources[r], v))
                                 })
                                 .collect(),
+                            topology_assignment: p.topology.clone(),
                         })
                         .collect(),
                 ),
@@ -102,6 +110,12 @@ pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
                 cluster_queue: cq,
                 pod_set_assignments: psa,
                 conditions: st.conditions.clone(),
+                admission_checks: st
+                    .life
+                    .checks
+                    .iter()
+                    .map(|(c, state)| (m.checks[*c].name.clone(), state.as_str().to_string()))
+                    .collect(),
             }
         })
         .collect()
@@ -235,6 +249,126 @@ fn class_chart(m: &Metrics) -> String {
     )
 }
 
+/// The lifecycle sections of the HTML page: admission-check waits, pods-ready requeues and TAS
+/// placements (each only when the run had any).
+fn lifecycle_html(s: &Scheduler) -> String {
+    let m = &s.model;
+    let mut out = String::new();
+    let waited: Vec<usize> = (0..s.wls.len())
+        .filter(|&w| {
+            s.wls[w].life.check_wait_ms > 0
+                || !s.wls[w].life.checks.is_empty()
+                || s.wls[w].life.check_retries > 0
+        })
+        .collect();
+    if !waited.is_empty() {
+        let waits: Vec<i64> = waited
+            .iter()
+            .map(|&w| s.wls[w].life.check_wait_ms)
+            .collect();
+        let mean = waits.iter().sum::<i64>() as f64 / waits.len() as f64;
+        let retries: u32 = waited.iter().map(|&w| s.wls[w].life.check_retries).sum();
+        let rejected = waited
+            .iter()
+            .filter(|&&w| s.wls[w].life.deactivated && s.wls[w].life.pods_ready_timeouts == 0)
+            .count();
+        let _ = write!(
+            out,
+            "<h2>Admission checks</h2><p>{} workloads went through admission checks: mean wait from quota reservation to admission {mean:.0} ms, max {} ms; {retries} Retry evictions; {rejected} rejected.</p><table><tr><th>workload</th><th>checks</th><th>waited ms</th><th>retries</th><th>state</th></tr>",
+            waited.len(),
+            waits.iter().max().copied().unwrap_or(0)
+        );
+        for &w in waited.iter().take(50) {
+            let st = &s.wls[w];
+            let checks: Vec<String> = st
+                .life
+                .checks
+                .iter()
+                .map(|(c, state)| format!("{} {}", m.checks[*c].name, state.as_str()))
+                .collect();
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&m.workloads[w].key),
+                esc(&checks.join(", ")),
+                st.life.check_wait_ms,
+                st.life.check_retries,
+                state_word(s, w)
+            );
+        }
+        out.push_str("</table>");
+    }
+    let requeued: Vec<usize> = (0..s.wls.len())
+        .filter(|&w| s.wls[w].life.pods_ready_timeouts > 0 || s.wls[w].life.deactivated)
+        .collect();
+    if m.settings.pods_ready.is_some() && !requeued.is_empty() {
+        let timeouts: u32 = requeued
+            .iter()
+            .map(|&w| s.wls[w].life.pods_ready_timeouts)
+            .sum();
+        let deactivated = requeued
+            .iter()
+            .filter(|&&w| s.wls[w].life.deactivated)
+            .count();
+        let _ = write!(
+            out,
+            "<h2>waitForPodsReady</h2><p>{timeouts} evictions by PodsReadyTimeout over {} workloads; {deactivated} deactivated.</p><table><tr><th>workload</th><th>timeouts</th><th>backoff until ms</th><th>state</th></tr>",
+            requeued.len()
+        );
+        for &w in requeued.iter().take(50) {
+            let st = &s.wls[w];
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&m.workloads[w].key),
+                st.life.pods_ready_timeouts,
+                st.life
+                    .backoff_until
+                    .map_or("-".to_string(), |t| t.to_string()),
+                if st.life.deactivated {
+                    "Deactivated"
+                } else {
+                    state_word(s, w)
+                }
+            );
+        }
+        out.push_str("</table>");
+    }
+    let mut placed = String::new();
+    let mut n = 0;
+    for (w, st) in s.wls.iter().enumerate() {
+        let Some(a) = st.admission.as_ref().or(st.finished_admission.as_ref()) else {
+            continue;
+        };
+        for p in &a.pod_sets {
+            let Some(t) = &p.topology else { continue };
+            n += 1;
+            if n > 50 {
+                continue;
+            }
+            let domains: Vec<String> = t
+                .domains
+                .iter()
+                .map(|(v, c)| format!("{} ×{c}", v.join("/")))
+                .collect();
+            let _ = write!(
+                placed,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&m.workloads[w].key),
+                esc(&p.name),
+                esc(&domains.join(", "))
+            );
+        }
+    }
+    if n > 0 {
+        let _ = write!(
+            out,
+            "<h2>Topology-aware placement</h2><p>{n} pod sets placed on topology domains (last or current admission).</p><table><tr><th>workload</th><th>pod set</th><th>domains (pods)</th></tr>{placed}</table>"
+        );
+    }
+    out
+}
+
 /// A self-contained HTML page (no scripts, no network) with the charts and tables.
 pub fn html(o: &Outcome, title: &str) -> String {
     let m = &o.metrics;
@@ -269,7 +403,7 @@ pub fn html(o: &Outcome, title: &str) -> String {
         )
     });
     format!(
-        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{t}</title><style>body{{font-family:sans-serif;max-width:720px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}figcaption{{font-weight:bold}}</style></head><body><h1>{t}</h1><p>{cycles} scheduling cycles, {el} ms of virtual time, {p} preemptions, mean ClusterQueue utilization {u:.1}%.</p>{c1}{c2}{c3}<h2>Classes</h2><table><tr><th>class</th><th>workloads</th><th>admitted</th><th>mean ms</th><th>p50</th><th>p90</th><th>max</th></tr>{classes}</table><h2>ClusterQueues</h2><table><tr><th>ClusterQueue</th><th>utilization</th><th>admissions</th></tr>{queues}</table>{cost}</body></html>"#,
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{t}</title><style>body{{font-family:sans-serif;max-width:720px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}figcaption{{font-weight:bold}}</style></head><body><h1>{t}</h1><p>{cycles} scheduling cycles, {el} ms of virtual time, {p} preemptions, mean ClusterQueue utilization {u:.1}%.</p>{c1}{c2}{c3}<h2>Classes</h2><table><tr><th>class</th><th>workloads</th><th>admitted</th><th>mean ms</th><th>p50</th><th>p90</th><th>max</th></tr>{classes}</table><h2>ClusterQueues</h2><table><tr><th>ClusterQueue</th><th>utilization</th><th>admissions</th></tr>{queues}</table>{cost}{life}</body></html>"#,
         t = esc(title),
         cycles = o.cycles,
         el = m.elapsed_ms,
@@ -288,5 +422,6 @@ pub fn html(o: &Outcome, title: &str) -> String {
             "%"
         ),
         c3 = class_chart(m),
+        life = lifecycle_html(&o.sched),
     )
 }

@@ -13,7 +13,10 @@ use kubetrain_kueue::model::Model;
 use kubetrain_kueue::sched::Scheduler;
 use kubetrain_kueue::sim::engine::{Outcome, simulate};
 use kubetrain_kueue::sim::generator::GeneratorConfig;
-use kubetrain_kueue::sim::report::{html, simulation_report, table};
+use kubetrain_kueue::model::QueueTarget;
+use kubetrain_kueue::sim::report::{html, simulation_report, workloads};
+
+use super::input::{self, Table, human_ms};
 
 /// `kubetrain queue` arguments.
 #[derive(Debug, Args)]
@@ -41,12 +44,18 @@ enum Output {
 #[derive(Debug, Args)]
 struct SetupArgs {
     /// Kueue YAML (ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, Workloads, Jobs,
-    /// JobSets, TrainJobs and their runtimes, Configuration, QueueScenario) or a generator config;
-    /// repeatable.
-    #[arg(short = 'f', long = "file", required = true)]
+    /// JobSets, TrainJobs and their runtimes, Configuration, QueueScenario) or a generator config; a
+    /// directory reads its .yaml, .yml and .json files; repeatable.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        visible_alias = "file",
+        required = true,
+        value_name = "FILE|DIR"
+    )]
     files: Vec<PathBuf>,
-    /// TrainingRuntime / ClusterTrainingRuntime documents for the TrainJobs; repeatable. Built-in
-    /// runtimes fill in the rest.
+    /// TrainingRuntime / ClusterTrainingRuntime documents for the TrainJobs (files or directories);
+    /// repeatable. Built-in runtimes fill in the rest.
     #[arg(long = "runtime", value_name = "RUNTIMES.yaml")]
     runtimes: Vec<PathBuf>,
     /// Stop after this many scheduling cycles.
@@ -81,8 +90,15 @@ struct ExplainArgs {
 #[derive(Debug, Args)]
 struct GenerateArgs {
     /// Generator config in the shape of Kueue's scheduler performance test.
-    #[arg(long)]
-    config: PathBuf,
+    #[arg(long, required_unless_present = "random", conflicts_with = "random")]
+    config: Option<PathBuf>,
+    /// Instead of a config: N small random scenarios (flavors, cohorts, limits, preemption
+    /// policies, priorities), each in its own namespace `s<i>` with its own object names.
+    #[arg(long, value_name = "N")]
+    random: Option<usize>,
+    /// Seed of `--random` (the same seed gives the same scenarios).
+    #[arg(long, default_value_t = 1, requires = "random")]
+    seed: u64,
 }
 
 /// A loaded setup and, per TrainJob (`namespace/name`), the key of its Workload.
@@ -93,10 +109,9 @@ struct Loaded {
 
 fn load(args: &SetupArgs) -> Result<Loaded> {
     let mut setup = Setup::default();
-    for f in &args.files {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        setup.add_yaml(&f.display().to_string(), &text)?;
+    for f in &input::expand(&args.files)? {
+        let text = input::read(f)?;
+        setup.add_yaml(&input::display_name(f), &text)?;
     }
     setup.expand_generators();
     for s in &setup.skipped {
@@ -105,10 +120,10 @@ fn load(args: &SetupArgs) -> Result<Loaded> {
     let mut trainjobs = Vec::new();
     if !setup.trainer_documents.is_empty() || !args.runtimes.is_empty() {
         let mut catalog = RuntimeCatalog::new();
-        for path in &args.runtimes {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let docs = parse_documents(&text).with_context(|| format!("{}", path.display()))?;
+        for path in &input::expand(&args.runtimes)? {
+            let text = input::read(path)?;
+            let docs =
+                parse_documents(&text).with_context(|| input::display_name(path).to_string())?;
             for d in &docs {
                 if !catalog.add_document(&d.document) {
                     bail!(
@@ -138,6 +153,89 @@ fn run_setup(args: &SetupArgs) -> Result<(Outcome, Vec<(String, String)>)> {
     ))
 }
 
+/// The text of `queue simulate`: every workload (up to `limit`) with the ClusterQueue it is admitted to or
+/// waits in (as `explain` names it), then the figures, durations written for people.
+fn simulation_table(o: &Outcome, limit: usize) -> String {
+    let s = &o.sched;
+    let index: std::collections::HashMap<&str, usize> = s
+        .model
+        .workloads
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.key.as_str(), i))
+        .collect();
+    let reports = workloads(s);
+    let mut table = Table::new(&["WORKLOAD", "STATE", "CLUSTERQUEUE", "MESSAGE"]);
+    for w in reports.iter().take(limit) {
+        // The condition that says most about the state: Finished, else QuotaReserved.
+        let message = ["Finished", "QuotaReserved"]
+            .iter()
+            .find_map(|t| w.conditions.iter().find(|c| c.type_ == *t))
+            .map_or("", |c| c.message.as_str());
+        // A pending workload has no admission; it waits in the ClusterQueue of its LocalQueue.
+        let queue = w.cluster_queue.clone().or_else(|| {
+            let target = &s.model.workloads[*index.get(w.key.as_str())?].target;
+            match target {
+                QueueTarget::Queue(cq) => Some(s.model.cqs[*cq].name.clone()),
+                QueueTarget::Blocked(..) => None,
+            }
+        });
+        table.row(&[
+            w.key.as_str(),
+            w.state.as_str(),
+            queue.as_deref().unwrap_or("-"),
+            message,
+        ]);
+    }
+    let mut out = table.render();
+    if reports.len() > limit {
+        out.push_str(&format!("... {} more workloads\n", reports.len() - limit));
+    }
+    let m = &o.metrics;
+    out.push_str(&format!(
+        "\ncycles {}   simulated {}   preemptions {}\n",
+        o.cycles,
+        human_ms(m.elapsed_ms as f64),
+        m.preemptions
+    ));
+    if !m.classes.is_empty() {
+        let mut classes = Table::new(&[
+            "CLASS",
+            "WORKLOADS",
+            "ADMITTED",
+            "WAIT MEAN",
+            "P50",
+            "P90",
+            "MAX",
+        ])
+        .right_aligned(&[1, 2, 3, 4, 5, 6]);
+        for (class, st) in &m.classes {
+            classes.row(&[
+                class.clone(),
+                st.workloads.to_string(),
+                st.admitted.to_string(),
+                human_ms(st.mean_ms),
+                human_ms(st.p50_ms as f64),
+                human_ms(st.p90_ms as f64),
+                human_ms(st.max_ms as f64),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&classes.render());
+    }
+    out.push_str(&format!(
+        "\nmean ClusterQueue utilization {:.1}%\n",
+        m.mean_utilization_pct
+    ));
+    if let Some(c) = &m.cost {
+        out.push_str(&format!(
+            "cost: compute {:.2}, idle {:.2}, preempted runs {:.2}, accepted {}, effective per accepted {:.4}\n",
+            c.compute, c.idle, c.preempted_runs, c.accepted, c.effective_per_accepted
+        ));
+    }
+    out
+}
+
 /// Runs `kubetrain queue`.
 pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
     match args.command {
@@ -148,7 +246,7 @@ pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
                     "{}",
                     serde_json::to_string_pretty(&simulation_report(&outcome))?
                 ),
-                Output::Table => print!("{}", table(&outcome, 200)),
+                Output::Table => print!("{}", simulation_table(&outcome, 200)),
             }
             if let Some(path) = &a.html {
                 std::fs::write(path, html(&outcome, "kubetrain queue simulation"))
@@ -186,14 +284,22 @@ pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
             }
         }
         QueueCommand::Generate(a) => {
-            let text = std::fs::read_to_string(&a.config)
-                .with_context(|| format!("reading {}", a.config.display()))?;
+            let Some(config) = &a.config else {
+                let n = a.random.unwrap_or(0);
+                print!(
+                    "{}",
+                    kubetrain_kueue::sim::random::scenarios(n, a.seed).to_yaml()
+                );
+                return Ok(ExitCode::SUCCESS);
+            };
+            let text = std::fs::read_to_string(config)
+                .with_context(|| format!("reading {}", config.display()))?;
             let mut setup = Setup::default();
-            setup.add_yaml(&a.config.display().to_string(), &text)?;
+            setup.add_yaml(&config.display().to_string(), &text)?;
             if setup.generators.is_empty() {
                 bail!(
                     "{}: no generator config (a document with `cohorts:`) found",
-                    a.config.display()
+                    config.display()
                 );
             }
             let generators: Vec<GeneratorConfig> = std::mem::take(&mut setup.generators);
