@@ -67,7 +67,7 @@ async fn train_builder_and_wait_with_callbacks() {
         .await
         .unwrap();
     assert_eq!(job.status, JobStatus::Complete);
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock().unwrap().clone();
     // One call per poll, the last one with the status that ended the wait.
     assert_eq!(seen.last(), Some(&JobStatus::Complete), "{seen:?}");
     assert_eq!(logs(&client, &name).await, ["hi from 0"]);
