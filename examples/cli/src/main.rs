@@ -41,6 +41,9 @@ enum Command {
     #[command(flatten)]
     Jobs(cmd::jobs::JobsCommand),
     // subcommands: submit, get, list, logs, wait, delete, runtimes (issue 6)
+    /// The GPU-cluster acceptance test: queue, staging, benchmark, training, checkpoint restore, labels, cost.
+    Acceptance(cmd::acceptance::AcceptanceArgs),
+    // subcommands: acceptance (issue 17)
 }
 
 fn main() -> ExitCode {
@@ -60,6 +63,8 @@ fn main() -> ExitCode {
         // dispatch: run (issue 6)
         Command::Jobs(command) => cmd::jobs::run(command),
         // dispatch: submit, get, list, logs, wait, delete, runtimes (issue 6)
+        Command::Acceptance(args) => cmd::acceptance::run(args),
+        // dispatch: acceptance (issue 17)
     };
     match result {
         Ok(code) => code,

@@ -167,6 +167,44 @@ struct DemoArgs {
     /// Learning rate.
     #[arg(long, default_value_t = 0.3)]
     learning_rate: f64,
+    /// SGD momentum (its velocity is the optimizer state checkpoints keep).
+    #[arg(long, default_value_t = 0.0)]
+    momentum: f64,
+    /// Checkpoint location: a directory or s3://bucket/prefix (S3 settings: ENDPOINT, ACCESS_KEY_ID,
+    /// SECRET_ACCESS_KEY, REGION, then AWS_*). On start, training resumes from the newest valid checkpoint.
+    #[arg(
+        long,
+        env = "KUBETRAIN_CHECKPOINT_DIR",
+        value_name = "DIR|s3://BUCKET/PREFIX"
+    )]
+    checkpoint_dir: Option<String>,
+    /// Write a checkpoint every N steps (and after the last step).
+    #[arg(
+        long,
+        env = "KUBETRAIN_CHECKPOINT_EVERY",
+        default_value_t = 50,
+        value_name = "N"
+    )]
+    checkpoint_every: u64,
+    /// Keep the newest N checkpoints.
+    #[arg(
+        long,
+        env = "KUBETRAIN_CHECKPOINT_KEEP",
+        default_value_t = 3,
+        value_name = "N"
+    )]
+    keep_checkpoints: usize,
+    /// Stop after this many seconds of training (every rank at the same step): a fixed time window.
+    #[arg(long, env = "KUBETRAIN_TRAIN_SECONDS", value_name = "SECONDS")]
+    max_seconds: Option<f64>,
+    /// Sleep this long per step, standing in for a real model's compute.
+    #[arg(
+        long,
+        env = "KUBETRAIN_STEP_DELAY_MS",
+        default_value_t = 0,
+        value_name = "MS"
+    )]
+    step_delay_ms: u64,
     #[command(flatten)]
     launch: LaunchArgs,
 }
@@ -434,6 +472,7 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
         samples: a.samples,
         steps: a.steps,
         learning_rate: a.learning_rate,
+        momentum: a.momentum,
         ..DemoConfig::default()
     };
     let rank = comm.rank();
@@ -472,18 +511,59 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
                 format!("{:.1}", samples_per_step * done as f64 / elapsed.max(1e-9)),
             )
     };
-    let report = demo::train_linear_regression(&mut comm, &cfg, |step, loss| {
-        if rank == 0 {
-            println!("step {step:>4}  loss {loss:.6}");
+    let store = match &a.checkpoint_dir {
+        Some(location) if !location.is_empty() => Some(
+            kubetrain_acceptance::s3store::open(
+                location,
+                &kubetrain_acceptance::s3store::S3Settings::from_env(),
+            )
+            .with_context(|| format!("checkpoint location {location}"))?,
+        ),
+        _ => None,
+    };
+    if let Some(seconds) = a.max_seconds
+        && !(seconds.is_finite() && seconds >= 0.0)
+    {
+        bail!("--max-seconds {seconds} must be a number of seconds ≥ 0");
+    }
+    let options = demo::TrainOptions {
+        checkpoint: store.as_deref().map(|store| demo::CheckpointOptions {
+            store,
+            every: a.checkpoint_every,
+            keep: a.keep_checkpoints,
+        }),
+        time_limit: a.max_seconds.map(Duration::from_secs_f64),
+        step_delay: Duration::from_millis(a.step_delay_ms),
+    };
+    let location = store.as_ref().map(|s| s.location()).unwrap_or_default();
+    let report = demo::train(&mut comm, &cfg, &options, |event| match event {
+        demo::DemoEvent::Step { step, loss } => {
+            let step = step as usize;
+            if rank == 0 {
+                println!("step {step:>4}  loss {loss:.6}");
+            }
+            if let Some(reporter) = &reporter
+                && let Err(error) = reporter.report(&progress(step, loss))
+            {
+                eprintln!("train-demo: progress update failed: {error}");
+            }
         }
-        if let Some(reporter) = &reporter
-            && let Err(error) = reporter.report(&progress(step, loss))
-        {
-            eprintln!("train-demo: progress update failed: {error}");
+        demo::DemoEvent::SkippedCheckpoint(warning) => println!("warning: {warning}"),
+        demo::DemoEvent::Resumed { name, step, loss } => {
+            if rank == 0 {
+                println!("resumed from checkpoint {name} at step {step} (loss {loss:.6})");
+            }
         }
+        demo::DemoEvent::Checkpointed { step, saved } => println!(
+            "checkpoint: wrote {} (step {step}, {} bytes, {:.1} ms) to {location}",
+            saved.name,
+            saved.bytes,
+            saved.elapsed.as_secs_f64() * 1000.0
+        ),
     })?;
     if let (Some(reporter), Some(&last)) = (&reporter, report.losses.last()) {
-        match reporter.report_now(&progress(cfg.steps.saturating_sub(1), last)) {
+        let last_step = report.first_step as usize + report.losses.len().saturating_sub(1);
+        match reporter.report_now(&progress(last_step, last)) {
             Ok(()) => eprintln!("train-demo: final progress reported"),
             Err(error) => eprintln!("train-demo: final progress update failed: {error}"),
         }

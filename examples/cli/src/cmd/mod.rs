@@ -14,6 +14,8 @@ pub(crate) mod run;
 // modules: run (issue 6)
 pub(crate) mod jobs;
 // modules: jobs (issue 6)
+pub(crate) mod acceptance;
+// modules: acceptance (issue 17)
 
 /// Reads a whole input file, or stdin for `-`.
 pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {

@@ -1,0 +1,369 @@
+//! `kubetrain acceptance run` as a user runs it: a short plan passes every step and writes both reports
+//! (the HTML checked in headless Chromium), and each step's failure stops or fails that step with a clear
+//! message that the report repeats: queue wait over threshold, unreachable storage, busbw below threshold,
+//! a corrupt checkpoint.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+/// Runs share 2 cores: one at a time, so throughput and restore times are this machine's, not a contest.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A short plan: 2 pods, a 3 s window, checkpoints every 10 steps, pod 1 deleted after the second.
+const PLAN: &str = r#"
+apiVersion: kubetrain.io/v1alpha1
+kind: AcceptancePlan
+metadata: {name: short}
+spec:
+  trainJob:
+    apiVersion: trainer.kubeflow.org/v1alpha1
+    kind: TrainJob
+    metadata: {name: acceptance-short}
+    spec:
+      runtimeRef: {name: torch-distributed}
+      trainer:
+        numNodes: 2
+        command: [kubetrain, collective, train-demo, --steps, "100000", --samples, "1024", --momentum, "0.5"]
+        resourcesPerNode: {requests: {cpu: 500m}}
+  queue: {name: local, dir: QUEUE_DIR}
+  dataset: {uri: s3://acceptance/data, loopback: {files: 3, fileSize: 256Ki}}
+  model: {uri: s3://acceptance/model, loopback: {files: 1, fileSize: 1Mi}}
+  benchmark: {minBytes: 8, maxBytes: 64Ki, iters: 3, warmup: 1}
+  training: {window: 3s, samplesPerStep: 1024, stepDelay: 20ms}
+  checkpoint: {location: ckpt, everySteps: 10, keep: 3}
+  podDeletion: {podIndex: 1, afterCheckpoints: 2}
+  labels: {kubetrain.io/cluster: test}
+  cost:
+    nodeHour: 0.1
+    operationsPerRun: 0.001
+    idleShare: 0.1
+    unit: {name: 1M samples, samples: 1000000}
+  baseline: {name: rented VM, pricePerUnit: 1000}
+  thresholds:
+    maxQueueWait: 30s
+    minStagingMbps: 0.01
+    minBusbwGbps: 0.00001
+    minSamplesPerSecond: 1
+    maxRestoreTime: 60s
+    maxCostPerUnit: 1000
+"#;
+
+struct Run {
+    out: Output,
+    report: Option<Value>,
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    fn all(&self) -> String {
+        format!(
+            "{}\n{}",
+            self.stdout(),
+            String::from_utf8_lossy(&self.out.stderr)
+        )
+    }
+    fn step(&self, name: &str) -> &Value {
+        let steps = self.report.as_ref().expect("acceptance.json")["steps"]
+            .as_array()
+            .expect("steps list");
+        steps
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no step {name}"))
+    }
+}
+
+/// Runs `plan` (after `edits`: (from, to) replacements that must each match) into a fresh directory.
+fn run(edits: &[(&str, &str)], hold: impl FnOnce(&Path)) -> Run {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let queue = dir.path().join("queue");
+    let mut plan = PLAN.replace("QUEUE_DIR", queue.to_str().unwrap());
+    for (from, to) in edits {
+        assert!(plan.contains(from), "edit {from:?} does not match the plan");
+        plan = plan.replacen(from, to, 1);
+    }
+    let file = dir.path().join("plan.yaml");
+    std::fs::write(&file, plan).unwrap();
+    hold(&queue);
+    let out_dir = dir.path().join("report");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args([
+            "acceptance",
+            "run",
+            "-f",
+            file.to_str().unwrap(),
+            "--local",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .expect("kubetrain runs");
+    let report = std::fs::read_to_string(out_dir.join("acceptance.json"))
+        .ok()
+        .map(|t| serde_json::from_str(&t).expect("acceptance.json is JSON"));
+    Run { out, report, dir }
+}
+
+#[test]
+fn a_short_plan_passes_every_step_and_proves_the_restore() {
+    let r = run(&[], |_| {});
+    let stdout = r.stdout();
+    assert!(r.out.status.success(), "{}", r.all());
+    for (i, step) in [
+        "queue",
+        "staging",
+        "benchmark",
+        "training",
+        "restore",
+        "labels",
+        "cost",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(
+            stdout.contains(&format!("[{}/7] {step}: PASS", i + 1)),
+            "{stdout}"
+        );
+        assert_eq!(r.step(step)["verdict"], "pass", "{step}");
+    }
+    let report = r.report.as_ref().unwrap();
+    assert_eq!(report["passed"], true);
+    let restore = &r.step("restore")["measurements"];
+    let resumed = restore["resumed_from_step"]
+        .as_u64()
+        .expect("resumed_from_step");
+    assert!(
+        resumed >= 20,
+        "resumed from the second checkpoint's step or later, not 0: {restore}"
+    );
+    assert_eq!(
+        restore["newestCheckpointStepBeforeDeletion"].as_u64(),
+        Some(resumed)
+    );
+    assert_eq!(restore["firstStepAfterRestart"].as_u64(), Some(resumed));
+    let bench = r.step("benchmark")["measurements"]["rows"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(bench, 14, "8 B .. 64 KiB is 14 sizes");
+    assert_eq!(
+        r.step("staging")["measurements"]["bytes"],
+        3 * 256 * 1024 + 1024 * 1024
+    );
+    assert!(report["labels"]["kubetrain.io/queue-wait-seconds"].is_string());
+    assert!(report["cost"]["effectiveCostPerUnit"].as_f64().unwrap() > 0.0);
+    assert!(r.dir.path().join("report/labels.txt").exists());
+    check_html_in_chromium(&r.dir.path().join("report/acceptance.html"));
+}
+
+/// Loads the page in headless Chromium and reads what its charts drew. Without Chromium the test says
+/// so loudly and passes, except under CI (`.ci/run` installs Debian's `chromium`).
+fn check_html_in_chromium(html: &Path) {
+    let text = std::fs::read_to_string(html).unwrap();
+    assert!(
+        !text.contains("http://") && !text.contains("https://"),
+        "the page loads nothing from elsewhere"
+    );
+    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(chromium) = chromium else {
+        let msg = "!!! chromium not found: acceptance.html was NOT checked in a browser (apt-get install chromium)";
+        if std::env::var_os("CI").is_some() {
+            panic!("{msg}");
+        }
+        eprintln!("{msg}");
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let line = dom
+        .lines()
+        .find(|l| l.contains("id=\"selfcheck\""))
+        .unwrap_or_else(|| {
+            panic!(
+                "no selfcheck in the DOM: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(
+        line.contains("rendered: "),
+        "the page's script did not run: {line}"
+    );
+    for chart in [
+        "chart-queue",
+        "chart-staging",
+        "chart-busbw",
+        "chart-loss",
+        "chart-throughput",
+        "chart-cost",
+        "chart-cost-vs-baseline",
+    ] {
+        let drawn: u32 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{chart}=")))
+            .and_then(|n| n.trim_end_matches("</p>").parse().ok())
+            .unwrap_or_else(|| panic!("{chart} missing: {line}"));
+        assert!(drawn > 0, "{chart} drew nothing: {line}");
+    }
+    assert!(dom.contains("id=\"verdict\">PASSED"), "verdict in the page");
+}
+
+#[test]
+fn a_queue_wait_over_the_threshold_stops_the_run_at_step_1() {
+    let r = run(
+        &[
+            ("maxQueueWait: 30s", "maxQueueWait: 1s"),
+            (
+                "queue: {name: local,",
+                "queue: {name: local, capacity: {cpu: \"1\"},",
+            ),
+        ],
+        |queue| {
+            // Another run holds the only core of the queue's capacity.
+            let yaml = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: holder}\nspec:\n  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 1, command: [\"true\"], resourcesPerNode: {requests: {cpu: \"1\"}}}\n";
+            let dir = tempfile::tempdir().unwrap();
+            let options = kubetrain_client::local::LocalOptions {
+                run_dir: Some(dir.path().into()),
+                ..Default::default()
+            };
+            let plan = kubetrain_client::local::prepare(
+                yaml,
+                &kubetrain_jobset::builtin::catalog(),
+                &options,
+            )
+            .unwrap();
+            let capacity = kubetrain_client::local::capacity::Capacity {
+                cpu: 1,
+                memory: None,
+                gpus: 0,
+            };
+            let mut ticket = kubetrain_client::local::queue::LocalQueue::new(queue, capacity)
+                .enqueue(&plan)
+                .unwrap();
+            assert_eq!(
+                ticket.poll().unwrap(),
+                kubetrain_client::local::queue::QueueState::Admitted
+            );
+            // Held for the rest of the test process: the acceptance run must wait for it.
+            std::mem::forget(ticket);
+            std::mem::forget(dir);
+        },
+    );
+    assert!(!r.out.status.success());
+    let stdout = r.stdout();
+    assert!(stdout.contains("[1/7] queue: FAIL"), "{}", r.all());
+    assert!(stdout.contains("was not admitted within"), "{stdout}");
+    assert!(
+        stdout.contains("insufficient unused quota for cpu"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[2/7] staging: SKIPPED"), "{stdout}");
+    assert!(stdout.contains("FAILED at step 1 (queue)"), "{stdout}");
+    assert_eq!(r.step("queue")["verdict"], "fail");
+    assert_eq!(r.step("cost")["verdict"], "skipped");
+}
+
+#[test]
+fn unreachable_storage_fails_the_staging_step() {
+    let r = run(
+        &[(
+            "{uri: s3://acceptance/data, loopback: {files: 3, fileSize: 256Ki}}",
+            "{uri: s3://acceptance/data, endpoint: \"http://127.0.0.1:9\"}",
+        )],
+        |_| {},
+    );
+    assert!(!r.out.status.success());
+    let stdout = r.stdout();
+    assert!(stdout.contains("[2/7] staging: FAIL — storage unreachable or refused: dataset from s3://acceptance/data"), "{}", r.all());
+    assert!(stdout.contains("[3/7] benchmark: SKIPPED"), "{stdout}");
+    assert_eq!(r.step("staging")["verdict"], "fail");
+}
+
+#[test]
+fn busbw_below_the_threshold_fails_the_benchmark_step() {
+    let r = run(&[("minBusbwGbps: 0.00001", "minBusbwGbps: 100000")], |_| {});
+    assert!(!r.out.status.success());
+    let stdout = r.stdout();
+    assert!(stdout.contains("[3/7] benchmark: FAIL"), "{}", r.all());
+    assert!(
+        stdout.contains("spec.thresholds.minBusbwGbps wants ≥ 100000 GB/s"),
+        "{stdout}"
+    );
+    let checks = r.step("benchmark")["checks"].as_array().unwrap();
+    assert_eq!(checks[0]["pass"], false);
+    assert_eq!(r.step("training")["verdict"], "skipped");
+}
+
+#[test]
+fn a_corrupt_checkpoint_is_skipped_and_the_restore_step_fails() {
+    let r = run(
+        &[(
+            "afterCheckpoints: 2}",
+            "afterCheckpoints: 2, corruptNewestCheckpoint: true}",
+        )],
+        |_| {},
+    );
+    assert!(!r.out.status.success(), "{}", r.all());
+    let stdout = r.stdout();
+    assert!(stdout.contains("[5/7] restore: FAIL"), "{}", r.all());
+    let restore = &r.step("restore")["measurements"];
+    let newest = restore["newestCheckpointStepBeforeDeletion"]
+        .as_u64()
+        .unwrap();
+    let resumed = restore["resumed_from_step"].as_u64().unwrap();
+    assert!(
+        resumed < newest,
+        "the damaged newest checkpoint was not loaded: {restore}"
+    );
+    let skipped = restore["skippedCheckpoints"].to_string();
+    assert!(skipped.contains("sha256 mismatch"), "{skipped}");
+    assert!(
+        r.step("restore")["message"]
+            .as_str()
+            .unwrap()
+            .contains("sha256 mismatch"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn plan_errors_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plan.yaml");
+    std::fs::write(&file, PLAN.replace("podIndex: 1", "podIndex: 5")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(["acceptance", "validate", "-f", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("AcceptancePlan: spec.podDeletion.podIndex: 5 is not a trainer pod"),
+        "{stderr}"
+    );
+}
