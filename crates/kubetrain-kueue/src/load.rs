@@ -481,6 +481,7 @@ impl Setup {
                 .iter()
                 .map(|m| doc("v1", "Namespace", &serde_json::json!({ "metadata": m }))),
         );
+        docs.extend(self.nodes.iter().map(|n| n.to_document()));
         docs.extend(self.flavors.iter().map(|o| doc(V, "ResourceFlavor", o)));
         docs.extend(self.cohorts.iter().map(|o| doc(V, "Cohort", o)));
         docs.extend(

@@ -1000,9 +1000,16 @@ fn intern_tas(i: &mut Interner<'_>, setup: &Setup) {
         i.model.flavors[f].topology =
             name.and_then(|n| i.model.topologies.iter().position(|t| t.name == n));
     }
+    let pools: Vec<crate::tas::Node> = setup
+        .scenario
+        .iter()
+        .flat_map(|s| &s.node_pools)
+        .flat_map(|p| p.nodes())
+        .collect();
     let nodes: Vec<NodeInfo> = setup
         .nodes
         .iter()
+        .chain(&pools)
         .map(|n| NodeInfo {
             name: n.name.clone(),
             labels: n.labels.clone(),

@@ -35,6 +35,26 @@ pub struct Node {
 }
 
 impl Node {
+    /// The `v1` `Node` document (labels, taints, allocatable) for `kubetrain queue generate`.
+    pub fn to_document(&self) -> Value {
+        let allocatable: serde_json::Map<String, Value> = self
+            .allocatable
+            .iter()
+            .map(|(r, q)| (r.clone(), Value::from(q.to_string())))
+            .collect();
+        let mut doc = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": self.labels},
+            "status": {"allocatable": allocatable, "capacity": allocatable},
+        });
+        if !self.taints.is_empty() || self.unschedulable {
+            doc["spec"] =
+                serde_json::json!({"taints": self.taints, "unschedulable": self.unschedulable});
+        }
+        doc
+    }
+
     /// Reads the parts of a `Node` document TAS uses; other fields are ignored.
     pub fn from_document(name: &str, doc: &Value) -> Result<Node, LoadError> {
         let err = |path: &str, message: String| {

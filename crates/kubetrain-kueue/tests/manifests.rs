@@ -77,3 +77,56 @@ fn generator_configs_load() {
         Model::build(&setup).unwrap();
     }
 }
+
+#[test]
+fn gpu_tas_places_checks_and_requeues() {
+    let setup = load(&["gpu-tas.yaml"]);
+    let scenario = setup.scenario.clone().expect("scenario");
+    let o = simulate(
+        Scheduler::new(Model::build(&setup).unwrap()),
+        &scenario,
+        None,
+    );
+    let s = &o.sched;
+    let idx = |name: &str| {
+        s.model
+            .workloads
+            .iter()
+            .position(|w| w.key == format!("ml/{name}"))
+            .unwrap()
+    };
+    // The fine-tune waited two minutes for the capacity check, then ran in one rack.
+    let ft = &s.wls[idx("finetune-32")];
+    assert_eq!(ft.first_admitted_ms, Some(120_000));
+    let placement = ft.finished_admission.as_ref().unwrap().pod_sets[0]
+        .topology
+        .clone()
+        .unwrap();
+    assert_eq!(placement.domains.len(), 4);
+    assert!(
+        placement
+            .domains
+            .iter()
+            .all(|(v, n)| v[1] == placement.domains[0].0[1] && *n == 1)
+    );
+    // Pods never ready: two timeouts, then deactivated at the backoff limit.
+    let pt = &s.wls[idx("pretrain-64")];
+    assert_eq!(pt.life.pods_ready_timeouts, 2);
+    assert!(pt.life.deactivated);
+    // 8 nodes in one rack of 4: never placed.
+    let llm = &s.wls[idx("llm-64")];
+    assert!(llm.first_admitted_ms.is_none());
+    let text = kubetrain_kueue::explain::explain(s, idx("llm-64")).to_text();
+    assert!(
+        text.contains("no rack has 64 free nvidia.com/gpu for 8 pods; the largest has room for 4 pods (32 nvidia.com/gpu)"),
+        "{text}"
+    );
+    let html = kubetrain_kueue::sim::report::html(&o, "gpu-tas");
+    for section in [
+        "Admission checks",
+        "waitForPodsReady",
+        "Topology-aware placement",
+    ] {
+        assert!(html.contains(section), "{section}");
+    }
+}

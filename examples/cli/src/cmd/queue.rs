@@ -10,10 +10,10 @@ use kubetrain_jobset::builtin;
 use kubetrain_kueue::explain::explain;
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
+use kubetrain_kueue::model::QueueTarget;
 use kubetrain_kueue::sched::Scheduler;
 use kubetrain_kueue::sim::engine::{Outcome, simulate};
 use kubetrain_kueue::sim::generator::GeneratorConfig;
-use kubetrain_kueue::model::QueueTarget;
 use kubetrain_kueue::sim::report::{html, simulation_report, workloads};
 
 use super::input::{self, Table, human_ms};
@@ -308,6 +308,13 @@ pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
                 ..Setup::default()
             };
             out.expand_generators();
+            // Node pools of a QueueScenario in the config become Nodes (TAS inventories).
+            out.nodes = setup
+                .scenario
+                .iter()
+                .flat_map(|s| &s.node_pools)
+                .flat_map(|p| p.nodes())
+                .collect();
             print!("{}", out.to_yaml());
         }
     }
