@@ -34,6 +34,7 @@ pub mod plan;
 pub mod ports;
 pub mod queue;
 pub mod reaper;
+pub mod record;
 pub mod rewrite;
 pub mod run_lock;
 pub mod status;
@@ -58,6 +59,9 @@ pub struct LocalOptions {
     pub kubetrain_exe: Option<PathBuf>,
     /// Give every declared container port a free local port (default true).
     pub remap_ports: bool,
+    /// The run id (letters, digits, `-`, `_`, `.`); default a new one. `kubetrain run --detach` picks it
+    /// before the background run starts, so that it can print it.
+    pub run_id: Option<String>,
 }
 
 impl Default for LocalOptions {
@@ -66,6 +70,7 @@ impl Default for LocalOptions {
             run_dir: None,
             kubetrain_exe: None,
             remap_ports: true,
+            run_id: None,
         }
     }
 }
@@ -92,6 +97,16 @@ pub fn prepare(
     let job =
         job.ok_or_else(|| ClientError::InvalidArgument("the input holds no TrainJob".into()))?;
     prepare_job(&job, &catalog, options)
+}
+
+/// A run id is one path component: letters, digits, `-`, `_`, `.`, not starting with `.`.
+fn is_run_id(id: &str) -> bool {
+    !id.is_empty()
+        && !id.starts_with('.')
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The pod sets of the Workload Kueue builds for `job` (the same path as `kubetrain queue` and
@@ -154,7 +169,15 @@ pub fn prepare_job(
     )
     .map_err(PlanError::Render)?;
     let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
-    let run_id = run_lock::new_run_id();
+    let run_id = match &options.run_id {
+        Some(id) if is_run_id(id) => id.clone(),
+        Some(id) => {
+            return Err(ClientError::InvalidArgument(format!(
+                "run id {id:?}: use letters, digits, '-', '_' and '.' (not first)"
+            )));
+        }
+        None => run_lock::new_run_id(),
+    };
     // One run of a namespace/name at a time; the lock lives in the job's runs directory, or in the run
     // directory the caller chose.
     let (run_dir, lock_dir) = match &options.run_dir {
@@ -177,6 +200,7 @@ pub fn prepare_job(
     plan.run_id = run_id;
     plan.lock = Some(lock);
     plan.kueue_pod_sets = kueue_pod_sets(job, &rendered);
+    plan.runtime = job.spec.runtime_ref.name.clone();
     plan.notices
         .extend(warnings.iter().map(|w| format!("warning: {w}")));
     Ok(plan)

@@ -136,6 +136,8 @@ pub struct JobPlan {
     /// overhead counted), with the per-pod requests of every resource; what the local queue admits.
     /// `None` when planned from objects alone: the first container's requests stand in.
     pub kueue_pod_sets: Option<Vec<super::queue::ledger::PodSetEntry>>,
+    /// The TrainJob's `spec.runtimeRef.name`; empty when planned from objects alone.
+    pub runtime: String,
 }
 
 impl JobPlan {
@@ -445,6 +447,7 @@ fn plan_jobset(
         ports,
         lock: None,
         kueue_pod_sets: None,
+        runtime: String::new(),
     })
 }
 

@@ -315,6 +315,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         // `kubetrain` in a container command is this very binary, so no install is needed.
         kubetrain_exe: Some(std::env::current_exe().context("locating the kubetrain binary")?),
         remap_ports: !args.keep_ports,
+        run_id: None,
     };
     // Orphans of the pods (a daemon that left its container's process group) come back to this process,
     // which stops them when the run ends or is interrupted.
