@@ -84,6 +84,7 @@ pub enum CollectiveError {
         what: String,
     },
     /// The NCCL backend failed (library missing, no GPU, CUDA error, NCCL result code, watchdog).
+    #[cfg(feature = "nccl")]
     #[error(transparent)]
     Nccl(#[from] crate::nccl::NcclError),
 }

@@ -8,6 +8,7 @@
 //! `local_rank % device_count`.
 #![allow(unsafe_code)]
 
+#[cfg(feature = "bench")]
 pub mod bench;
 mod comm;
 mod error;
