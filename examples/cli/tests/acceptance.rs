@@ -367,3 +367,87 @@ fn plan_errors_name_the_field() {
         "{stderr}"
     );
 }
+
+/// `kubetrain collective train-demo --local-ranks 2 --checkpoint-dir DIR ...` with `args`; stdout.
+fn train_demo(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args([
+            "collective",
+            "train-demo",
+            "--local-ranks",
+            "2",
+            "--samples",
+            "512",
+        ])
+        .args(["--checkpoint-every", "3", "--checkpoint-dir"])
+        .arg(dir)
+        .args(args)
+        .env_remove("KUBETRAIN_CHECKPOINT_DIR")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn train_demo_resumes_from_its_newest_valid_checkpoint() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let first = train_demo(&ckpt, &["--steps", "6"]);
+    assert!(
+        first.contains("checkpoint: wrote ckpt-0000000003.ktckpt (step 3, "),
+        "{first}"
+    );
+    assert!(
+        first.contains("checkpoint: wrote ckpt-0000000006.ktckpt (step 6, "),
+        "{first}"
+    );
+    assert!(!first.contains("resumed"), "{first}");
+
+    let second = train_demo(&ckpt, &["--steps", "10"]);
+    assert!(
+        second.contains("resumed from checkpoint ckpt-0000000006.ktckpt at step 6 (loss "),
+        "{second}"
+    );
+    let steps: Vec<&str> = second.lines().filter(|l| l.starts_with("step ")).collect();
+    assert!(
+        steps[0].starts_with("step    6  loss"),
+        "resumed at step 6, not 0: {steps:?}"
+    );
+    assert_eq!(steps.len(), 4);
+
+    // The newest checkpoint is cut short, as by a crash during a copy: skipped, never loaded.
+    let newest = ckpt.join("ckpt-0000000010.ktckpt");
+    let bytes = std::fs::read(&newest).unwrap();
+    std::fs::write(&newest, &bytes[..bytes.len() / 2]).unwrap();
+    let third = train_demo(&ckpt, &["--steps", "12"]);
+    assert!(
+        third.contains("warning: skipping checkpoint ckpt-0000000010.ktckpt")
+            && third.contains("partially written"),
+        "{third}"
+    );
+    assert!(
+        third.contains("resumed from checkpoint ckpt-0000000009.ktckpt at step 9 "),
+        "{third}"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&ckpt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "ckpt-0000000009.ktckpt",
+            "ckpt-0000000010.ktckpt",
+            "ckpt-0000000012.ktckpt"
+        ],
+        "the newest 3 are kept (the damaged 10 is replaced only by a run that reaches it), no temp files"
+    );
+}
