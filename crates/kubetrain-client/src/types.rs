@@ -368,6 +368,7 @@ pub(crate) fn device_of(resources: Option<&ResourceRequirements>) -> (String, St
     ("Unknown".into(), "Unknown".into())
 }
 
+#[doc(hidden)]
 /// The SDK view of a runtime, or `None` when it has no `trainer.kubeflow.org/framework` label (the SDK
 /// skips those).
 pub fn runtime_view(
@@ -433,6 +434,7 @@ pub fn runtime_view(
     })
 }
 
+#[doc(hidden)]
 /// The SDK step name of a pod: the replicated job for initializers and the launcher, `node-<index>` for
 /// trainer nodes.
 ///

@@ -1,5 +1,7 @@
 //! The Kubernetes backend: TrainJobs, runtimes, pods, logs and events through the API server (kube-rs).
 
+// How pods and conditions become steps and statuses: public for tests, hidden from the docs.
+#[doc(hidden)]
 pub mod status;
 
 use futures_util::{AsyncBufReadExt, StreamExt, TryStreamExt};

@@ -31,11 +31,16 @@ pub mod backend;
 pub mod capacity;
 pub mod exec;
 pub mod plan;
+// Internals of the local runner, public for the CLI and tests, hidden from the docs (issue 18).
+#[doc(hidden)]
 pub mod ports;
 pub mod queue;
+#[doc(hidden)]
 pub mod reaper;
 pub mod record;
+#[doc(hidden)]
 pub mod rewrite;
+#[doc(hidden)]
 pub mod run_lock;
 pub mod status;
 

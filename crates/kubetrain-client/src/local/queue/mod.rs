@@ -35,6 +35,8 @@
 //! ```
 
 pub mod decide;
+// The ledger's file format and process checks: internals, hidden from the docs (issue 18).
+#[doc(hidden)]
 pub mod ledger;
 
 use std::fmt;
