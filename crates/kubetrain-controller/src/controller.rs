@@ -195,7 +195,8 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     let mut unsupported = None;
     match reconcile::runtime_kind(job) {
         Err(key) => unsupported = Some(key),
-        Ok(_) if finished => {}
+        // A finished job's opt-in trainerStatus gauges go (crate::platform).
+        Ok(_) if finished => ctx.metrics.platform.forget(job),
         Ok(kind) => match sync_children(job, kind, jobset.as_ref(), ctx).await {
             Ok(Some(applied)) => jobset = Some(applied),
             Ok(None) => {}
@@ -337,6 +338,10 @@ async fn sync_children(
     if !ctx.leader() {
         return Ok(None);
     }
+    // The leader exports the opt-in trainerStatus gauges of a running job (crate::platform).
+    ctx.metrics
+        .platform
+        .trainer_status(job, crate::platform::exports_trainer_status(&runtime));
     if let Some(cm) = &new_snapshot {
         apply_config_map(client, &namespace, cm, &ctx.apply).await?;
     }

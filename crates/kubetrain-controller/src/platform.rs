@@ -8,6 +8,10 @@
 //! | `kubetrain_trainjob_preemptions_total` | counter | `namespace`, `queue`, `runtime` |
 //! | `kubetrain_trainjob_outcomes_total` | counter | `runtime`, `outcome` (`succeeded`, `failed`), `reason` (the condition's) |
 //! | `kubetrain_trainjob_gpu_seconds_total` | counter | `namespace`, `outcome`, `pool` (node selector `gpu-pool`), `accelerator` (node selector `nvidia.com/gpu.product`, `cloud.google.com/gke-accelerator` or `accelerator`) |
+//! | `kubetrain_trainjob_admission_reasons_total` | counter | `namespace`, `queue`, `runtime`, `reason`: `kueue` (the TrainJob has a `kueue.x-k8s.io/queue-name`, so Kueue's quota released it) or `manual` (no queue: a person or another controller unsuspended it) |
+//! | `kubetrain_trainjob_progress_percent` | gauge, opt-in | `namespace`, `trainjob`, `runtime` |
+//! | `kubetrain_trainjob_estimated_remaining_seconds` | gauge, opt-in | `namespace`, `trainjob`, `runtime` |
+//! | `kubetrain_trainjob_trainer_metric` | gauge, opt-in | `namespace`, `trainjob`, `runtime`, `metric` (each numeric metric of `trainerStatus.metrics`) |
 //!
 //! Everything is derived from the status transitions the leader writes ([`transitions`]), so each is
 //! counted once however many replicas run, and never again after a restart. A reconcile that starts from a
@@ -24,7 +28,18 @@
 //!   creation) to the finish. A JobSet already gone contributes nothing.
 //!
 //! Label values come from objects users write (namespace, queue, runtime, node selector values): their
-//! number is what the cluster has, not per job. No TrainJob name or UID is a label.
+//! number is what the cluster has, not per job. No TrainJob name or UID is a label — except in the opt-in
+//! gauges below.
+//!
+//! **trainerStatus gauges (opt-in per runtime).** The progress the training code reports
+//! (`status.trainerStatus`) is per TrainJob, so its series grow with the jobs: they are exported only for
+//! TrainJobs whose runtime carries the annotation [`TRAINER_STATUS_METRICS_ANNOTATION`]
+//! (`kubetrain.io/trainer-status-metrics: "true"`) in `spec.template.metadata.annotations` — the
+//! runtime's author opts in, not each user. The leader sets them when it reconciles a running TrainJob and
+//! drops every series of a TrainJob when it finishes; at most [`MAX_GAUGED_JOBS`] TrainJobs and
+//! [`MAX_GAUGED_METRICS`] metrics per job have series (further ones are not exported); metric values that
+//! are not numbers are skipped. A TrainJob deleted while running keeps its series until the operator
+//! restarts.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -40,6 +55,7 @@ use kubetrain_api::{TrainJob, TrainJobStatus};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -55,6 +71,24 @@ pub const ACCELERATOR_KEYS: [&str; 3] = [
 ];
 /// The GPU resource counted.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// The runtime annotation (`spec.template.metadata.annotations`, value `"true"`) that exports the
+/// trainerStatus gauges of its TrainJobs.
+pub const TRAINER_STATUS_METRICS_ANNOTATION: &str = "kubetrain.io/trainer-status-metrics";
+/// TrainJobs with trainerStatus gauges at once, at most.
+pub const MAX_GAUGED_JOBS: usize = 1000;
+/// Metrics of one TrainJob exported as gauges, at most.
+pub const MAX_GAUGED_METRICS: usize = 32;
+
+/// Whether `runtime` opts its TrainJobs into the trainerStatus gauges ([`TRAINER_STATUS_METRICS_ANNOTATION`]).
+pub fn exports_trainer_status(runtime: &kubetrain_api::TrainingRuntimeSpec) -> bool {
+    runtime
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(TRAINER_STATUS_METRICS_ANNOTATION))
+        .is_some_and(|v| v == "true")
+}
 
 /// A status change worth counting.
 #[derive(Clone, Debug, PartialEq)]
@@ -210,6 +244,32 @@ struct QueueLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AdmissionLabels {
+    namespace: String,
+    queue: String,
+    runtime: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabels {
+    namespace: String,
+    trainjob: String,
+    runtime: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobMetricLabels {
+    namespace: String,
+    trainjob: String,
+    runtime: String,
+    metric: String,
+}
+
+/// The series one TrainJob has: its labels and the metric names exported.
+type Gauged = std::collections::HashMap<(String, String), (JobLabels, Vec<String>)>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     runtime: String,
     outcome: &'static str,
@@ -239,6 +299,11 @@ pub struct PlatformMetrics {
     preemptions: Family<QueueLabels, Counter>,
     outcomes: Family<OutcomeLabels, Counter>,
     gpu_seconds: Family<GpuLabels, Counter<f64, AtomicU64>>,
+    admission_reasons: Family<AdmissionLabels, Counter>,
+    progress: Family<JobLabels, Gauge>,
+    remaining: Family<JobLabels, Gauge>,
+    trainer_metrics: Family<JobMetricLabels, Gauge<f64, AtomicU64>>,
+    gauged: Mutex<Gauged>,
     /// Transitions counted: (UID, kind, when the state before it began).
     counted: Mutex<HashSet<(String, &'static str, i64)>>,
 }
@@ -254,6 +319,11 @@ impl Default for PlatformMetrics {
             preemptions: Family::default(),
             outcomes: Family::default(),
             gpu_seconds: Family::default(),
+            admission_reasons: Family::default(),
+            progress: Family::default(),
+            remaining: Family::default(),
+            trainer_metrics: Family::default(),
+            gauged: Mutex::default(),
             counted: Mutex::default(),
         }
     }
@@ -287,6 +357,110 @@ impl PlatformMetrics {
             "GPU-seconds held by finished TrainJobs, by outcome, namespace and requested GPU pool",
             self.gpu_seconds.clone(),
         );
+        registry.register(
+            "kubetrain_trainjob_admission_reasons",
+            "TrainJobs unsuspended, by who released them: kueue (a queue-name label) or manual",
+            self.admission_reasons.clone(),
+        );
+        registry.register(
+            "kubetrain_trainjob_progress_percent",
+            "trainerStatus.progressPercentage of running TrainJobs whose runtime opts in",
+            self.progress.clone(),
+        );
+        registry.register(
+            "kubetrain_trainjob_estimated_remaining_seconds",
+            "trainerStatus.estimatedRemainingSeconds of running TrainJobs whose runtime opts in",
+            self.remaining.clone(),
+        );
+        registry.register(
+            "kubetrain_trainjob_trainer_metric",
+            "Numeric trainerStatus.metrics of running TrainJobs whose runtime opts in",
+            self.trainer_metrics.clone(),
+        );
+    }
+
+    /// Sets the trainerStatus gauges of a running `job` whose runtime opts in (`exports`, see
+    /// [`exports_trainer_status`]); drops its series otherwise (not opted in, nothing reported, finished).
+    pub fn trainer_status(&self, job: &TrainJob, exports: bool) {
+        let status = job.status.as_ref();
+        let finished = status.is_some_and(|s| is_true(s, COMPLETE) || is_true(s, FAILED));
+        let reported = status.and_then(|s| s.trainer_status.as_ref());
+        let (Some(reported), true, false) = (reported, exports, finished) else {
+            self.forget(job);
+            return;
+        };
+        let labels = JobLabels {
+            namespace: job.metadata.namespace.clone().unwrap_or_default(),
+            trainjob: job.name().to_owned(),
+            runtime: job.spec.runtime_ref.name.clone(),
+        };
+        let key = (labels.namespace.clone(), labels.trainjob.clone());
+        let mut gauged = self.gauged.lock().unwrap_or_else(|e| e.into_inner());
+        if !gauged.contains_key(&key) && gauged.len() >= MAX_GAUGED_JOBS {
+            return;
+        }
+        let (_, names) = gauged
+            .entry(key)
+            .or_insert_with(|| (labels.clone(), Vec::new()));
+        let mut set = |family: &Family<JobLabels, Gauge>, value: Option<i32>| match value {
+            Some(v) => {
+                family.get_or_create(&labels).set(i64::from(v));
+            }
+            None => {
+                family.remove(&labels);
+            }
+        };
+        set(&self.progress, reported.progress_percentage);
+        set(&self.remaining, reported.estimated_remaining_seconds);
+        let numeric: Vec<(&str, f64)> = reported
+            .metrics
+            .iter()
+            .filter_map(|m| Some((m.name.as_str(), m.value.trim().parse::<f64>().ok()?)))
+            .take(MAX_GAUGED_METRICS)
+            .collect();
+        let metric_labels = |metric: &str| JobMetricLabels {
+            namespace: labels.namespace.clone(),
+            trainjob: labels.trainjob.clone(),
+            runtime: labels.runtime.clone(),
+            metric: metric.to_owned(),
+        };
+        for gone in names
+            .iter()
+            .filter(|n| !numeric.iter().any(|(m, _)| m == n))
+        {
+            self.trainer_metrics.remove(&metric_labels(gone));
+        }
+        for (metric, value) in &numeric {
+            self.trainer_metrics
+                .get_or_create(&metric_labels(metric))
+                .set(*value);
+        }
+        *names = numeric.iter().map(|(m, _)| (*m).to_owned()).collect();
+    }
+
+    /// Drops every trainerStatus series of `job`.
+    pub fn forget(&self, job: &TrainJob) {
+        let key = (
+            job.metadata.namespace.clone().unwrap_or_default(),
+            job.name().to_owned(),
+        );
+        let removed = self
+            .gauged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        if let Some((labels, names)) = removed {
+            self.progress.remove(&labels);
+            self.remaining.remove(&labels);
+            for metric in names {
+                self.trainer_metrics.remove(&JobMetricLabels {
+                    namespace: labels.namespace.clone(),
+                    trainjob: labels.trainjob.clone(),
+                    runtime: labels.runtime.clone(),
+                    metric,
+                });
+            }
+        }
     }
 
     /// Counts the transitions of `job` from `before` to `after` (call once per status the leader wrote).
@@ -332,6 +506,18 @@ impl PlatformMetrics {
             match transition {
                 Transition::Admitted { waited } => {
                     self.admissions.get_or_create(&queue).inc();
+                    self.admission_reasons
+                        .get_or_create(&AdmissionLabels {
+                            namespace: queue.namespace.clone(),
+                            queue: queue.queue.clone(),
+                            runtime: queue.runtime.clone(),
+                            reason: if queue.queue.is_empty() {
+                                "manual"
+                            } else {
+                                "kueue"
+                            },
+                        })
+                        .inc();
                     self.queue_wait
                         .get_or_create(&queue)
                         .observe(waited.as_secs_f64());
@@ -518,6 +704,95 @@ mod tests {
             format!("kubetrain_trainjob_queue_wait_seconds_sum{labels} 150.0"),
         ] {
             assert!(text.contains(&line), "{line} in {text}");
+        }
+    }
+
+    #[test]
+    fn trainer_status_gauges_only_for_runtimes_that_opt_in_and_only_while_running() {
+        let metrics = PlatformMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut running = job();
+        running.status = Some(
+            serde_json::from_value(json!({"trainerStatus": {
+            "progressPercentage": 40, "estimatedRemainingSeconds": 600,
+            "metrics": [{"name": "loss", "value": "0.25"}, {"name": "phase", "value": "warmup"}],
+            "lastUpdatedTime": "2026-01-01T00:00:00Z"}}))
+            .unwrap(),
+        );
+        let text = |registry: &Registry| {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+            text
+        };
+        let labels = r#"namespace="team",trainjob="j",runtime="torch-distributed""#;
+        // Not opted in: no per-job series at all.
+        metrics.trainer_status(&running, false);
+        assert!(
+            !text(&registry).contains("trainjob=\"j\""),
+            "{}",
+            text(&registry)
+        );
+        metrics.trainer_status(&running, true);
+        let exported = text(&registry);
+        for line in [
+            format!("kubetrain_trainjob_progress_percent{{{labels}}} 40"),
+            format!("kubetrain_trainjob_estimated_remaining_seconds{{{labels}}} 600"),
+            format!("kubetrain_trainjob_trainer_metric{{{labels},metric=\"loss\"}} 0.25"),
+        ] {
+            assert!(exported.contains(&line), "{line} in {exported}");
+        }
+        assert!(!exported.contains("warmup") && !exported.contains("\"phase\""));
+        // Finished: every series of the job goes.
+        let mut done = running.clone();
+        done.status.as_mut().unwrap().conditions =
+            vec![cond(COMPLETE, "True", "Done", "2026-01-01T00:01:00Z")];
+        metrics.trainer_status(&done, true);
+        assert!(
+            !text(&registry).contains("trainjob=\"j\""),
+            "{}",
+            text(&registry)
+        );
+        assert_eq!(
+            exports_trainer_status(
+                &serde_json::from_value(json!({"template": {"metadata":
+                {"annotations": {TRAINER_STATUS_METRICS_ANNOTATION: "true"}}, "spec": {}}}))
+                .unwrap()
+            ),
+            true
+        );
+        assert!(!exports_trainer_status(&Default::default()));
+    }
+
+    #[test]
+    fn admissions_say_whether_kueue_released_the_job() {
+        let metrics = PlatformMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let queued = status(vec![cond(
+            SUSPENDED,
+            "True",
+            "Suspended",
+            "2026-01-01T00:00:00Z",
+        )]);
+        let resumed = status(vec![cond(
+            SUSPENDED,
+            "False",
+            "Resumed",
+            "2026-01-01T00:00:10Z",
+        )]);
+        metrics.observe(&job(), &queued, &resumed, None);
+        let mut manual = job();
+        manual.metadata.labels = None;
+        manual.metadata.uid = Some("other".into());
+        metrics.observe(&manual, &queued, &resumed, None);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"kubetrain_trainjob_admission_reasons_total{namespace="team",queue="gpu-queue",runtime="torch-distributed",reason="kueue"} 1"#,
+            r#"kubetrain_trainjob_admission_reasons_total{namespace="team",queue="",runtime="torch-distributed",reason="manual"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
         }
     }
 
