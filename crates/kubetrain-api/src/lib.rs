@@ -30,6 +30,17 @@
 //!
 //! Kubernetes version: like kube-rs, this crate does not pick a `k8s-openapi` version feature; a binary that uses
 //! it enables one (e.g. `k8s-openapi = { version = "0.29", features = ["latest"] }`).
+//!
+//! ## Features
+//!
+//! | feature | default | what it does |
+//! |---|---|---|
+//! | `cel` | yes | evaluates the CRDs' CEL rules (`x-kubernetes-validations`) with kube-cel, the reference, wherever the built-in evaluator does not cover a rule or a value |
+//!
+//! Without `cel` (and its ~70 dependencies), [`validation`] still checks the schema constraints and upstream's
+//! webhook rules, and the built-in evaluator still checks every TrainJob CEL rule on the values it models; the
+//! CEL rules it does not cover (all of the runtimes' rules, and TrainJob values it does not model) are skipped
+//! without a finding.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod catalog;
@@ -64,3 +75,8 @@ pub use trainjob::*;
 
 /// Re-export of the `k8s-openapi` version this crate builds on.
 pub use k8s_openapi;
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
