@@ -31,10 +31,22 @@ pub mod s3store;
 
 use std::path::Path;
 
-/// Writes `acceptance.json` and `acceptance.html` into `dir`.
+/// Writes `acceptance.json` and `acceptance.html` into `dir`, and `labels.txt` (`key=value` lines) once
+/// the result label is known.
 pub fn write_report(report: &report::Report, dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
     std::fs::write(dir.join("acceptance.json"), json + "\n")?;
+    if report
+        .step("labels")
+        .is_some_and(|s| s.verdict != report::Verdict::Skipped)
+    {
+        let text: String = report
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        std::fs::write(dir.join("labels.txt"), text)?;
+    }
     std::fs::write(dir.join("acceptance.html"), report::html(report))
 }

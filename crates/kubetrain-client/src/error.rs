@@ -72,7 +72,8 @@ pub enum PlanError {
     },
 }
 
-/// Errors of the local queue ([`crate::local::queue`]).
+/// Errors of the local queue (`crate::local::queue`, feature `local`).
+#[cfg(feature = "local")]
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     /// The job needs more of a resource that cannot be shared (GPUs) than the capacity holds: it would
@@ -161,12 +162,14 @@ pub enum ClientError {
     #[error(transparent)]
     Plan(#[from] PlanError),
     /// A Kubernetes API call failed.
+    #[cfg(feature = "kubernetes")]
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     /// The kubeconfig or in-cluster config could not be loaded.
     #[error("Kubernetes config: {0}")]
     Config(String),
     /// The local queue failed (its ledger could not be read or written, or the wait timed out).
+    #[cfg(feature = "local")]
     #[error(transparent)]
     Queue(QueueError),
     /// A local I/O operation failed.
@@ -180,6 +183,7 @@ pub enum ClientError {
     },
 }
 
+#[cfg(feature = "local")]
 impl From<QueueError> for ClientError {
     /// A job that can never fit is [`ClientError::DoesNotFit`]; the rest is [`ClientError::Queue`].
     fn from(e: QueueError) -> Self {

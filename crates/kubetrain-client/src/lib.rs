@@ -31,13 +31,31 @@
 //! assert_eq!(logs, ["node 0 master 127.0.0.1"]);
 //! # Ok(()) }
 //! ```
+//!
+//! ## Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `kubernetes` | yes | [`KubernetesBackend`] and the `kubernetes` module (kube-rs client; kubeconfig or in-cluster config) |
+//! | `local` | yes | [`LocalProcessBackend`] and the `local` module: one process per pod, the run ledger, the local queue (Kueue's model, kubetrain-kueue), process groups (nix) |
+//! | `ring` | yes | rustls with the ring crypto provider, for the kube client and the [`progress`] reporter |
+//! | `aws-lc-rs` | no | rustls with the aws-lc-rs crypto provider (used when `ring` is off) |
+//!
+//! Without `kubernetes` and `local` the crate is the SDK's types, the request building and the progress
+//! reporter; a [`Backend`] of your own plugs into [`TrainerClient`]. Without a provider feature the
+//! reporter uses the process-wide rustls provider (`CryptoProvider::install_default`) and reports a
+//! configuration error when none is installed.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backend;
 pub mod build;
 pub mod client;
 pub mod error;
 pub mod initializers;
+pub mod labels;
+#[cfg(feature = "kubernetes")]
 pub mod kubernetes;
+#[cfg(feature = "local")]
 pub mod local;
 pub mod progress;
 pub mod trainer;
@@ -45,9 +63,13 @@ pub mod types;
 
 pub use backend::{Backend, LogStream, TrainerClient};
 pub use client::{RuntimeChoice, TrainRequest, WaitRequest};
-pub use error::{ClientError, PlanError, QueueError, Result};
+#[cfg(feature = "local")]
+pub use error::QueueError;
+pub use error::{ClientError, PlanError, Result};
 pub use initializers::Initializer;
+#[cfg(feature = "kubernetes")]
 pub use kubernetes::{KubernetesBackend, KubernetesBackendConfig};
+#[cfg(feature = "local")]
 pub use local::LocalProcessBackend;
 pub use trainer::{BuiltinTrainer, FunctionTrainer, TorchTuneConfig, TrainerSpec};
 pub use types::{
@@ -55,11 +77,16 @@ pub use types::{
     Trainer,
 };
 
-// The SDK guide's examples are compiled and run with the crate's doctests.
-#[cfg(doctest)]
+// The SDK guide's examples are compiled and run with the crate's doctests (they use both backends).
+#[cfg(all(doctest, feature = "kubernetes", feature = "local"))]
 #[doc = include_str!("../../../docs/sdk.md")]
 mod sdk_guide {}
 
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "local"))]
 #[doc = include_str!("../../../docs/local-runner.md")]
 mod local_runner_guide {}
+
+// The README's example is compiled and run with the doctests.
+#[cfg(all(doctest, feature = "local"))]
+#[doc = include_str!("../README.md")]
+mod readme {}

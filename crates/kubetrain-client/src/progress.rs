@@ -491,12 +491,30 @@ fn client_config(ca_file: Option<PathBuf>) -> Result<rustls::ClientConfig, Repor
             roots.add_parsable_certificates(native.certs);
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crypto_provider()?;
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| ReportError::Config(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth())
+}
+
+/// The crate's TLS provider feature (`ring` first), else the process-wide default.
+fn crypto_provider() -> Result<Arc<rustls::crypto::CryptoProvider>, ReportError> {
+    #[cfg(feature = "ring")]
+    return Ok(Arc::new(rustls::crypto::ring::default_provider()));
+    #[cfg(all(feature = "aws-lc-rs", not(feature = "ring")))]
+    return Ok(Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+    #[cfg(not(any(feature = "ring", feature = "aws-lc-rs")))]
+    rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .ok_or_else(|| {
+            ReportError::Config(
+                "no TLS provider: enable kubetrain-client's `ring` or `aws-lc-rs` feature, or install a \
+                 rustls CryptoProvider with CryptoProvider::install_default"
+                    .into(),
+            )
+        })
 }
 
 static GLOBAL: OnceLock<Option<Reporter>> = OnceLock::new();

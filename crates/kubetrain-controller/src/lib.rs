@@ -16,6 +16,18 @@
 //! | [`status_server`] | upstream's TrainJob status server: progress and metrics from the training pods into `status.trainerStatus` |
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
+//!
+//! ## Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `ring` | yes | rustls with the ring crypto provider for the kube client; `rustls::crypto::ring` for the provider the webhook and status servers take |
+//! | `aws-lc-rs` | no | the same with aws-lc-rs (turn `ring` off with `default-features = false`) |
+//! | `mock` | no | an in-memory API server (`mock`) for tests, benches and examples |
+//!
+//! The servers take their `CryptoProvider` as an argument, so the provider is the binary's choice; the
+//! features only decide which one the kube client and rustls are built with.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod apply;
 pub mod backoff;
@@ -46,3 +58,21 @@ pub use error::{Error, Result};
 pub use leadership::Leadership;
 pub use metrics::Metrics;
 pub use settings::{EVENT_REPORTER, FIELD_MANAGER, Settings};
+
+/// The rustls crypto provider of this build: ring with the `ring` feature (default), else aws-lc-rs with
+/// `aws-lc-rs`, else the process-wide default (`CryptoProvider::install_default`), `None` when there is none.
+pub fn default_crypto_provider() -> Option<std::sync::Arc<rustls::crypto::CryptoProvider>> {
+    #[cfg(feature = "ring")]
+    return Some(std::sync::Arc::new(rustls::crypto::ring::default_provider()));
+    #[cfg(all(feature = "aws-lc-rs", not(feature = "ring")))]
+    return Some(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ));
+    #[cfg(not(any(feature = "ring", feature = "aws-lc-rs")))]
+    rustls::crypto::CryptoProvider::get_default().cloned()
+}
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

@@ -160,7 +160,9 @@ fn a_short_plan_passes_every_step_and_proves_the_restore() {
     );
     assert!(report["labels"]["kubetrain.io/queue-wait-seconds"].is_string());
     assert!(report["cost"]["effectiveCostPerUnit"].as_f64().unwrap() > 0.0);
-    assert!(r.dir.path().join("report/labels.txt").exists());
+    let labels = std::fs::read_to_string(r.dir.path().join("report/labels.txt")).unwrap();
+    assert!(labels.contains("kubetrain.io/acceptance-result=passed\n"), "{labels}");
+    assert!(labels.contains("kubetrain.io/cluster=test\n"), "{labels}");
     check_html_in_chromium(&r.dir.path().join("report/acceptance.html"));
 }
 

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kubetrain_api::TrainJob;
 use kubetrain_api::constants::{DATASET_INITIALIZER, LAUNCHER, MODEL_INITIALIZER, NODE};
 
-use crate::local::plan::labels::{COMPLETION_INDEX, JOBSET_NAME, REPLICATED_JOB};
+use crate::labels::{COMPLETION_INDEX, JOBSET_NAME, REPLICATED_JOB};
 use crate::types::{JobStatus, Step, TrainJobView, TrainerProgress, device_of, step_name};
 
 /// The label selector of a TrainJob's pods, as the Python SDK writes it.

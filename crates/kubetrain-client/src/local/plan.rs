@@ -30,17 +30,8 @@ pub const INHERITED_ENV: &[&str] = &[
     "LD_LIBRARY_PATH",
 ];
 
-/// Label and annotation keys JobSet and Job put on every pod.
-pub mod labels {
-    /// The JobSet name.
-    pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
-    /// The replicated job name.
-    pub const REPLICATED_JOB: &str = "jobset.sigs.k8s.io/replicatedjob-name";
-    /// The index of the Job within its replicated job.
-    pub const JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
-    /// The pod's completion index within its Job (its rank).
-    pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
-}
+/// Label and annotation keys JobSet and Job put on every pod (shared with the Kubernetes backend).
+pub use crate::labels;
 
 /// How to plan a local run.
 #[derive(Clone, Debug)]
