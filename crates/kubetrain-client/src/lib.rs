@@ -52,9 +52,9 @@ pub mod build;
 pub mod client;
 pub mod error;
 pub mod initializers;
-pub mod labels;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
+pub mod labels;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod progress;
