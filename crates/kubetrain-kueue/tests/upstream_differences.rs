@@ -289,3 +289,20 @@ fn derived_workloads_carry_job_uid_and_creation_time() {
     assert_eq!(j.arrival_ms, 5000);
     assert_eq!(phase(&s, "w"), Phase::Admitted);
 }
+
+/// Found by the e2e comparison with real Kueue v0.19.1 (issue 14 item 4): workloads with equal
+/// priority and the same creation second are ordered by UID (`queueOrderingFunc`:
+/// `a.Obj.UID < b.Obj.UID`), not by their order in the input.
+#[test]
+fn equal_timestamps_break_ties_by_uid() {
+    let created = "  creationTimestamp: \"2026-01-01T00:00:00Z\"\n";
+    let yaml = format!(
+        "{HEAD}{}{}{}",
+        cq("cq", "", "1", ""),
+        wl("first-in-file", "cq", "1", 0, &format!("{created}  uid: bbbb\n"), ""),
+        wl("second-in-file", "cq", "1", 0, &format!("{created}  uid: aaaa\n"), ""),
+    );
+    let s = run(&yaml, 1);
+    assert_eq!(phase(&s, "second-in-file"), Phase::Admitted);
+    assert_eq!(phase(&s, "first-in-file"), Phase::Pending);
+}

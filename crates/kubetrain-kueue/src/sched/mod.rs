@@ -198,6 +198,8 @@ pub struct Scheduler {
     lifecycle_evictions: Vec<CqId>,
     /// Per node, what admitted TAS workloads use: (resource, amount).
     pub node_used: Vec<Vec<(usize, Amount)>>,
+    /// Each workload's rank among the UIDs: the last tie-break of the queue order.
+    uid_rank: Vec<usize>,
 }
 
 /// One nominated head.
@@ -245,6 +247,15 @@ impl Scheduler {
             started: Vec::new(),
             lifecycle_evictions: Vec::new(),
             node_used: vec![Vec::new(); model.nodes.len()],
+            uid_rank: {
+                let mut order: Vec<WlId> = (0..model.workloads.len()).collect();
+                order.sort_by(|&a, &b| model.workloads[a].uid.cmp(&model.workloads[b].uid));
+                let mut rank = vec![0; order.len()];
+                for (r, w) in order.into_iter().enumerate() {
+                    rank[w] = r;
+                }
+                rank
+            },
             model,
             cycle: 0,
             now_ms: 0,
@@ -432,7 +443,8 @@ impl Scheduler {
         let hash = self.wls[wl].hash;
         let ts = self.order_ts(wl);
         let hashing = self.model.settings.equivalence_hashing && !self.model.cqs[cq].strict_fifo;
-        if let Some(reason) = self.queues[cq].push(wl, w.priority, ts, hash, hashing) {
+        let rank = self.uid_rank[wl];
+        if let Some(reason) = self.queues[cq].push(wl, w.priority, ts, rank, hash, hashing) {
             self.mark_bypassed(wl, &reason);
         }
     }
@@ -604,6 +616,7 @@ impl Scheduler {
                 wl,
                 w.priority,
                 ts,
+                self.uid_rank[wl],
                 self.wls[wl].hash,
                 rq,
                 strict,

@@ -22,7 +22,9 @@ pub enum RequeueReason {
     PendingPreemption,
 }
 
-type Key = (Reverse<i32>, i64, WlId);
+/// Heap order: priority (highest first), queue-order timestamp, then the UID (its rank among the
+/// workloads' UIDs, as upstream's `queueOrderingFunc` compares `a.Obj.UID < b.Obj.UID`).
+type Key = (Reverse<i32>, i64, usize, WlId);
 
 /// The queue of one ClusterQueue.
 #[derive(Debug, Clone, Default)]
@@ -63,6 +65,7 @@ impl CqQueue {
         wl: WlId,
         priority: i32,
         ts: i64,
+        uid_rank: usize,
         hash: u64,
         hashing: bool,
     ) -> Option<String> {
@@ -70,7 +73,7 @@ impl CqQueue {
             self.inadmissible.push(wl);
             return Some(reason.clone());
         }
-        let key = (Reverse(priority), ts, wl);
+        let key = (Reverse(priority), ts, uid_rank, wl);
         if self.sticky == Some(wl) {
             self.sticky_key = Some(key);
         }
@@ -83,9 +86,9 @@ impl CqQueue {
         if let Some(k) = self.sticky_key.take()
             && self.active.remove(&k)
         {
-            return Some(k.2);
+            return Some(k.3);
         }
-        self.active.pop_first().map(|k| k.2)
+        self.active.pop_first().map(|k| k.3)
     }
 
     /// Puts back a head after an unsuccessful attempt; returns whether it was parked.
@@ -95,6 +98,7 @@ impl CqQueue {
         wl: WlId,
         priority: i32,
         ts: i64,
+        uid_rank: usize,
         hash: u64,
         reason: RequeueReason,
         strict: bool,
@@ -109,7 +113,7 @@ impl CqQueue {
             )
         };
         if immediate {
-            let key = (Reverse(priority), ts, wl);
+            let key = (Reverse(priority), ts, uid_rank, wl);
             if self.sticky == Some(wl) {
                 self.sticky_key = Some(key);
             }
@@ -141,9 +145,9 @@ impl CqQueue {
         }
         let blocked = &self.blocked_hashes;
         let mut moved = Vec::new();
-        self.active.retain(|k| match blocked.get(&hash_of(k.2)) {
+        self.active.retain(|k| match blocked.get(&hash_of(k.3)) {
             Some(reason) => {
-                moved.push((k.2, reason.clone()));
+                moved.push((k.3, reason.clone()));
                 false
             }
             None => true,
@@ -164,13 +168,13 @@ impl CqQueue {
         if let Some(k) = self.sticky_key
             && self.active.contains(&k)
         {
-            out.push(k.2);
+            out.push(k.3);
         }
         out.extend(
             self.active
                 .iter()
-                .map(|k| k.2)
-                .filter(|w| Some(*w) != self.sticky_key.map(|k| k.2)),
+                .map(|k| k.3)
+                .filter(|w| Some(*w) != self.sticky_key.map(|k| k.3)),
         );
         out
     }
