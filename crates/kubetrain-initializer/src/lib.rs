@@ -43,6 +43,7 @@
 //! config.tuning.concurrency = 4;
 //! # Ok::<(), kubetrain_initializer::UriError>(())
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod config;
 mod download;
@@ -88,3 +89,8 @@ pub fn initialize_blocking(config: &InitConfig) -> Result<Summary, InitError> {
         .map_err(|e| InitError::io("start", "the async runtime", e))?;
     runtime.block_on(initialize(config))
 }
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

@@ -31,6 +31,7 @@
 //! - [`ssh`]: MPI key material in upstream's format.
 //! - [`flux`]: the Flux entrypoint ConfigMap and CURVE certificate Secret.
 //! - [`yaml`]: the fast block-YAML writer `kubetrain render` prints with.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod builder;
 pub mod builtin;
@@ -51,3 +52,8 @@ pub use render::{
     TrainJobStatusOptions, render, render_with,
 };
 pub use runtimes::resolve;
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

@@ -9,6 +9,7 @@
 //! - [`quantity`], [`resources`]: Kubernetes quantities and pod requests.
 //!
 //! The JobSet and its companion objects are built from an [`Info`] by `kubetrain-jobset`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 pub mod info;
@@ -40,3 +41,8 @@ pub fn merge_with(
     plugins::enforce_with(&mut info, job, options)?;
     Ok(info)
 }
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

@@ -19,6 +19,7 @@
 //!     Err(e) => assert!(e.to_string().contains("NCCL_LIBRARY")),
 //! }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[allow(
     non_upper_case_globals,

@@ -13,9 +13,19 @@
 //! | `initializer` | `initializer` | `kubetrain-initializer`: s3:// and hf:// downloads |
 //! | `client` | `client` | `kubetrain-client`: the TrainerClient SDK (Kubernetes and local processes) |
 //! | `controller` | `controller` | `kubetrain-controller`: the operator (controller, webhooks, leader election, metrics) |
+//! | `latest`, `earliest`, `v1_33` … `v1_37` | [`k8s_openapi`] | the Kubernetes version of the `k8s-openapi` types |
 //!
-//! Like kube-rs, the libraries pick no Kubernetes version: enable one `k8s-openapi` version feature in your
-//! binary, e.g. `k8s-openapi = { version = "0.29", features = ["latest"] }`.
+//! Like kube-rs, the libraries pick no Kubernetes version; the binary does. This crate forwards the
+//! `k8s-openapi` version features, so one line is all a first build needs (enable exactly one version, and
+//! only in a binary):
+//!
+//! ```toml
+//! [dependencies]
+//! kubetrain = { version = "0.1", features = ["latest", "client"] }
+//! ```
+//!
+//! The `k8s-openapi` this crate was built with is re-exported as [`k8s_openapi`], so the Kubernetes types
+//! need no dependency line of their own either.
 //!
 //! ```
 //! use kubetrain::api::{parse_documents, RuntimeCatalog};
@@ -30,6 +40,11 @@
 
 #[doc(inline)]
 pub use kubetrain_api as api;
+
+/// The Kubernetes types (the crate the kubetrain types are built on; its version is chosen with the
+/// `latest` / `v1_3x` features of this crate).
+#[doc(no_inline)]
+pub use k8s_openapi;
 
 #[cfg(feature = "render")]
 #[cfg_attr(docsrs, doc(cfg(feature = "render")))]
@@ -65,3 +80,8 @@ pub use kubetrain_client as client;
 #[cfg_attr(docsrs, doc(cfg(feature = "controller")))]
 #[doc(inline)]
 pub use kubetrain_controller as controller;
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
