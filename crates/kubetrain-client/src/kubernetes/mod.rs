@@ -109,9 +109,15 @@ impl KubernetesBackend {
     /// assert_eq!(backend.namespace(), "team-b");
     /// assert_eq!(backend.cluster_url(), Some("https://127.0.0.1:6443/"));
     ///
-    /// let config = KubernetesBackendConfig { config_file: Some(path), context: Some("c".into()), ..Default::default() };
+    /// // The current context, and an explicit namespace over the context's.
+    /// let current = KubernetesBackendConfig { config_file: Some(path.clone()), ..Default::default() };
+    /// assert_eq!(KubernetesBackend::from_config(&current).await.unwrap().namespace(), "team-a");
+    /// let ns = KubernetesBackendConfig { namespace: Some("x".into()), ..current };
+    /// assert_eq!(KubernetesBackend::from_config(&ns).await.unwrap().namespace(), "x");
+    ///
+    /// let config = KubernetesBackendConfig { config_file: Some(path.clone()), context: Some("c".into()), ..Default::default() };
     /// let err = KubernetesBackend::from_config(&config).await.unwrap_err();
-    /// assert!(err.to_string().contains("context c"), "{err}");
+    /// assert_eq!(err.to_string(), format!("Kubernetes config: kubeconfig {}: no context \"c\" (it has a, b)", path.display()));
     /// # }
     /// ```
     pub async fn from_config(config: &KubernetesBackendConfig) -> Result<Self> {
@@ -119,21 +125,43 @@ impl KubernetesBackend {
             context: config.context.clone(),
             ..Default::default()
         };
-        let kube_config = match (&config.config_file, &config.context) {
-            (Some(path), _) => {
-                let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| {
-                    ClientError::Config(format!("reading kubeconfig {}: {e}", path.display()))
-                })?;
-                kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
-            }
-            (None, Some(_)) => kube::Config::from_kubeconfig(&options).await,
-            (None, None) => {
-                return Ok(Self::try_default()
-                    .await?
-                    .with_namespace_opt(&config.namespace));
-            }
+        if config.config_file.is_none() && config.context.is_none() {
+            return Ok(Self::try_default()
+                .await?
+                .with_namespace_opt(&config.namespace));
         }
-        .map_err(|e| ClientError::Config(e.to_string()))?;
+        let (kubeconfig, source) = match &config.config_file {
+            Some(path) => (
+                kube::config::Kubeconfig::read_from(path),
+                path.display().to_string(),
+            ),
+            None => (
+                kube::config::Kubeconfig::read(),
+                "KUBECONFIG / ~/.kube/config".to_string(),
+            ),
+        };
+        let kubeconfig = kubeconfig
+            .map_err(|e| ClientError::Config(format!("reading kubeconfig {source}: {e}")))?;
+        if let Some(context) = &config.context
+            && !kubeconfig.contexts.iter().any(|c| &c.name == context)
+        {
+            let names: Vec<&str> = kubeconfig
+                .contexts
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            return Err(ClientError::Config(format!(
+                "kubeconfig {source}: no context {context:?} (it has {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        }
+        let kube_config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| ClientError::Config(format!("kubeconfig {source}: {e}")))?;
         let namespace = config
             .namespace
             .clone()
