@@ -677,7 +677,7 @@ impl Plan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) const MINIMAL: &str = r#"

@@ -336,8 +336,17 @@ fn line_chart(
             y2 = py(y)
         );
     }
-    for i in 0..=4 {
-        let xv = x0 + (x1 - x0) * f64::from(i) / 4.0;
+    // Log x: ticks on powers of two.
+    let ticks: Vec<f64> = if log_x {
+        let (lo, hi) = (x0.ceil() as i64, x1.floor() as i64);
+        let stride = ((hi - lo) / 6).max(1) as usize;
+        (lo..=hi).step_by(stride).map(|e| e as f64).collect()
+    } else {
+        (0..=4)
+            .map(|i| x0 + (x1 - x0) * f64::from(i) / 4.0)
+            .collect()
+    };
+    for xv in ticks {
         let label = if log_x {
             size_label(xv.exp2())
         } else {
@@ -558,7 +567,7 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         "all_reduce bandwidth vs size",
         "message size (bytes)",
         "GB/s",
-        &[("busbw", busbw), ("algbw", algbw)],
+        &[("algbw", algbw), ("busbw", busbw)],
         true,
         false,
         &[],
@@ -683,4 +692,121 @@ window.addEventListener('load', function () {
 "#,
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Report {
+        let plan = Plan::from_yaml(crate::plan::tests::MINIMAL).unwrap();
+        let cost = crate::cost::compute(
+            &plan.spec.cost,
+            &plan.spec.baseline,
+            &crate::cost::Usage {
+                nodes: 2,
+                held_seconds: 60.0,
+                lost_seconds: 3.0,
+                accepted_samples: 5_000_000,
+            },
+        );
+        Report {
+            format: "kubetrain.io/acceptance-report/v1".into(),
+            name: "t<&>".into(),
+            mode: "local".into(),
+            passed: true,
+            started_unix: 0,
+            seconds: 1.0,
+            versions: serde_json::json!({"kubetrain": "0.1.0"}),
+            host: Host::this_machine(),
+            steps: vec![StepReport {
+                index: 1,
+                name: "queue".into(),
+                title: "submit".into(),
+                verdict: Verdict::Pass,
+                message: "admitted <now>".into(),
+                seconds: 0.1,
+                measurements: Value::Null,
+                checks: vec![],
+            }],
+            training: (0u32..20)
+                .map(|i| TrainPoint {
+                    t: f64::from(i) * 0.5,
+                    step: u64::from(i) * 10,
+                    loss: 10.0 / f64::from(i + 1),
+                    samples_per_second: 1000.0,
+                    attempt: 1 + u32::from(i >= 10),
+                })
+                .collect(),
+            events: vec![TrainEvent {
+                t: 4.9,
+                kind: "deletion".into(),
+                label: "pod x".into(),
+            }],
+            benchmark: [8u64, 1024, 1 << 20]
+                .iter()
+                .map(|&size| BenchPoint {
+                    size,
+                    count: size / 4,
+                    time_us: 10.0,
+                    algbw: size as f64 / 1e4,
+                    busbw: size as f64 / 1e4,
+                    wrong: 0,
+                })
+                .collect(),
+            staging: vec![StagingPoint {
+                name: "dataset".into(),
+                bytes: 1 << 20,
+                files: 2,
+                seconds: 0.5,
+                mbps: 2.1,
+            }],
+            queue_wait_seconds: Some(0.2),
+            cost: Some(cost),
+            labels: [("a".to_string(), "b".to_string())].into(),
+            plan,
+        }
+    }
+
+    #[test]
+    fn every_chart_has_marks_and_text_is_escaped() {
+        let page = html(&sample());
+        for id in [
+            "chart-queue",
+            "chart-staging",
+            "chart-busbw",
+            "chart-loss",
+            "chart-throughput",
+            "chart-cost",
+            "chart-cost-vs-baseline",
+        ] {
+            let start = page
+                .find(&format!("id=\"{id}\""))
+                .unwrap_or_else(|| panic!("{id}"));
+            let end = start + page[start..].find("</svg>").unwrap();
+            let svg = &page[start..end];
+            assert!(
+                svg.contains("class=\"series\"") || svg.contains("class=\"bar\""),
+                "{id} has no marks"
+            );
+        }
+        assert!(page.contains("t&lt;&amp;&gt;") && page.contains("admitted &lt;now&gt;"));
+        assert!(!page.contains("<now>"));
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "nothing external"
+        );
+        // Log-2 ticks of the size axis: powers of two only.
+        assert!(
+            page.contains(">8</text>") && page.contains(">2K</text>") && page.contains(">512K</text>"),
+            "size ticks"
+        );
+    }
+
+    #[test]
+    fn an_empty_chart_says_so() {
+        let mut r = sample();
+        r.benchmark.clear();
+        assert!(html(&r).contains("no data"));
+    }
 }
