@@ -129,7 +129,11 @@ pub fn parse_documents(text: &str) -> Result<Vec<LocatedDocument>, ParseError> {
             )));
         }
         let value: Value = serde_saphyr::from_str(piece).map_err(|e| {
-            ParseError::Syntax(format!("document {} (from line {line}): {e}", index + 1))
+            ParseError::Syntax(format!(
+                "document {} (from line {line}): {}",
+                index + 1,
+                yaml_error(&e, line)
+            ))
         })?;
         if value.is_null() {
             continue;
@@ -143,6 +147,43 @@ pub fn parse_documents(text: &str) -> Result<Vec<LocatedDocument>, ParseError> {
         Ok(documents)
     } else {
         Err(ParseError::Fields(errors))
+    }
+}
+
+/// A YAML syntax error of one document, located in the lines of the whole stream: `line 6 column 7: unclosed
+/// bracket '['`. `first_line` is the line the document's text starts on, as [`split_documents`] gives it.
+/// serde-saphyr's own rendering adds a source snippet that names the text `<input>` and counts lines from
+/// the document's start, which points a user with a file of many documents to the wrong place.
+///
+/// ```
+/// let text = "a: 1\n---\nb: [unclosed\n";
+/// let (line, piece) = kubetrain_api::split_documents(text)[1];
+/// let error = serde_saphyr::from_str::<serde_json::Value>(piece).unwrap_err();
+/// assert_eq!(kubetrain_api::yaml_error(&error, line), "line 3 column 4: unclosed bracket '['");
+/// ```
+pub fn yaml_error(error: &serde_saphyr::Error, first_line: usize) -> String {
+    let text = error.without_snippet().to_string();
+    let text = text.trim().trim_start_matches("error: ");
+    // The message without serde-saphyr's own position (` at line L, column C`, counted in the document).
+    let message = text
+        .rsplit_once(" at line ")
+        .filter(|(_, position)| {
+            position
+                .split_once(", column ")
+                .is_some_and(|(line, column)| {
+                    [line, column]
+                        .iter()
+                        .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                })
+        })
+        .map_or(text, |(message, _)| message);
+    match error.location().filter(|l| l.line() > 0) {
+        Some(location) => format!(
+            "line {} column {}: {message}",
+            location.line() as usize + first_line - 1,
+            location.column()
+        ),
+        None => message.to_owned(),
     }
 }
 

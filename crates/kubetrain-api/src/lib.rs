@@ -66,7 +66,7 @@ pub mod validation;
 pub use catalog::{RuntimeCatalog, RuntimeEntry};
 pub use document::{
     Document, LocatedDocument, MAX_DOCUMENT_BYTES, ParseError, document_too_large, parse_documents,
-    parse_value, split_documents, to_yaml,
+    parse_value, split_documents, to_yaml, yaml_error,
 };
 pub use error::{FieldError, Severity};
 pub use patch::*;

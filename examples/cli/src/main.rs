@@ -8,9 +8,10 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 
-/// Kubeflow Trainer V2 in Rust: validate, render and run TrainJobs.
+/// Kubeflow Trainer V2 in Rust: check, render and run TrainJobs, on this machine or on a cluster.
+// The summary is this comment, not the package description, so that it never lists only some commands.
 #[derive(Debug, Parser)]
-#[command(name = "kubetrain", version, about, long_about = None)]
+#[command(name = "kubetrain", version, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,8 +47,45 @@ enum Command {
     // subcommands: acceptance (issue 17)
 }
 
+/// The exit status of a process that wrote into a closed pipe: what a shell reports for one killed by SIGPIPE
+/// (128 + 13), as for `cat` or `kubectl` in `... | head -1`.
+const CLOSED_PIPE: u8 = 141;
+
+/// Whether `err` comes from writing into a closed pipe.
+fn closed_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Makes `println!` into a closed stdout end the process quietly with [`CLOSED_PIPE`] instead of a panic
+/// message: Rust ignores SIGPIPE, so a reader that stops early (`kubetrain crd | head -1`) would otherwise
+/// get a backtrace hint on stderr. Setting SIGPIPE back to its default would need `unsafe`.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(i32::from(CLOSED_PIPE));
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `run` owns running pods: it must stop them, not exit in the middle of a print.
+    let quiet_pipe = !matches!(cli.command, Command::Run(_));
+    if quiet_pipe {
+        quiet_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Crd(args) => cmd::crd::run(args),
         Command::Validate(args) => cmd::validate::run(args),
@@ -68,6 +106,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(err) if quiet_pipe && closed_pipe(&err) => ExitCode::from(CLOSED_PIPE),
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE

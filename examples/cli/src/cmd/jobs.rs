@@ -100,11 +100,11 @@ pub(crate) struct WaitArgs {
     /// Statuses to wait for (Created, Running, Complete, Failed); repeatable.
     #[arg(long = "for", default_value = "Complete")]
     statuses: Vec<String>,
-    /// Seconds to wait.
-    #[arg(long, default_value_t = 600)]
+    /// How long to wait (`600s`, `10m`, `1h`; a bare number is seconds).
+    #[arg(long, default_value_t = 600, value_name = "DURATION", value_parser = super::input::parse_seconds)]
     timeout: u64,
-    /// Seconds between polls.
-    #[arg(long, default_value_t = 2)]
+    /// Time between polls (`2s`; a bare number is seconds).
+    #[arg(long, default_value_t = 2, value_name = "DURATION", value_parser = super::input::parse_seconds)]
     interval: u64,
     #[command(flatten)]
     target: Target,

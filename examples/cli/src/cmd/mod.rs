@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub(crate) mod crd;
+pub(crate) mod input;
 pub(crate) mod render;
 pub(crate) mod validate;
 // modules: render (issue 3)

@@ -15,17 +15,26 @@ use kubetrain_api::validation::validate_trainjob;
 use kubetrain_api::{Document, FieldError, RuntimeCatalog, TrainJob};
 use kubetrain_jobset::ssh::{ChaCha20Rng, KeyPool, seed_from_text, seeded_rng};
 use kubetrain_jobset::{
-    Object, Observed, RenderOptions, TrainJobStatusOptions, builtin, render_with, resolve,
+    Object, Observed, RenderOptions, TrainJobStatusOptions, render_with, resolve,
 };
 use serde_json::Value;
+
+use super::input;
 
 /// `kubetrain render` arguments.
 #[derive(Debug, Args)]
 pub(crate) struct RenderArgs {
-    /// TrainJob documents (YAML or JSON, one or many); `-` reads stdin. Runtimes in it are used too.
-    #[arg(short = 'f', long = "filename", value_name = "TRAINJOBS.yaml")]
-    file: PathBuf,
-    /// TrainingRuntime / ClusterTrainingRuntime documents; repeatable. Built-in runtimes fill in the rest.
+    /// TrainJob documents (YAML or JSON, one or many); `-` reads stdin, a directory its .yaml, .yml and .json
+    /// files; repeatable. Runtimes in them are used too, by the TrainJobs after them.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "TRAINJOBS.yaml",
+        required = true
+    )]
+    files: Vec<PathBuf>,
+    /// TrainingRuntime / ClusterTrainingRuntime documents (files or directories); repeatable. Built-in
+    /// runtimes fill in the rest.
     #[arg(long = "runtime", value_name = "RUNTIMES.yaml")]
     runtimes: Vec<PathBuf>,
     /// Output format: multi-document YAML or a JSON array.
@@ -73,6 +82,12 @@ struct Documents<R> {
     start_line: usize,
     /// Documents returned so far.
     number: usize,
+    /// The line the document returned last starts on (its `---` line), and the line its text starts on
+    /// (the `---` line itself when content follows the marker, `--- {a: 1}`).
+    started: usize,
+    text_line: usize,
+    /// The text line of the document being read.
+    pending_text_line: usize,
 }
 
 impl<R: BufRead> Documents<R> {
@@ -84,12 +99,17 @@ impl<R: BufRead> Documents<R> {
             line: 0,
             start_line: 1,
             number: 0,
+            started: 1,
+            text_line: 1,
+            pending_text_line: 1,
         }
     }
 
     /// The text of a finished document, or its refusal when it was too large.
     fn finish(&mut self, doc: Vec<u8>, skipped: usize) -> io::Result<Result<String, String>> {
         self.number += 1;
+        self.started = self.start_line;
+        self.text_line = self.pending_text_line;
         if skipped > 0 {
             return Ok(Err(kubetrain_api::document_too_large(
                 self.number,
@@ -148,6 +168,12 @@ impl<R: BufRead> Iterator for Documents<R> {
             if trimmed == "---" || trimmed.starts_with("--- ") {
                 // Content after the marker (`--- {a: 1}`) belongs to the next document.
                 let rest = trimmed[3..].trim_start();
+                let marker_line = self.line;
+                let text_line = if rest.is_empty() {
+                    marker_line + 1
+                } else {
+                    marker_line
+                };
                 self.pending = Some(if rest.is_empty() {
                     Vec::new()
                 } else {
@@ -155,7 +181,8 @@ impl<R: BufRead> Iterator for Documents<R> {
                 });
                 doc.truncate(start);
                 let finished = self.finish(doc, skipped);
-                self.start_line = self.line;
+                self.start_line = marker_line;
+                self.pending_text_line = text_line;
                 return Some(finished);
             }
             if trimmed == "..." {
@@ -165,7 +192,7 @@ impl<R: BufRead> Iterator for Documents<R> {
     }
 }
 
-fn open(path: &PathBuf) -> Result<Box<dyn BufRead>> {
+fn open(path: &std::path::Path) -> Result<Box<dyn BufRead>> {
     if path.as_os_str() == "-" {
         return Ok(Box::new(BufReader::new(io::stdin().lock())));
     }
@@ -173,51 +200,88 @@ fn open(path: &PathBuf) -> Result<Box<dyn BufRead>> {
     Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
 }
 
+/// Why a document could not be read.
+enum Unread {
+    /// Not YAML, or too large: the whole line to print (`FILE: invalid YAML: document N (from line L): ...`).
+    Text(String),
+    /// Field errors of a trainer object, and who it is when it claims to be a training runtime.
+    Fields(Vec<FieldError>, Option<input::BrokenRuntime>),
+}
+
+/// Where a document came from, for messages.
+struct Place<'a> {
+    source: &'a str,
+    /// The document's number in its file (from 1), its first line and the line its text starts on.
+    number: usize,
+    line: usize,
+    text_line: usize,
+}
+
 /// Parses one document; `Ok(None)` for an empty one.
-fn parse(text: &str, index: usize) -> Result<Option<Document>, Vec<FieldError>> {
+fn parse(text: &str, index: usize, place: &Place<'_>) -> Result<Option<Document>, Unread> {
     if text.trim().is_empty() {
         return Ok(None);
     }
     // The fast reader for plain manifests, serde-saphyr for anything else (same value, same errors).
     let value: Value = kubetrain_api::fast_yaml::from_str(text).map_err(|e| {
-        vec![
-            FieldError::error("", format!("invalid YAML: {e}"))
-                .on("document", &format!("#{index}")),
-        ]
+        Unread::Text(format!(
+            "{}: invalid YAML: document {} (from line {}): {}",
+            place.source,
+            place.number,
+            place.line,
+            kubetrain_api::yaml_error(&e, place.text_line)
+        ))
     })?;
     if value.is_null() {
         return Ok(None);
     }
-    kubetrain_api::parse_value(value, index).map(Some)
+    let identity = input::BrokenRuntime::of(&value, place.source);
+    kubetrain_api::parse_value(value, index)
+        .map(Some)
+        .map_err(|e| Unread::Fields(e, identity))
 }
 
 fn load_runtimes(
     paths: &[PathBuf],
     catalog: &mut RuntimeCatalog,
     errors: &mut Vec<FieldError>,
+    unread: &mut Vec<String>,
+    broken: &mut Vec<input::BrokenRuntime>,
 ) -> Result<()> {
     for path in paths {
-        for (index, text) in Documents::new(open(path)?).enumerate() {
-            let text = match text.with_context(|| format!("cannot read {}", path.display()))? {
+        let source = input::display_name(path);
+        let mut documents = Documents::new(open(path)?);
+        let mut index = 0;
+        while let Some(text) = documents.next() {
+            let place = Place {
+                source: &source,
+                number: documents.number,
+                line: documents.started,
+                text_line: documents.text_line,
+            };
+            index += 1;
+            let text = match text.with_context(|| format!("cannot read {source}"))? {
                 Ok(text) => text,
                 Err(too_large) => {
-                    errors.push(
-                        FieldError::error("", too_large).on("document", &format!("#{index}")),
-                    );
+                    unread.push(format!("{source}: {too_large}"));
                     continue;
                 }
             };
-            match parse(&text, index) {
+            match parse(&text, index - 1, &place) {
                 Ok(Some(doc)) => {
                     if !catalog.add_document(&doc) {
                         errors.push(
-                            FieldError::error("kind", "a runtime file holds TrainingRuntime or ClusterTrainingRuntime documents")
+                            FieldError::error("kind", format!("{source} is given with --runtime, which takes TrainingRuntime or ClusterTrainingRuntime documents"))
                                 .on(doc.kind(), doc.name()),
                         );
                     }
                 }
                 Ok(None) => {}
-                Err(mut e) => errors.append(&mut e),
+                Err(Unread::Text(line)) => unread.push(line),
+                Err(Unread::Fields(mut e, identity)) => {
+                    broken.extend(identity);
+                    errors.append(&mut e);
+                }
             }
         }
     }
@@ -362,16 +426,24 @@ fn render_job(
 
 pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
     let options = render_options(&args)?;
+    let files = input::expand(&args.files)?;
+    let runtimes = input::expand(&args.runtimes)?;
     let mut keys = Keys::new(args.seed);
     if args.seed.is_some() {
         eprintln!("{SEED_WARNING}");
     }
     let mut errors: Vec<FieldError> = Vec::new();
+    let mut unread: Vec<String> = Vec::new();
+    let mut broken: Vec<input::BrokenRuntime> = Vec::new();
     let mut catalog = RuntimeCatalog::new();
-    load_runtimes(&args.runtimes, &mut catalog, &mut errors)?;
-    for runtime in builtin::runtimes() {
-        catalog.add_cluster_if_absent(runtime);
-    }
+    load_runtimes(
+        &runtimes,
+        &mut catalog,
+        &mut errors,
+        &mut unread,
+        &mut broken,
+    )?;
+    input::add_builtins(&mut catalog, &broken);
 
     let stdout = io::stdout().lock();
     let mut out = Output {
@@ -382,66 +454,93 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
         written: 0,
     };
     out.begin()?;
-    let mut failed = !errors.is_empty();
-    let mut report = |errors: &mut Vec<FieldError>| {
+    let mut failed = false;
+    let mut report = |errors: &mut Vec<FieldError>, unread: &mut Vec<String>| {
+        for line in unread.drain(..) {
+            eprintln!("{line}");
+            failed = true;
+        }
         for e in errors.drain(..) {
             eprintln!("{e}");
             failed = true;
         }
     };
-    report(&mut errors);
+    report(&mut errors, &mut unread);
 
-    for (index, text) in Documents::new(open(&args.file)?).enumerate() {
-        let text = match text.with_context(|| format!("cannot read {}", args.file.display()))? {
-            Ok(text) => text,
-            Err(too_large) => {
-                errors.push(FieldError::error("", too_large).on("document", &format!("#{index}")));
-                report(&mut errors);
-                continue;
-            }
-        };
-        // With --no-validate, a TrainJob is read straight into its typed form (no unknown-field pass);
-        // anything else takes the checked path below.
-        let fast = if args.no_validate {
-            // The fast reader's TrainJob is the one serde-saphyr reads (a differential fuzz target checks it);
-            // when it declines, serde-saphyr's own typed read decides, as before.
-            kubetrain_api::fast_yaml::from_str_typed::<TrainJob>(&text)
-                .or_else(|| serde_saphyr::from_str::<TrainJob>(&text).ok())
-        } else {
-            None
-        };
-        let parsed = match fast {
-            Some(job) => Ok(Some(Document::TrainJob(Box::new(job)))),
-            None => parse(&text, index),
-        };
-        let job = match parsed {
-            Ok(None) => continue,
-            Ok(Some(Document::TrainJob(job))) => job,
-            Ok(Some(doc)) => {
-                if !catalog.add_document(&doc) {
-                    errors.push(
-                        FieldError::error("kind", "expected a TrainJob (or a runtime it uses)")
-                            .on(doc.kind(), doc.name()),
-                    );
+    for path in &files {
+        let source = input::display_name(path);
+        let mut documents = Documents::new(open(path)?);
+        let mut index = 0;
+        while let Some(text) = documents.next() {
+            let place = Place {
+                source: &source,
+                number: documents.number,
+                line: documents.started,
+                text_line: documents.text_line,
+            };
+            index += 1;
+            let text = match text.with_context(|| format!("cannot read {source}"))? {
+                Ok(text) => text,
+                Err(too_large) => {
+                    unread.push(format!("{source}: {too_large}"));
+                    report(&mut errors, &mut unread);
+                    continue;
                 }
-                report(&mut errors);
-                continue;
-            }
-            Err(mut e) => {
-                errors.append(&mut e);
-                report(&mut errors);
-                continue;
-            }
-        };
-        match render_job(&job, &catalog, &args, &options, &mut keys) {
-            Ok(objects) => {
-                for object in &objects {
-                    out.object(object)?;
+            };
+            // With --no-validate, a TrainJob is read straight into its typed form (no unknown-field pass);
+            // anything else takes the checked path below.
+            let fast = if args.no_validate {
+                // The fast reader's TrainJob is the one serde-saphyr reads (a differential fuzz target checks
+                // it); when it declines, serde-saphyr's own typed read decides, as before.
+                kubetrain_api::fast_yaml::from_str_typed::<TrainJob>(&text)
+                    .or_else(|| serde_saphyr::from_str::<TrainJob>(&text).ok())
+            } else {
+                None
+            };
+            let parsed = match fast {
+                Some(job) => Ok(Some(Document::TrainJob(Box::new(job)))),
+                None => parse(&text, index - 1, &place),
+            };
+            let job = match parsed {
+                Ok(None) => continue,
+                Ok(Some(Document::TrainJob(job))) => job,
+                Ok(Some(doc)) => {
+                    if !catalog.add_document(&doc) {
+                        errors.push(
+                            FieldError::error("kind", "expected a TrainJob (or a runtime it uses)")
+                                .on(doc.kind(), doc.name()),
+                        );
+                    }
+                    report(&mut errors, &mut unread);
+                    continue;
                 }
+                Err(Unread::Text(line)) => {
+                    unread.push(line);
+                    report(&mut errors, &mut unread);
+                    continue;
+                }
+                Err(Unread::Fields(mut e, identity)) => {
+                    broken.extend(identity);
+                    errors.append(&mut e);
+                    report(&mut errors, &mut unread);
+                    continue;
+                }
+            };
+            if let Some(finding) = input::broken_runtime_finding(&job, &broken) {
+                errors.push(finding);
+                report(&mut errors, &mut unread);
+                continue;
             }
-            Err(mut e) => {
-                errors.append(&mut e);
-                report(&mut errors);
+            match render_job(&job, &catalog, &args, &options, &mut keys) {
+                Ok(objects) => {
+                    for object in &objects {
+                        out.object(object)?;
+                    }
+                }
+                Err(mut e) => {
+                    errors.append(&mut e);
+                    report(&mut errors, &mut unread);
+                }
             }
         }
     }

@@ -5,18 +5,24 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use kubetrain_api::validation::validate_document;
-use kubetrain_api::{FieldError, LocatedDocument, ParseError, RuntimeCatalog, parse_documents};
+
+use super::input;
 
 /// Arguments of `kubetrain validate`.
 #[derive(Debug, Args)]
 pub(crate) struct ValidateArgs {
-    /// Files of TrainJobs and runtimes to check (`-` for stdin); repeatable.
-    #[arg(short = 'f', long = "filename", required = true)]
+    /// Files or directories of TrainJobs and runtimes to check (`-` for stdin; a directory's .yaml, .yml and
+    /// .json files); repeatable.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required = true,
+        value_name = "FILE|DIR"
+    )]
     files: Vec<PathBuf>,
     /// Files of TrainingRuntimes / ClusterTrainingRuntimes that TrainJobs may reference; repeatable.
     /// The built-in runtimes are used for names no file defines.
-    #[arg(long = "runtime")]
+    #[arg(long = "runtime", value_name = "FILE|DIR")]
     runtimes: Vec<PathBuf>,
     /// Output format of the findings.
     #[arg(short, long, value_enum, default_value_t = Format::Text)]
@@ -30,63 +36,30 @@ enum Format {
 }
 
 pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let mut findings: Vec<FieldError> = Vec::new();
-    let mut checked: Vec<LocatedDocument> = Vec::new();
-    let mut catalog = RuntimeCatalog::new();
-    let mut unreadable = false;
-
-    for (path, is_target) in args
-        .files
-        .iter()
-        .map(|p| (p, true))
-        .chain(args.runtimes.iter().map(|p| (p, false)))
-    {
-        let text = super::read_input(path)?;
-        match parse_documents(&text) {
-            Ok(documents) => {
-                for document in documents {
-                    catalog.add_document(&document.document);
-                    if is_target {
-                        checked.push(document);
-                    }
-                }
-            }
-            Err(ParseError::Fields(errors)) => findings.extend(errors),
-            Err(ParseError::Syntax(message)) => {
-                eprintln!("{}: invalid YAML: {message}", path.display());
-                unreadable = true;
-            }
-        }
-    }
-    for runtime in kubetrain_jobset::builtin::runtimes() {
-        catalog.add_cluster_if_absent(runtime);
-    }
-    for document in &checked {
-        findings.extend(validate_document(&document.document, &catalog));
-    }
-
-    let errors = findings.iter().filter(|f| f.is_error()).count();
+    let files = input::expand(&args.files)?;
+    let runtimes = input::expand(&args.runtimes)?;
+    let checked = input::check(&files, &runtimes)?;
     match args.output {
         Format::Text => {
-            for finding in &findings {
-                if finding.is_error() {
-                    eprintln!("{finding}");
-                } else {
-                    eprintln!("Warning: {finding}");
-                }
-            }
-            for document in &checked {
-                let name = document.document.name();
-                let failed = findings
+            checked.report();
+            for sourced in &checked.documents {
+                let document = &sourced.document;
+                let name = document.name();
+                let failed = checked
+                    .findings
                     .iter()
-                    .any(|f| f.is_error() && f.kind == document.document.kind() && f.name == name);
+                    .any(|f| f.is_error() && f.kind == document.kind() && f.name == name);
                 if !failed {
-                    println!("{}/{} valid", document.document.kind(), name);
+                    println!("{}/{} valid", document.kind(), name);
                 }
             }
         }
         Format::Json => {
-            let shown: Vec<serde_json::Value> = findings
+            for line in &checked.unreadable {
+                eprintln!("{line}");
+            }
+            let shown: Vec<serde_json::Value> = checked
+                .findings
                 .iter()
                 .map(|f| {
                     serde_json::json!({
@@ -101,7 +74,7 @@ pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(if errors > 0 || unreadable {
+    Ok(if checked.failed() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
