@@ -299,10 +299,59 @@ fn equal_timestamps_break_ties_by_uid() {
     let yaml = format!(
         "{HEAD}{}{}{}",
         cq("cq", "", "1", ""),
-        wl("first-in-file", "cq", "1", 0, &format!("{created}  uid: bbbb\n"), ""),
-        wl("second-in-file", "cq", "1", 0, &format!("{created}  uid: aaaa\n"), ""),
+        wl(
+            "first-in-file",
+            "cq",
+            "1",
+            0,
+            &format!("{created}  uid: bbbb\n"),
+            ""
+        ),
+        wl(
+            "second-in-file",
+            "cq",
+            "1",
+            0,
+            &format!("{created}  uid: aaaa\n"),
+            ""
+        ),
     );
     let s = run(&yaml, 1);
     assert_eq!(phase(&s, "second-in-file"), Phase::Admitted);
     assert_eq!(phase(&s, "first-in-file"), Phase::Pending);
+}
+
+/// Found by the e2e comparison (scenario seed 1, #77): `LowerOrNewerEqualPriority` preempts an
+/// equal-priority workload only when it is strictly newer (`SatisfiesPreemptionPolicy`:
+/// `preemptorTS.Before(candidateTS)`); with equal creation seconds neither may preempt the
+/// other (the model broke the tie by input order and preempted back and forth forever).
+#[test]
+fn equal_timestamps_never_preempt_each_other() {
+    let created = "  creationTimestamp: \"2026-01-01T00:00:00Z\"\n";
+    let extra = "  preemption: {withinClusterQueue: LowerOrNewerEqualPriority}\n";
+    let admitted = admitted_on("cq", "2");
+    let yaml = format!(
+        "{HEAD}{}{}{}",
+        cq("cq", "", "3", extra),
+        wl(
+            "running",
+            "cq",
+            "2",
+            5,
+            &format!("{created}  uid: bbbb\n"),
+            &admitted
+        ),
+        wl(
+            "waiting",
+            "cq",
+            "2",
+            5,
+            &format!("{created}  uid: aaaa\n"),
+            ""
+        ),
+    );
+    let s = run(&yaml, 5);
+    assert_eq!(phase(&s, "running"), Phase::Admitted);
+    assert_eq!(phase(&s, "waiting"), Phase::Pending);
+    assert_eq!(s.wls[idx(&s, "running")].preemptions, 0);
 }

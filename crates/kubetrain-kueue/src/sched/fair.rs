@@ -180,7 +180,7 @@ impl Scheduler {
                     && (ow.priority < w.priority
                         || (c.within == WithinPolicy::LowerOrNewerEqualPriority
                             && ow.priority == w.priority
-                            && (w.arrival_ms, wl) < (ow.arrival_ms, o)))
+                            && self.order_ts(wl) < self.order_ts(o)))
                 {
                     cands.push(o);
                 }

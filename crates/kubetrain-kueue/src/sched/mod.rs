@@ -428,7 +428,7 @@ impl Scheduler {
 
     /// The queue-order timestamp: creation, or the eviction time of a workload requeued after a
     /// pods-ready timeout or a `Retry` check (upstream `GetQueueOrderTimestamp`).
-    fn order_ts(&self, wl: WlId) -> i64 {
+    pub(crate) fn order_ts(&self, wl: WlId) -> i64 {
         self.wls[wl]
             .life
             .order_ms
@@ -969,7 +969,12 @@ impl Scheduler {
             } else {
                 0
             };
-            (borrow, std::cmp::Reverse(priority), w.arrival_ms, e.wl)
+            (
+                borrow,
+                std::cmp::Reverse(priority),
+                self.order_ts(e.wl),
+                e.wl,
+            )
         });
         Order::Fixed(idx.into_iter())
     }

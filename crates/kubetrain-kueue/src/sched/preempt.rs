@@ -96,7 +96,9 @@ impl Scheduler {
                 let ok = o.priority < w.priority
                     || (c.within == WithinPolicy::LowerOrNewerEqualPriority
                         && o.priority == w.priority
-                        && (w.arrival_ms, wl) < (o.arrival_ms, other));
+                        // Strictly newer (upstream `SatisfiesPreemptionPolicy`: equal queue-order
+                        // timestamps never preempt each other).
+                        && self.order_ts(wl) < self.order_ts(other));
                 if ok {
                     out.push(Candidate {
                         wl: other,

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The Kueue model against real Kueue v0.19.1 (docs/e2e.md, "Kueue model vs real Kueue"; issue 14 item 4).
+#
+#   e2e/kueue-compare.sh [--slice] [--count N] [--seed S] [--strict]
+#
+# Generates N random scenarios with `kubetrain queue generate --random N --seed S` (default 100; --slice: 10),
+# each in its own namespace with its own flavors, cohort and queues, so they run side by side without touching
+# each other. Every object is created while Kueue is stopped (and its webhooks are off), so nothing depends on
+# when Kueue first sees a workload; then Kueue starts, admits, preempts (this script finishes each eviction, as
+# Kueue's integration tests do for Workloads without a job), and once nothing has changed for a while the
+# Workloads are read back. `kubetrain queue simulate` runs on the same objects (the stored Workloads with their
+# UIDs and creation timestamps, and Kueue's feature-gate defaults of v0.19.1) and the two are compared per
+# workload: admitted or not, ClusterQueue, flavors, admitted counts, preempted or not, and the pending reason.
+# A scenario agrees when all its workloads do. Ends with `kueue: N/M agree`; the differences, workload by
+# workload, are in ${TMPDIR:-/tmp}/kubetrain-kueue-compare/differences.md. --strict exits 1 unless all agree.
+# Runs its own cluster beside others (ports shifted by 2000, state in ${TMPDIR:-/tmp}/kubetrain-e2e-kueue).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+count=100 seed=1 strict=0
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --slice) count=10; shift ;;
+        --count) count=$2; shift 2 ;;
+        --seed) seed=$2; shift 2 ;;
+        --strict) strict=1; shift ;;
+        *) die "unknown argument '$1'" ;;
+    esac
+done
+
+export KUBETRAIN_E2E_STATE="${KUBETRAIN_E2E_KUEUE_STATE:-${TMPDIR:-/tmp}/kubetrain-e2e-kueue}"
+export KUBETRAIN_E2E_PORT_OFFSET=2000
+OUT="${KUBETRAIN_E2E_KUEUE_OUT:-${TMPDIR:-/tmp}/kubetrain-kueue-compare}"
+rm -rf "$OUT" && mkdir -p "$OUT"
+
+"$E2E_DIR/cluster.sh" up --operator none
+trap '"$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true' EXIT
+# The cluster's functions (stop, start_kueue, kubectl_admin) for this state folder.
+source "$E2E_DIR/cluster.sh"
+export KUBECONFIG="$ADMIN_KUBECONFIG"
+KUBETRAIN="${CARGO_TARGET_DIR:-$REPO_DIR/target}/${KUBETRAIN_E2E_PROFILE:-debug}/kubetrain"
+py() { "$VENV/bin/python" "$E2E_DIR/lib/kueue_compare.py" "$@"; }
+
+"$KUBETRAIN" queue generate --random "$count" --seed "$seed" >"$OUT/scenarios.yaml"
+log "kueue compare: $count scenarios (seed $seed), created while Kueue is stopped"
+stop kueue
+kubectl_admin delete --ignore-not-found mutatingwebhookconfiguration kueue-mutating-webhook-configuration >/dev/null
+kubectl_admin delete --ignore-not-found validatingwebhookconfiguration kueue-validating-webhook-configuration >/dev/null
+kubectl_admin apply --server-side -f "$OUT/scenarios.yaml" >/dev/null
+start_kueue
+py settle --kubectl "$(K8S_BIN)/kubectl" --out "$OUT/cluster.json"
+
+# Kueue v0.19.1's defaults for the gates the model reads (the model defaults to v0.20's).
+cat >"$OUT/kueue-v0.19.1-config.yaml" <<'YAML'
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+featureGates: {UnadmittedWorkloadsObservability: false}
+YAML
+py model-input --scenarios "$OUT/scenarios.yaml" --cluster "$OUT/cluster.json" --out "$OUT/model-input.yaml"
+"$KUBETRAIN" queue simulate -f "$OUT/model-input.yaml" -f "$OUT/kueue-v0.19.1-config.yaml" -o json >"$OUT/model.json"
+summary=$(py compare "$OUT/cluster.json" "$OUT/model.json" --report "$OUT/differences.md")
+log "differences, workload by workload: $OUT/differences.md"
+echo "$summary"
+if [[ $strict == 1 ]]; then
+    read -r agree total < <(sed -n 's|^kueue: \([0-9]*\)/\([0-9]*\) agree$|\1 \2|p' <<<"$summary")
+    [[ $agree == "$total" ]] || die "--strict: $((total - agree)) scenarios differ (see $OUT/differences.md)"
+fi

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""The Kueue model against real Kueue (docs/e2e.md, "Kueue model vs real Kueue"; issue 14 item 4).
+
+    kueue_compare.py settle --kubectl KUBECTL --out cluster.json [--quiet-seconds S] [--timeout S]
+        Waits until real Kueue's admission settles: no Workload status changed for S seconds. Standalone
+        Workloads have no job controller, so an evicted Workload would keep its quota forever; this
+        finishes each eviction the way Kueue's own integration tests do (test/util FinishEvictionForWorkloads:
+        QuotaReserved=False/Pending, admission cleared, Admitted=False/NoReservation). Writes every
+        Workload as the cluster holds it.
+    kueue_compare.py model-input --scenarios FILE --cluster cluster.json --out FILE
+        The scenario objects with the Workloads as the cluster stored them (their UIDs and creation
+        timestamps: the queue order of ties), for `kubetrain queue simulate`.
+    kueue_compare.py compare cluster.json model.json [--report FILE]
+        Per Workload: admitted or not, the ClusterQueue and flavors of an admission, whether it was
+        preempted, and the QuotaReserved reason of a pending one. A scenario (namespace) agrees when
+        every Workload in it agrees. Prints `kueue: N/M agree`.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import yaml
+
+WORKLOADS = "workloads.v1beta2.kueue.x-k8s.io"
+
+
+def kubectl(k, *args, stdin=None):
+    return subprocess.run([k, *args], input=stdin, capture_output=True, text=True, check=False)
+
+
+def list_workloads(k):
+    r = kubectl(k, "get", WORKLOADS, "-A", "-o", "json")
+    if r.returncode != 0:
+        raise SystemExit(f"kubectl get workloads: {r.stderr}")
+    return json.loads(r.stdout)["items"]
+
+
+def cond(wl, type_):
+    for c in wl.get("status", {}).get("conditions", []) or []:
+        if c["type"] == type_:
+            return c
+    return None
+
+
+def finish_eviction(k, wl):
+    """Unsets the quota reservation of an evicted Workload, as Kueue's integration tests do."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = wl.setdefault("status", {})
+    status.pop("admission", None)
+    conds = [c for c in status.get("conditions", []) if c["type"] not in ("QuotaReserved", "Admitted")]
+    conds.append({"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                  "message": "Eviction finished by test", "lastTransitionTime": now})
+    conds.append({"type": "Admitted", "status": "False", "reason": "NoReservation",
+                  "message": "The workload has no reservation", "lastTransitionTime": now})
+    status["conditions"] = conds
+    wl.get("metadata", {}).pop("managedFields", None)
+    r = kubectl(k, "replace", "--subresource=status", "-f", "-", stdin=json.dumps(wl))
+    return r.returncode == 0
+
+
+def fingerprint(items):
+    return sorted(
+        (w["metadata"]["namespace"], w["metadata"]["name"],
+         json.dumps(w.get("status", {}).get("admission"), sort_keys=True),
+         json.dumps(sorted((c["type"], c["status"], c["reason"]) for c in
+                           w.get("status", {}).get("conditions", []) or [])))
+        for w in items)
+
+
+def settle(args):
+    deadline = time.monotonic() + args.timeout
+    last, stable_since, finished = None, time.monotonic(), 0
+    while True:
+        items = list_workloads(args.kubectl)
+        for w in items:
+            ev = cond(w, "Evicted")
+            if ev and ev["status"] == "True" and w.get("status", {}).get("admission"):
+                if finish_eviction(args.kubectl, w):
+                    finished += 1
+        fp = fingerprint(items)
+        now = time.monotonic()
+        if fp != last:
+            last, stable_since = fp, now
+        elif now - stable_since >= args.quiet_seconds:
+            break
+        if now > deadline:
+            print(f"kueue_compare: not settled after {args.timeout} s; comparing what is there",
+                  file=sys.stderr)
+            break
+        time.sleep(1)
+    with open(args.out, "w") as f:
+        json.dump(items, f, indent=1)
+    print(f"settled: {len(items)} workloads, {finished} evictions finished", file=sys.stderr)
+
+
+def clean_workload(w):
+    m = w["metadata"]
+    meta = {k: m[k] for k in ("name", "namespace", "uid", "creationTimestamp", "labels", "annotations")
+            if k in m}
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta, "spec": w["spec"]}
+
+
+def model_input(args):
+    with open(args.cluster) as f:
+        stored = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in json.load(f)}
+    out = []
+    with open(args.scenarios) as f:
+        for d in yaml.safe_load_all(f):
+            if not d:
+                continue
+            if d.get("kind") == "Workload":
+                key = (d["metadata"].get("namespace", "default"), d["metadata"]["name"])
+                if key in stored:
+                    d = clean_workload(stored[key])
+            out.append(d)
+    with open(args.out, "w") as f:
+        yaml.safe_dump_all(out, f, sort_keys=False)
+
+
+def outcome_cluster(w):
+    st = w.get("status", {})
+    adm = st.get("admission")
+    qr = cond(w, "QuotaReserved")
+    return {
+        "admitted": bool(adm) and bool(qr) and qr["status"] == "True",
+        "clusterQueue": adm.get("clusterQueue") if adm else None,
+        "flavors": [sorted((p.get("flavors") or {}).items()) for p in adm.get("podSetAssignments", [])]
+        if adm else None,
+        "counts": [p.get("count") for p in adm.get("podSetAssignments", [])] if adm else None,
+        "preempted": cond(w, "Preempted") is not None,
+        "reason": None if (qr and qr["status"] == "True") else (qr or {}).get("reason"),
+        "message": None if (qr and qr["status"] == "True") else (qr or {}).get("message"),
+    }
+
+
+def outcome_model(w):
+    conds = {c["type"]: c for c in w.get("conditions", [])}
+    qr = conds.get("QuotaReserved")
+    admitted = w.get("state") == "Admitted"
+    psa = w.get("podSetAssignments") or []
+    return {
+        "admitted": admitted,
+        "clusterQueue": w.get("clusterQueue") if admitted else None,
+        "flavors": [sorted((p.get("flavors") or {}).items()) for p in psa] if admitted else None,
+        "counts": [p.get("count") for p in psa] if admitted else None,
+        "preempted": "Preempted" in conds,
+        "reason": None if admitted else (qr or {}).get("reason"),
+        "message": None if admitted else (qr or {}).get("message"),
+    }
+
+
+FIELDS = ("admitted", "clusterQueue", "flavors", "counts", "preempted", "reason")
+
+
+def compare(args):
+    with open(args.cluster) as f:
+        cluster = {f'{w["metadata"]["namespace"]}/{w["metadata"]["name"]}': outcome_cluster(w)
+                   for w in json.load(f)}
+    with open(args.model) as f:
+        model = {w["key"]: outcome_model(w) for w in json.load(f)["workloads"]}
+    scenarios = {}
+    lines = []
+    messages_same = messages_total = 0
+    for key in sorted(set(cluster) | set(model), key=lambda k: (int(k.split("/")[0][1:]) if k[1:].split("/")[0].isdigit() else 0, k)):
+        ns = key.split("/")[0]
+        c, m = cluster.get(key), model.get(key)
+        diffs = []
+        if c is None or m is None:
+            diffs.append(f"only in {'model' if c is None else 'cluster'}")
+        else:
+            diffs = [f"{f}: kueue {c[f]!r}, model {m[f]!r}" for f in FIELDS if c[f] != m[f]]
+            if c["message"] is not None and c["reason"] == m["reason"]:
+                messages_total += 1
+                if c["message"] == m["message"]:
+                    messages_same += 1
+                else:
+                    lines.append(f"- `{key}` (message only): kueue {c['message']!r}; model {m['message']!r}")
+        scenarios.setdefault(ns, []).extend(diffs)
+        if diffs:
+            lines.append(f"- `{key}`: " + "; ".join(diffs))
+    agree = sum(1 for d in scenarios.values() if not d)
+    summary = f"kueue: {agree}/{len(scenarios)} agree"
+    workloads_agree = sum(1 for k in cluster if k in model and all(cluster[k][f] == model[k][f] for f in FIELDS))
+    detail = (f"workloads: {workloads_agree}/{len(set(cluster) | set(model))} agree; "
+              f"pending messages identical: {messages_same}/{messages_total}")
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write(f"# Kueue model vs real Kueue\n\n{summary}\n\n{detail}\n\n")
+            f.write("\n".join(lines) + "\n")
+    print(detail)
+    print(summary)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("settle")
+    s.add_argument("--kubectl", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--quiet-seconds", type=float, default=15)
+    s.add_argument("--timeout", type=float, default=600)
+    s.set_defaults(fn=settle)
+    m = sub.add_parser("model-input")
+    m.add_argument("--scenarios", required=True)
+    m.add_argument("--cluster", required=True)
+    m.add_argument("--out", required=True)
+    m.set_defaults(fn=model_input)
+    c = sub.add_parser("compare")
+    c.add_argument("cluster")
+    c.add_argument("model")
+    c.add_argument("--report")
+    c.set_defaults(fn=compare)
+    args = p.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
