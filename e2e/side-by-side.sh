@@ -57,7 +57,15 @@ done
 summary=$(py compare "$OUT/upstream.json" "$OUT/kubetrain.json" --report "$OUT/differences.md")
 log "differences, case by case: $OUT/differences.md"
 echo "$summary"
-echo "kueue: 0/0 agree (the Kueue comparison is not part of this script yet)"
+# The Kueue model against real Kueue on its own cluster (ports shifted by 2000): 10 scenarios with --slice, 100
+# otherwise; its last line is `kueue: N/M agree`.
+kueue_args=(--count 100)
+[[ $examples == 0 ]] && kueue_args=(--slice)
+if [[ ${perf_only:-0} == 0 ]]; then
+    "$E2E_DIR/kueue-compare.sh" "${kueue_args[@]}" | tail -n 1 || echo "kueue: 0/0 agree (the comparison failed; see its log above)"
+else
+    echo "kueue: 0/0 agree (--perf-only)"
+fi
 if [[ $strict == 1 ]]; then
     unexplained=$(sed -n 's/^unexplained: \([0-9]*\)$/\1/p' <<<"$summary")
     [[ $unexplained == 0 ]] ||
