@@ -391,6 +391,8 @@ fn durations_accept_units_everywhere() {
         &["wait", "job", "--interval", "soon"][..],
         &["run", "-f", "x.yaml", "--queue-timeout", "5d"][..],
         &["run", "-f", "x.yaml", "--progress-every", "5d"][..],
+        &["collective", "bench", "--timeout", "5d"][..],
+        &["collective", "bench", "--timeout-secs", "forever"][..],
     ] {
         let out = kubetrain(args, None);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

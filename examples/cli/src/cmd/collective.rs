@@ -100,8 +100,15 @@ struct LaunchArgs {
     /// Start N ranks on this machine (processes on loopback) instead of reading the rank from the environment.
     #[arg(long, value_name = "N")]
     local_ranks: Option<usize>,
-    /// Seconds any wait may take before a dead or stalled peer becomes an error.
-    #[arg(long, default_value_t = 300)]
+    /// How long any wait may take before a dead or stalled peer becomes an error (`300s`, `5m`; a bare
+    /// number is seconds).
+    #[arg(
+        long,
+        visible_alias = "timeout",
+        default_value_t = 300,
+        value_name = "DURATION",
+        value_parser = super::input::parse_seconds
+    )]
     timeout_secs: u64,
     /// CPU transport.
     #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
