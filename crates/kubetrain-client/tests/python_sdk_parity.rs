@@ -42,11 +42,14 @@ fn sdk_output() -> Option<Value> {
         return None;
     };
     let runtimes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kubetrain-jobset/runtimes");
+    let values = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(values.path(), serde_json::to_vec(&repr_values()).unwrap()).unwrap();
     let out = Command::new(python)
         .arg("-B")
         .arg(here().join("parity.py"))
         .arg(runtimes)
         .arg(here())
+        .arg(values.path())
         .output()
         .expect("running the Python SDK");
     assert!(
@@ -55,6 +58,77 @@ fn sdk_output() -> Option<Value> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(serde_json::from_slice(&out.stdout).expect("parity.py prints JSON"))
+}
+
+/// Values whose Python `repr` we must write exactly: 3,000 floats from random bit patterns and decimal
+/// magnitudes, every ASCII character, some Unicode, nested lists and dicts.
+fn repr_values() -> Vec<Value> {
+    let mut values = Vec::new();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        // xorshift64*: deterministic, no dependency.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    while values.len() < 2000 {
+        let x = f64::from_bits(next());
+        if x.is_finite() {
+            values.push(json!(x));
+        }
+    }
+    for i in 0..1000 {
+        let exp = (next() % 45) as i32 - 22;
+        let mantissa = (next() % 100_000) as f64 / 1000.0;
+        values.push(json!(
+            mantissa * 10f64.powi(exp) * if i % 2 == 0 { 1.0 } else { -1.0 }
+        ));
+    }
+    for x in [
+        0.0,
+        1.0,
+        0.1,
+        1e-4,
+        1e-5,
+        1e15,
+        1e16,
+        123456789012345678.0,
+        5e-324,
+        f64::MAX,
+    ] {
+        values.push(json!(x));
+    }
+    let ascii: String = (0u8..128).map(char::from).collect();
+    values.push(json!(ascii));
+    for s in [
+        "it's",
+        "say \"hi\"",
+        "both ' and \"",
+        "naïve 中文 😀",
+        "tab\tnew\nline\\",
+        "",
+    ] {
+        values.push(json!(s));
+    }
+    values.push(json!({"a": [1, 2.5, "x", null, true, false], "b": {"c": [], "d": {}}}));
+    values
+}
+
+fn to_py(v: &Value) -> PyValue {
+    match v {
+        Value::Null => PyValue::None,
+        Value::Bool(b) => PyValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => PyValue::Int(i),
+            None => PyValue::Float(n.as_f64().unwrap()),
+        },
+        Value::String(s) => PyValue::Str(s.clone()),
+        Value::Array(items) => PyValue::List(items.iter().map(to_py).collect()),
+        Value::Object(map) => {
+            PyValue::Dict(map.iter().map(|(k, v)| (k.clone(), to_py(v))).collect())
+        }
+    }
 }
 
 fn runtime(name: &str) -> Runtime {
@@ -407,5 +481,16 @@ fn runtimes_read_as_the_python_sdk_reads_them() {
             (Some(a), Some(b)) => assert_eq!(a, b, "{name}: device_count"),
             _ => assert_eq!(theirs_count, t.device_count, "{name}: device_count"),
         }
+    }
+}
+
+#[test]
+fn func_args_are_written_as_python_repr_writes_them() {
+    let Some(sdk) = sdk_output() else { return };
+    let theirs = sdk["reprs"].as_array().unwrap();
+    let values = repr_values();
+    assert_eq!(theirs.len(), values.len());
+    for (v, want) in values.iter().zip(theirs) {
+        assert_eq!(to_py(v).to_string(), want.as_str().unwrap(), "repr of {v}");
     }
 }

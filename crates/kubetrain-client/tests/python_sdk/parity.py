@@ -1,6 +1,7 @@
 # What the Python SDK (kubeflow==0.5.0) builds for the parity cases of tests/python_sdk_parity.rs, as JSON:
 # {"runtimes": {name: Runtime view}, "jobs": {case: TrainJob body sent to the API server}}.
-# Usage: python parity.py RUNTIMES_DIR FUNCTIONS_DIR
+# {"reprs": [...]} holds Python's repr() of every value in VALUES_JSON (func_args are written with repr).
+# Usage: python parity.py RUNTIMES_DIR FUNCTIONS_DIR VALUES_JSON
 import dataclasses
 import importlib
 import json
@@ -178,4 +179,7 @@ case(
     ],
 )
 
-print(json.dumps({"runtimes": {k: view(v) for k, v in runtimes.items()}, "jobs": jobs}, indent=1, sort_keys=True, default=str))
+with open(sys.argv[3]) as f:
+    reprs = [repr(v) for v in json.load(f)]
+
+print(json.dumps({"runtimes": {k: view(v) for k, v in runtimes.items()}, "jobs": jobs, "reprs": reprs}, indent=1, sort_keys=True, default=str))
