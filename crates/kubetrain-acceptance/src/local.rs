@@ -153,11 +153,15 @@ fn trainer_mut(job: &mut Value) -> &mut serde_json::Map<String, Value> {
 }
 
 /// Runs `plan` (prepared) to the end, handing every event to `on_event` with the time since start.
-async fn run_plan(plan: &local::JobPlan, mut on_event: impl FnMut(&RunEvent, f64)) -> RunSummary {
+async fn run_plan(
+    plan: &local::JobPlan,
+    stop: &Stop,
+    mut on_event: impl FnMut(&RunEvent, f64),
+) -> RunSummary {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let start = Instant::now();
     let exec = async move {
-        let summary = local::execute(plan, &tx, std::future::pending()).await;
+        let summary = local::execute(plan, &tx, stop.wait()).await;
         drop(tx);
         summary
     };
@@ -168,6 +172,41 @@ async fn run_plan(plan: &local::JobPlan, mut on_event: impl FnMut(&RunEvent, f64
     };
     let (summary, ()) = tokio::join!(exec, consume);
     summary
+}
+
+/// Ctrl-C or SIGTERM: every pod is stopped and the remaining steps are skipped.
+#[derive(Clone)]
+struct Stop(tokio::sync::watch::Receiver<bool>);
+
+impl Stop {
+    /// Listens for SIGINT and SIGTERM from now on (a later signal is not lost between phases).
+    fn install() -> Stop {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            let _ = tx.send(true);
+        });
+        Stop(rx)
+    }
+
+    fn stopped(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    async fn wait(&self) {
+        let mut rx = self.0.clone();
+        let _ = rx.wait_for(|v| *v).await;
+    }
 }
 
 /// SIGKILLs every process of `pod` (what a forced pod deletion does to its containers).
@@ -357,6 +396,7 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
     let started_unix = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    let stop = Stop::install();
     let mut steps = Steps {
         done: Vec::new(),
         progress,
@@ -376,6 +416,7 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
         benchmark: Vec::new(),
         staging: Vec::new(),
         queue_wait_seconds: None,
+        interrupted: false,
         cost: None,
         labels: BTreeMap::new(),
         plan: plan.clone(),
@@ -454,18 +495,16 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
     let mut pending_reasons: Vec<String> = Vec::new();
     let ticket = match queue.enqueue(&bench_plan) {
         Ok(mut ticket) => {
-            let waited = ticket
-                .wait(|p| {
+            let waited = tokio::select! {
+                w = ticket.wait(|p| {
                     let r = p.to_string();
                     if pending_reasons.last() != Some(&r) {
                         pending_reasons.push(r);
                     }
-                })
-                .await;
-            match waited {
-                Ok(()) => Ok(ticket),
-                Err(e) => Err(e.to_string()),
-            }
+                }) => w.map_err(|e| e.to_string()),
+                () = stop.wait() => Err("interrupted while waiting in the queue".to_string()),
+            };
+            waited.map(|()| ticket)
         }
         Err(e) => Err(e.to_string()),
     };
@@ -504,6 +543,7 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
             ticket
         }
         Err(why) => {
+            report.interrupted = stop.stopped();
             steps.finish(t, why, measurements, checks, true);
             steps.skip_rest("the job was not admitted");
             return finish(report, steps.done, run_started);
@@ -574,7 +614,7 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
         let t = Instant::now();
         let mut rows = Vec::new();
         let mut bench_notes = Vec::new();
-        let summary = run_plan(&bench_plan, |event, _| match event {
+        let summary = run_plan(&bench_plan, &stop, |event, _| match event {
             RunEvent::Log(l) if !l.stderr && l.pod.ends_with("-0-0") => {
                 if let Ok(v) = serde_json::from_str::<Value>(&l.line)
                     && v.get("op").is_some()
@@ -752,7 +792,7 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
         let mut log = TrainingLog::default();
         let mut attempt = 1u32;
         let corrupt = spec.pod_deletion.corrupt_newest_checkpoint;
-        let summary = run_plan(&train_plan, |event, now| match event {
+        let summary = run_plan(&train_plan, &stop, |event, now| match event {
             RunEvent::Log(l) if l.pod == rank0 => {
                 if let Some((step, loss)) = parse_step(&l.line) {
                     log.points.push((now, step, loss, attempt));
@@ -1021,6 +1061,11 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
     };
     let (_, usage) = ticket.hold_while(body).await;
     drop(ticket);
+    if stop.stopped() {
+        report.interrupted = true;
+        steps.skip_rest("interrupted (Ctrl-C or SIGTERM): every pod was stopped");
+        return finish(report, steps.done, run_started);
+    }
     let Some((usage, busbw, mbps, wait)) = usage else {
         return finish(report, steps.done, run_started);
     };

@@ -203,6 +203,8 @@ pub struct Report {
     pub staging: Vec<StagingPoint>,
     /// Queue wait, seconds.
     pub queue_wait_seconds: Option<f64>,
+    /// The run was stopped by Ctrl-C or SIGTERM (its pods were stopped).
+    pub interrupted: bool,
     /// The cost breakdown.
     pub cost: Option<CostBreakdown>,
     /// Labels exported.
@@ -762,6 +764,7 @@ mod tests {
                 mbps: 2.1,
             }],
             queue_wait_seconds: Some(0.2),
+            interrupted: false,
             cost: Some(cost),
             labels: [("a".to_string(), "b".to_string())].into(),
             plan,
@@ -798,7 +801,9 @@ mod tests {
         );
         // Log-2 ticks of the size axis: powers of two only.
         assert!(
-            page.contains(">8</text>") && page.contains(">2K</text>") && page.contains(">512K</text>"),
+            page.contains(">8</text>")
+                && page.contains(">2K</text>")
+                && page.contains(">512K</text>"),
             "size ticks"
         );
     }

@@ -161,7 +161,10 @@ fn a_short_plan_passes_every_step_and_proves_the_restore() {
     assert!(report["labels"]["kubetrain.io/queue-wait-seconds"].is_string());
     assert!(report["cost"]["effectiveCostPerUnit"].as_f64().unwrap() > 0.0);
     let labels = std::fs::read_to_string(r.dir.path().join("report/labels.txt")).unwrap();
-    assert!(labels.contains("kubetrain.io/acceptance-result=passed\n"), "{labels}");
+    assert!(
+        labels.contains("kubetrain.io/acceptance-result=passed\n"),
+        "{labels}"
+    );
     assert!(labels.contains("kubetrain.io/cluster=test\n"), "{labels}");
     check_html_in_chromium(&r.dir.path().join("report/acceptance.html"));
 }
@@ -452,4 +455,65 @@ fn train_demo_resumes_from_its_newest_valid_checkpoint() {
         ],
         "the newest 3 are kept (the damaged 10 is replaced only by a run that reaches it), no temp files"
     );
+}
+
+#[test]
+fn an_interrupted_run_stops_its_pods_and_exits_130() {
+    use std::io::BufRead;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let plan = PLAN
+        .replace("QUEUE_DIR", dir.path().join("queue").to_str().unwrap())
+        .replace("name: acceptance-short", "name: acceptance-interrupted")
+        .replace("window: 3s", "window: 60s")
+        .replace("afterCheckpoints: 2", "afterCheckpoints: 1000");
+    let file = dir.path().join("plan.yaml");
+    std::fs::write(&file, plan).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(["acceptance", "run", "-f", file.to_str().unwrap(), "--out"])
+        .arg(dir.path().join("report"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let benchmark_done = line.starts_with("[3/7] benchmark:");
+        seen.push(line);
+        if benchmark_done {
+            break;
+        }
+    }
+    assert!(seen.last().unwrap().contains("PASS"), "{seen:?}");
+    // The training phase is starting: interrupt as Ctrl-C would (whenever it lands, the pods stop).
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
+    // No process of the run's pods is left.
+    let leftovers: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let env = std::fs::read(e.path().join("environ")).ok()?;
+            let env = String::from_utf8_lossy(&env);
+            env.contains("acceptance-interrupted-node-")
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "processes left behind: {leftovers:?}");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("report/acceptance.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["interrupted"], true);
 }

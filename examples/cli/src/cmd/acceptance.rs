@@ -80,6 +80,9 @@ fn run_plan(a: RunArgs) -> anyhow::Result<ExitCode> {
         .canonicalize()
         .with_context(|| format!("resolving {}", out.display()))?;
     let exe = std::env::current_exe().context("locate the kubetrain binary")?;
+    // Orphans of the pods (a daemon that left its container's process group) come back to this process,
+    // which stops them when each phase ends.
+    kubetrain_client::local::reaper::adopt_orphans();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -103,6 +106,10 @@ fn run_plan(a: RunArgs) -> anyhow::Result<ExitCode> {
         out.join("acceptance.json").display(),
         out.join("acceptance.html").display()
     );
+    if report.interrupted {
+        println!("acceptance {}: interrupted", report.name);
+        return Ok(ExitCode::from(130));
+    }
     if report.passed {
         println!(
             "acceptance {}: PASSED ({:.1}s)",
