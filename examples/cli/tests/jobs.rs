@@ -231,3 +231,267 @@ fn logs_wait_delete_and_runtimes() {
         "{text}"
     );
 }
+
+/// `kubetrain` with a kubeconfig of two contexts (`a`: namespace team-a on the fake server, `b`: a server
+/// nobody listens on) and no `KUBECONFIG`: the file and context come from the flags only.
+fn kubetrain_with_flags(args: &[&str]) -> Output {
+    let (port, _seen) = fake_api_server();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("two-contexts");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- {{name: fake, cluster: {{server: 'http://127.0.0.1:{port}'}}}}\n\
+             - {{name: gone, cluster: {{server: 'https://127.0.0.1:1'}}}}\n\
+             users: [{{name: u, user: {{token: t}}}}]\n\
+             contexts:\n- {{name: a, context: {{cluster: fake, user: u, namespace: team-a}}}}\n\
+             - {{name: b, context: {{cluster: gone, user: u, namespace: team-a}}}}\ncurrent-context: b\n"
+        ),
+    )
+    .unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(all)
+        .env_remove("KUBECONFIG")
+        .env("HOME", dir.path())
+        .output()
+        .expect("kubetrain runs")
+}
+
+#[test]
+fn kubeconfig_and_context_flags_choose_the_cluster_and_unreachable_servers_are_named_once() {
+    let out = kubetrain_with_flags(&["get", "mnist", "--context", "a"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&out).starts_with("NAME"), "{}", stdout(&out));
+    // The file's current context `b` points at a port nobody listens on.
+    for args in [&["get", "mnist"][..], &["list"], &["runtimes"]] {
+        let out = kubetrain_with_flags(args);
+        assert!(!out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "error: cannot reach https://127.0.0.1:1: connection refused\n",
+            "{args:?}"
+        );
+    }
+    let out = kubetrain_with_flags(&["list", "--context", "nope"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nope"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn runtimes_without_a_cluster_are_the_built_in_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .arg("runtimes")
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.starts_with("NAME "), "{text}");
+    assert!(text.contains("\ntorch-distributed "), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no cluster configured"));
+    let local = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(["runtimes", "--local"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&local), text);
+}
+
+/// `kubetrain` with `$TMPDIR` (where local runs are kept) at `tmp`.
+fn local(tmp: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args(args)
+        .env("TMPDIR", tmp)
+        .output()
+        .expect("kubetrain runs")
+}
+
+/// A 2-node TrainJob `name` whose ranks print two lines around waiting for the file `gate`.
+fn gated_job(dir: &std::path::Path, name: &str, gate: &std::path::Path) -> std::path::PathBuf {
+    let file = dir.join(format!("{name}.yaml"));
+    let script = format!(
+        "echo rank $PET_NODE_RANK up; while [ ! -e {} ]; do sleep 0.05; done; echo rank $PET_NODE_RANK done",
+        gate.display()
+    );
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: {name}}}\nspec:\n  \
+             runtimeRef: {{name: torch-distributed}}\n  trainer: {{numNodes: 2, command: [sh, -c, {script:?}]}}\n"
+        ),
+    )
+    .unwrap();
+    file
+}
+
+#[test]
+fn a_detached_run_can_be_watched_waited_for_and_listed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gate = tmp.path().join("go");
+    let job = gated_job(tmp.path(), "bg", &gate);
+    let out = local(
+        tmp.path(),
+        &[
+            "run",
+            "-f",
+            job.to_str().unwrap(),
+            "--detach",
+            "--ignore-capacity",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = stdout(&out).lines().next().unwrap().to_owned();
+    assert!(
+        first.starts_with("TrainJob default/bg runs in the background: run "),
+        "{first}"
+    );
+    let dir = first.rsplit("run directory ").next().unwrap().to_owned();
+    assert!(dir.starts_with(tmp.path().to_str().unwrap()), "{dir}");
+
+    let out = local(
+        tmp.path(),
+        &[
+            "wait",
+            "bg",
+            "--local",
+            "--for",
+            "Running",
+            "--interval",
+            "1",
+        ],
+    );
+    assert_eq!(stdout(&out), "trainjob.trainer.kubeflow.org/bg Running\n");
+    std::fs::write(&gate, "").unwrap();
+    let out = local(
+        tmp.path(),
+        &[
+            "wait",
+            "bg",
+            "--local",
+            "--timeout",
+            "60s",
+            "--interval",
+            "1",
+        ],
+    );
+    assert_eq!(
+        stdout(&out),
+        "trainjob.trainer.kubeflow.org/bg Complete\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Kept logs per pod, as the pods wrote them.
+    let out = local(tmp.path(), &["logs", "bg", "--local", "--step", "node-1"]);
+    assert_eq!(stdout(&out), "rank 1 up\nrank 1 done\n");
+    let out = local(tmp.path(), &["logs", "bg", "--local", "-f"]);
+    assert_eq!(stdout(&out), "rank 0 up\nrank 0 done\n");
+    assert!(
+        std::path::Path::new(&dir)
+            .join("logs/bg-node-0-0.log")
+            .exists()
+    );
+
+    let out = local(tmp.path(), &["get", "bg", "--local", "-o", "json"]);
+    let view: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(view["status"], "Complete");
+    assert_eq!(view["steps"][1]["status"], "Succeeded");
+    let out = local(tmp.path(), &["get", "bg", "--local"]);
+    assert!(
+        stdout(&out).contains(&format!("in {dir}\n")),
+        "{}",
+        stdout(&out)
+    );
+    let out = local(tmp.path(), &["list", "--local"]);
+    let rows: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    assert!(rows[0].starts_with("NAMESPACE   NAME   STATUS"), "{rows:?}");
+    assert!(
+        rows[1].starts_with("default     bg     Complete   torch-distributed   2"),
+        "{rows:?}"
+    );
+    let out = local(tmp.path(), &["get", "other", "--local"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("TrainJob default/other has no run on this machine")
+    );
+}
+
+#[test]
+fn deleting_a_running_local_run_stops_it_and_removes_its_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gate = tmp.path().join("never");
+    let job = gated_job(tmp.path(), "stopme", &gate);
+    let out = local(
+        tmp.path(),
+        &[
+            "run",
+            "-f",
+            job.to_str().unwrap(),
+            "--detach",
+            "--ignore-capacity",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = local(
+        tmp.path(),
+        &[
+            "wait",
+            "stopme",
+            "--local",
+            "--for",
+            "Running",
+            "--interval",
+            "1",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = local(tmp.path(), &["get", "stopme", "--local", "-o", "json"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout(&out)).unwrap()["status"],
+        "Running"
+    );
+    let runs = tmp.path().join("kubetrain-runs/default/stopme");
+    let record: Value = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .find_map(|e| std::fs::read(e.path().join("run.json")).ok())
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap();
+    let pid = record["pid"].as_u64().unwrap();
+
+    let out = local(tmp.path(), &["delete", "stopme", "--local"]);
+    assert_eq!(
+        stdout(&out),
+        "trainjob.trainer.kubeflow.org/stopme deleted\n"
+    );
+    assert!(!runs.exists());
+    // The run's process is gone (or a zombie waiting for whoever adopted it).
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(state.is_empty() || state.contains(") Z "), "{state}");
+    let out = local(tmp.path(), &["delete", "stopme", "--local"]);
+    assert!(!out.status.success());
+}

@@ -439,3 +439,46 @@ fn zero_nodes_runs_nothing_and_says_so() {
         "{stdout}"
     );
 }
+
+#[test]
+fn the_training_codes_progress_is_shown_and_the_run_is_kept() {
+    // train-demo reports through the run's loopback status endpoint (KUBEFLOW_TRAINER_SERVER_*).
+    let dir = tempfile::tempdir().unwrap();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
+    let out = kubetrain(&[
+        "run",
+        "-f",
+        path,
+        "--run-dir",
+        dir.path().to_str().unwrap(),
+        "--ignore-capacity",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    // Not a terminal: plain lines, the last report at 100% with no time left.
+    let progress: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    assert!(
+        progress
+            .last()
+            .is_some_and(|l| l.starts_with("progress: [####################] 100%  ETA 0s  loss=")),
+        "{progress:?}"
+    );
+    assert!(
+        !stdout.contains('\r'),
+        "no terminal control characters in a pipe"
+    );
+    assert!(
+        stdout.contains("\nlast progress report: 100% done, about 0 s left; loss="),
+        "{stdout}"
+    );
+    // The record and the logs per pod, for `kubetrain get|logs --local`.
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+    assert_eq!(record["status"], "Complete");
+    assert_eq!(record["trainerStatus"]["progressPercentage"], 100);
+    let log = std::fs::read_to_string(dir.path().join("logs/quickstart-node-0-0.log")).unwrap();
+    assert!(log.contains("train-demo: final progress reported"), "{log}");
+}

@@ -1,5 +1,7 @@
 //! `kubetrain run`: a TrainJob on this machine with the LocalProcess backend — every pod a local process
-//! with the env a cluster would give it, logs prefixed by pod, a progress line and a final summary.
+//! with the env a cluster would give it, logs prefixed by pod, a progress line, the training code's
+//! progress (a bar with ETA and metrics) and a final summary. Every run keeps a record and its pods' logs
+//! in its directory ([`local::record`]); `--detach` runs it in the background.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,22 +9,30 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use kubetrain_api::{Document, RuntimeCatalog};
+use kubetrain_api::{RuntimeCatalog, RuntimeEntry, TrainJob};
 use kubetrain_client::QueueError;
 use kubetrain_client::local::capacity::Capacity;
 use kubetrain_client::local::queue::{LocalQueue, Pending, QueueingStrategy, Ticket};
+use kubetrain_client::local::record::Recorder;
 use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
+use kubetrain_client::types::TrainerProgress;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
 /// `kubetrain run` arguments.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// The TrainJob (YAML or JSON; the first TrainJob of the file runs); `-` reads stdin. Runtimes in the file
-    /// are used too.
-    #[arg(short = 'f', long = "filename", value_name = "TRAINJOB.yaml")]
-    file: PathBuf,
-    /// TrainingRuntime / ClusterTrainingRuntime documents; repeatable. Built-in runtimes fill in the rest.
+    /// The TrainJob (YAML or JSON); `-` reads stdin, a directory its .yaml, .yml and .json files;
+    /// repeatable. Runtimes in them are used too. Exactly one TrainJob: a second one is an error.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "TRAINJOB.yaml",
+        required = true
+    )]
+    files: Vec<PathBuf>,
+    /// TrainingRuntime / ClusterTrainingRuntime documents (files or directories); repeatable. Built-in
+    /// runtimes fill in the rest.
     #[arg(long = "runtime", value_name = "RUNTIMES.yaml")]
     runtimes: Vec<PathBuf>,
     /// Run directory (`/workspace` of every pod maps to DIR/workspace); default a new
@@ -43,7 +53,7 @@ pub(crate) struct RunArgs {
     no_queue: bool,
     /// Give up (exit 1) when the job is not admitted within DURATION (`90s`, `5m`, `1h`, `500ms`; a bare
     /// number is seconds). Default: wait for ever.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = super::input::parse_duration)]
     queue_timeout: Option<Duration>,
     /// The local queue's ledger directory, shared by every `kubetrain run` that should queue together;
     /// default `$TMPDIR/kubetrain-runs/queue-<uid>`.
@@ -57,33 +67,19 @@ pub(crate) struct RunArgs {
     /// given stays as detected).
     #[arg(long, value_name = "cpu=N,memory=Q,gpu=N", value_parser = parse_capacity)]
     capacity: Option<CapacityOverride>,
-    /// Seconds between progress lines while nothing else happens.
-    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    /// Time between progress lines while nothing else happens (`10s`, `1m`; a bare number is seconds).
+    #[arg(long, default_value_t = 10, value_name = "DURATION", value_parser = super::input::parse_seconds)]
     progress_every: u64,
-}
-
-/// `90s`, `5m`, `1h`, `500ms`, or a number of seconds.
-fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (use 90s, 5m, 1h or 500ms)"))?;
-    let seconds = match unit {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+    /// Start the run in the background and return at once, printing its id and directory; come back to
+    /// it with `kubetrain get|list|logs|wait|delete --local`.
+    #[arg(short = 'd', long)]
+    detach: bool,
+    /// The run id (chosen by `--detach` for the background run).
+    #[arg(long, hide = true, value_name = "ID")]
+    run_id: Option<String>,
+    /// Set on the background run started by `--detach`: it outlives the terminal.
+    #[arg(long, hide = true)]
+    detached: bool,
 }
 
 /// `--capacity`: the parts of the capacity given on the command line.
@@ -95,6 +91,21 @@ pub(crate) struct CapacityOverride {
 }
 
 impl CapacityOverride {
+    /// The `--capacity` text that gives this override again.
+    fn to_arg(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(c) = self.cpu {
+            parts.push(format!("cpu={c}"));
+        }
+        if let Some(m) = self.memory {
+            parts.push(format!("memory={m}"));
+        }
+        if let Some(g) = self.gpus {
+            parts.push(format!("gpu={g}"));
+        }
+        parts.join(",")
+    }
+
     fn apply(&self, mut capacity: Capacity) -> Capacity {
         capacity.cpu = self.cpu.unwrap_or(capacity.cpu);
         capacity.memory = self.memory.or(capacity.memory);
@@ -138,25 +149,6 @@ fn parse_capacity(text: &str) -> std::result::Result<CapacityOverride, String> {
     Ok(out)
 }
 
-fn catalog(paths: &[PathBuf]) -> Result<RuntimeCatalog> {
-    let mut catalog = kubetrain_jobset::builtin::catalog();
-    for path in paths {
-        let text = super::read_input(path)?;
-        let docs = kubetrain_api::parse_documents(&text)
-            .with_context(|| format!("parsing {}", path.display()))?;
-        for doc in &docs {
-            if !matches!(
-                doc.document,
-                Document::TrainingRuntime(_) | Document::ClusterTrainingRuntime(_)
-            ) {
-                continue;
-            }
-            catalog.add_document(&doc.document);
-        }
-    }
-    Ok(catalog)
-}
-
 /// Counts pods per phase and prints the progress line.
 struct Progress {
     phases: Vec<(String, PodPhase)>,
@@ -180,6 +172,114 @@ impl Progress {
             n(PodPhase::Failed),
             self.start.elapsed().as_secs_f64()
         )
+    }
+}
+
+/// The training code's last report as one line: `[########------------]  40%  ETA 10m00s  loss=0.25 step=40`.
+fn progress_bar(p: &TrainerProgress) -> String {
+    const WIDTH: usize = 20;
+    let mut line = match p.progress_percentage {
+        Some(percent) => {
+            let percent = percent.clamp(0, 100);
+            let filled = percent as usize * WIDTH / 100;
+            format!(
+                "[{}{}] {percent:>3}%",
+                "#".repeat(filled),
+                "-".repeat(WIDTH - filled)
+            )
+        }
+        None => format!("[{}]    ?", "-".repeat(WIDTH)),
+    };
+    if let Some(seconds) = p.estimated_remaining_seconds {
+        line.push_str(&format!("  ETA {}", eta(seconds)));
+    }
+    if !p.metrics.is_empty() {
+        let metrics: Vec<String> = p
+            .metrics
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.value))
+            .collect();
+        line.push_str("  ");
+        line.push_str(&metrics.join(" "));
+    }
+    line
+}
+
+/// `1h02m`, `5m07s`, `42s`.
+fn eta(seconds: i32) -> String {
+    let s = seconds.max(0);
+    let (h, m, sec) = (s / 3600, s % 3600 / 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m")
+    } else if m > 0 {
+        format!("{m}m{sec:02}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+/// Output while the pods run: log lines scroll above a progress bar kept on the terminal's last line when
+/// stdout is a terminal; plain `progress: ...` lines otherwise (pipes, files, CI logs).
+struct Screen {
+    tty: bool,
+    bar: Option<String>,
+}
+
+impl Screen {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        Screen {
+            tty: std::io::stdout().is_terminal(),
+            bar: None,
+        }
+    }
+
+    fn take_down(&self) {
+        if self.tty && self.bar.is_some() {
+            print!("\r\x1b[2K");
+        }
+    }
+
+    fn put_up(&self) {
+        use std::io::Write;
+        if let (true, Some(bar)) = (self.tty, &self.bar) {
+            // The bar fits the line, so the next redraw erases all of it.
+            let columns = std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse::<usize>().ok())
+                .unwrap_or(80);
+            let shown: String = bar.chars().take(columns.saturating_sub(1)).collect();
+            print!("{shown}");
+            let _ = std::io::stdout().flush();
+        }
+    }
+
+    fn println(&self, text: &str) {
+        self.take_down();
+        println!("{text}");
+        self.put_up();
+    }
+
+    fn eprintln(&self, text: &str) {
+        self.take_down();
+        eprintln!("{text}");
+        self.put_up();
+    }
+
+    fn progress(&mut self, p: &TrainerProgress) {
+        let line = format!("progress: {}", progress_bar(p));
+        if self.tty {
+            self.take_down();
+            self.bar = Some(line);
+            self.put_up();
+        } else {
+            println!("{line}");
+        }
+    }
+
+    fn finish(&mut self) {
+        self.take_down();
+        self.bar = None;
     }
 }
 
@@ -219,6 +319,9 @@ fn print_summary(summary: &RunSummary, no_trainer: bool) {
     } else {
         ""
     };
+    if let Some(p) = &summary.trainer_status {
+        println!("last progress report: {}", p.summary());
+    }
     println!(
         "TrainJob {} {}{nothing_ran} in {:.1}s{restarts}: {}",
         summary.name,
@@ -266,7 +369,8 @@ fn rank_env(pod: &local::PodPlan) -> String {
 async fn wait_in_queue(
     mut ticket: Ticket,
     progress_every: u64,
-    interrupt: &mut Signal,
+    stops: &mut Stops,
+    recorder: &mut Option<Recorder>,
 ) -> std::result::Result<Ticket, ExitCode> {
     let start = Instant::now();
     let every = Duration::from_secs(progress_every.max(1));
@@ -278,11 +382,17 @@ async fn wait_in_queue(
                 .is_none_or(|(last, at)| last != pending || at.elapsed() >= every);
             if due {
                 println!("Pending: {pending}  [{:.1}s]", start.elapsed().as_secs_f64());
+                if let Some(r) = recorder.as_mut() {
+                    let _ = r.pending(&pending.to_string());
+                }
                 shown = Some((pending.clone(), Instant::now()));
             }
         }) => r,
-        _ = interrupt.recv() => {
+        _ = stops.recv() => {
             eprintln!("interrupted while waiting in the local queue");
+            if let Some(r) = recorder.as_mut() {
+                let _ = r.fail("interrupted while waiting in the local queue");
+            }
             return Err(ExitCode::from(130));
         }
     };
@@ -301,35 +411,201 @@ async fn wait_in_queue(
         }
         Err(e) => {
             eprintln!("error: {e}");
+            if let Some(r) = recorder.as_mut() {
+                let _ = r.fail(&e.to_string());
+            }
             Err(ExitCode::FAILURE)
         }
     }
 }
 
+/// Ctrl-C (SIGINT) and SIGTERM (`kubetrain delete --local`, `kill`): both stop every pod.
+struct Stops {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Stops {
+    fn new() -> Result<Self> {
+        Ok(Stops {
+            interrupt: signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+
+    /// The next stop request; never resolves once both streams are closed.
+    async fn recv(&mut self) {
+        let got = tokio::select! {
+            s = self.interrupt.recv() => s,
+            s = self.terminate.recv() => s,
+        };
+        if got.is_none() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The file the background run of `--detach` reads, in its run directory: the TrainJob, and its runtime
+/// unless it is a built-in one.
+pub(crate) const DETACHED_INPUT: &str = "trainjob.yaml";
+/// Where the background run's own output goes, in its run directory.
+pub(crate) const DETACHED_OUTPUT: &str = "run.log";
+
+/// `--detach`: checks and plans the run here (so a bad TrainJob, a job already running or a GPU shortfall
+/// is refused at once), then starts `kubetrain run` again in the background on the same run id, writing
+/// its output to `<run dir>/run.log`, and returns.
+fn detach(
+    args: &RunArgs,
+    job: &TrainJob,
+    catalog: &RuntimeCatalog,
+    options: &LocalOptions,
+) -> Result<ExitCode> {
+    let plan = local::prepare_job(job, catalog, options)?;
+    if !args.ignore_capacity {
+        let capacity = args
+            .capacity
+            .clone()
+            .unwrap_or_default()
+            .apply(Capacity::of_this_machine());
+        if let Err(why) = local::capacity::check(&plan, &capacity) {
+            eprintln!(
+                "error: TrainJob {} cannot run on this machine: {why}",
+                plan.name
+            );
+            eprintln!("(use --ignore-capacity to start it anyway)");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    let mut documents =
+        vec![kubetrain_api::to_yaml(job).context("writing the TrainJob for the background run")?];
+    let builtin = kubetrain_jobset::builtin::catalog();
+    let runtime_ref = &job.spec.runtime_ref;
+    if let Ok(entry) = catalog.lookup(runtime_ref, &plan.namespace) {
+        let is_builtin = builtin
+            .lookup(runtime_ref, &plan.namespace)
+            .is_ok_and(|b| b.spec() == entry.spec());
+        if !is_builtin {
+            documents.push(
+                match entry {
+                    RuntimeEntry::Cluster(r) => kubetrain_api::to_yaml(r),
+                    RuntimeEntry::Namespaced(r) => kubetrain_api::to_yaml(r),
+                }
+                .context("writing the runtime for the background run")?,
+            );
+        }
+    }
+    let input = plan.run_dir.join(DETACHED_INPUT);
+    std::fs::write(&input, documents.join("---\n"))
+        .with_context(|| format!("writing {}", input.display()))?;
+    let output_path = plan.run_dir.join(DETACHED_OUTPUT);
+    let output = std::fs::File::create(&output_path)
+        .with_context(|| format!("creating {}", output_path.display()))?;
+    let (namespace, name, run_id, run_dir) = (
+        plan.namespace.clone(),
+        plan.name.clone(),
+        plan.run_id.clone(),
+        plan.run_dir.clone(),
+    );
+    let mut initial = local::record::RunRecord::of(&plan);
+    // The background run takes the job's lock, ports and queue place itself.
+    drop(plan);
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command
+        .arg("run")
+        .arg("-f")
+        .arg(&input)
+        .args(["--run-id", &run_id, "--detached"])
+        .args(["--progress-every", &args.progress_every.to_string()])
+        .args(["--queueing-strategy", &args.queueing_strategy.to_string()]);
+    if let Some(dir) = &args.run_dir {
+        command.arg("--run-dir").arg(dir);
+    }
+    if let Some(dir) = &args.queue_dir {
+        command.arg("--queue-dir").arg(dir);
+    }
+    if let Some(timeout) = args.queue_timeout {
+        command.args(["--queue-timeout", &format!("{}ms", timeout.as_millis())]);
+    }
+    if let Some(capacity) = &args.capacity {
+        command.args(["--capacity", &capacity.to_arg()]);
+    }
+    for (set, flag) in [
+        (args.keep_ports, "--keep-ports"),
+        (args.ignore_capacity, "--ignore-capacity"),
+        (args.no_queue, "--no-queue"),
+    ] {
+        if set {
+            command.arg(flag);
+        }
+    }
+    use std::os::unix::process::CommandExt;
+    let child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(output.try_clone()?)
+        .stderr(output)
+        // Its own process group: the terminal's Ctrl-C is not for it.
+        .process_group(0)
+        .spawn()
+        .context("starting the background run")?;
+    initial.pid = child.id();
+    local::record::publish_initial(&initial)
+        .with_context(|| format!("writing the run's record in {}", run_dir.display()))?;
+    println!(
+        "TrainJob {namespace}/{name} runs in the background: run {run_id}, pid {}, run directory {}",
+        child.id(),
+        run_dir.display()
+    );
+    println!("  kubetrain get {name} --local         status, steps and progress");
+    println!("  kubetrain logs {name} --local -f     follow node-0's log (--step for another pod)");
+    println!("  kubetrain wait {name} --local        wait until it completes");
+    println!("  kubetrain delete {name} --local      stop it and remove its runs");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs `kubetrain run`.
 pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
-    let yaml = super::read_input(&args.file)?;
-    let catalog = catalog(&args.runtimes)?;
+    // Checked as `validate` checks: every error of every document, invalid runtimes named as such.
+    let (job, catalog) = super::input::trainjob_to_run(&args.files, &args.runtimes)?;
     let options = LocalOptions {
         run_dir: args.run_dir.clone(),
         // `kubetrain` in a container command is this very binary, so no install is needed.
         kubetrain_exe: Some(std::env::current_exe().context("locating the kubetrain binary")?),
         remap_ports: !args.keep_ports,
-        run_id: None,
+        run_id: args.run_id.clone(),
     };
+    if args.detach {
+        return detach(&args, &job, &catalog, &options);
+    }
     // Orphans of the pods (a daemon that left its container's process group) come back to this process,
     // which stops them when the run ends or is interrupted.
     local::reaper::adopt_orphans();
-    let mut plan = local::prepare(&yaml, &catalog, &options)?;
+    let mut plan = local::prepare_job(&job, &catalog, &options)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     // Ctrl-C is caught from before the run joins the queue: a SIGINT that arrived between booking the
     // ledger entry and the first wait would otherwise kill the process with its entry still booked.
-    let mut interrupt = {
+    let (mut stops, _hangup) = {
         let _context = runtime.enter();
-        signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?
+        // The background run of `--detach` outlives its terminal: a hangup is received and ignored.
+        let hangup = if args.detached {
+            Some(signal(SignalKind::hangup()).context("ignoring SIGHUP")?)
+        } else {
+            None
+        };
+        (Stops::new()?, hangup)
+    };
+    // The record `kubetrain get|logs|wait --local` read; a run goes on without one.
+    let mut recorder = match Recorder::new(&plan) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!(
+                "note: not keeping a record of this run in {}: {e}",
+                plan.run_dir.display()
+            );
+            None
+        }
     };
     let mut ticket = None;
     if !args.ignore_capacity {
@@ -338,12 +614,13 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
             .clone()
             .unwrap_or_default()
             .apply(Capacity::of_this_machine());
-        let refused = |why: &str| {
-            eprintln!(
-                "error: TrainJob {} cannot run on this machine: {why}",
-                plan.name
-            );
+        let name = plan.name.clone();
+        let mut refused = |why: &str| {
+            eprintln!("error: TrainJob {name} cannot run on this machine: {why}");
             eprintln!("(use --ignore-capacity to start it anyway)");
+            if let Some(r) = recorder.as_mut() {
+                let _ = r.fail(&format!("cannot run on this machine: {why}"));
+            }
             Ok(ExitCode::FAILURE)
         };
         if args.no_queue {
@@ -379,7 +656,12 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     // Holding the ticket (and booking it again should the ledger be rebuilt) holds the run's share of
     // the machine until the run ends.
     let mut ticket = match ticket {
-        Some(t) => match runtime.block_on(wait_in_queue(t, args.progress_every, &mut interrupt)) {
+        Some(t) => match runtime.block_on(wait_in_queue(
+            t,
+            args.progress_every,
+            &mut stops,
+            &mut recorder,
+        )) {
             Ok(t) => Some(t),
             Err(code) => return Ok(code),
         },
@@ -408,49 +690,74 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
             start: Instant::now(),
         };
         let every = Duration::from_secs(args.progress_every.max(1));
+        let mut recorder = recorder.take();
         let printer = tokio::spawn(async move {
             let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            let mut screen = Screen::new();
+            let mut record_failed = false;
             loop {
-                tokio::select! {
+                let event = tokio::select! {
                     e = rx.recv() => match e {
-                        Some(RunEvent::Notice(n)) => eprintln!("note: {n}"),
-                        Some(RunEvent::PodStarted { pod }) => {
-                            progress.set(&pod, PodPhase::Running);
-                            let env = rank_env.iter().find(|(p, _)| *p == pod).map_or("", |(_, e)| e.as_str());
-                            println!("{pod:>width$} | started {env}");
-                            println!("{}", progress.line());
-                        }
-                        Some(RunEvent::Log(l)) => println!("{:>width$} | {}", l.pod, l.line),
-                        Some(RunEvent::PodFinished { pod, phase, detail }) => {
-                            progress.set(&pod, phase);
-                            println!("{pod:>width$} | {} ({detail})", phase.as_str());
-                            println!("{}", progress.line());
-                        }
-                        Some(RunEvent::Restarting { attempt, reason }) => {
-                            for (_, p) in &mut progress.phases {
-                                *p = PodPhase::Pending;
-                            }
-                            println!("restart {attempt}: {reason}");
-                        }
+                        Some(e) => e,
                         None => break,
                     },
-                    _ = ticker.tick() => println!("{}", progress.line()),
+                    _ = ticker.tick() => {
+                        screen.println(&progress.line());
+                        continue;
+                    }
+                };
+                if let Some(r) = recorder.as_mut()
+                    && let Err(e) = r.apply(&event)
+                    && !record_failed
+                {
+                    record_failed = true;
+                    screen.eprintln(&format!(
+                        "note: the run's record or logs could not be written: {e}"
+                    ));
+                }
+                match event {
+                    RunEvent::Notice(n) => screen.eprintln(&format!("note: {n}")),
+                    RunEvent::PodStarted { pod } => {
+                        progress.set(&pod, PodPhase::Running);
+                        let env = rank_env
+                            .iter()
+                            .find(|(p, _)| *p == pod)
+                            .map_or("", |(_, e)| e.as_str());
+                        screen.println(&format!("{pod:>width$} | started {env}"));
+                        screen.println(&progress.line());
+                    }
+                    RunEvent::Log(l) => screen.println(&format!("{:>width$} | {}", l.pod, l.line)),
+                    RunEvent::PodFinished { pod, phase, detail } => {
+                        progress.set(&pod, phase);
+                        screen.println(&format!("{pod:>width$} | {} ({detail})", phase.as_str()));
+                        screen.println(&progress.line());
+                    }
+                    RunEvent::Restarting { attempt, reason } => {
+                        for (_, p) in &mut progress.phases {
+                            *p = PodPhase::Pending;
+                        }
+                        screen.println(&format!("restart {attempt}: {reason}"));
+                    }
+                    RunEvent::TrainerStatus(p) => screen.progress(&p),
                 }
             }
+            screen.finish();
+            recorder
         });
         let cancel = async {
-            if interrupt.recv().await.is_some() {
-                eprintln!("interrupted: stopping every pod");
-            } else {
-                std::future::pending::<()>().await;
-            }
+            stops.recv().await;
+            eprintln!("interrupted: stopping every pod");
         };
         let summary = match &mut ticket {
             Some(t) => t.hold_while(local::execute(&plan, &tx, cancel)).await,
             None => local::execute(&plan, &tx, cancel).await,
         };
         drop(tx);
-        let _ = printer.await;
+        if let Ok(Some(mut recorder)) = printer.await
+            && let Err(e) = recorder.finish(&summary)
+        {
+            eprintln!("note: the run's record could not be written: {e}");
+        }
         summary
     });
     let no_trainer = plan
