@@ -494,29 +494,70 @@ pub async fn run(
     if volcano {
         controller = controller.owns(api::<volcano::PodGroup>(&client, ns), wc.clone());
     }
-    metrics.observe_store(controller.store());
+    let store = controller.store();
+    metrics.observe_store(store.clone());
 
-    // kube-runtime wants a `Sync` trigger; a oneshot receiver is one, whatever `shutdown` is.
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop.send(());
-    });
+    // kube-runtime wants a `Sync` trigger; a watch receiver is one, whatever `shutdown` is.
+    let stopped = stop_signal(shutdown);
     let poll = settings.leadership_poll;
     let ctx = Arc::new(Context::new(client, settings, leadership.clone(), metrics));
-    controller
-        .graceful_shutdown_on(async move {
-            let _ = stopped.await;
-        })
+    let run = controller
+        .graceful_shutdown_on(stopped_future(stopped.clone()))
         .reconcile_all_on(leadership_gained(leadership, poll))
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "controller stream");
             }
-        })
-        .await;
+        });
+    run_until_stopped(run, move || is_ready(&store), stopped).await;
     Ok(())
+}
+
+/// A watch receiver that turns `true` when `shutdown` completes (kube-runtime wants `Sync` triggers).
+pub(crate) fn stop_signal(
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> tokio::sync::watch::Receiver<bool> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    stopped
+}
+
+/// Completes once `stopped` turns `true`.
+pub(crate) async fn stopped_future(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// Whether a controller's cache has listed once (kube-runtime starts reconciles only then).
+pub(crate) fn is_ready<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    futures_util::FutureExt::now_or_never(store.wait_until_ready()).is_some_and(|r| r.is_ok())
+}
+
+/// Runs a controller's stream until it ends. kube-runtime's graceful shutdown also waits for the cache's first
+/// list, forever if the stop comes before it completes (during start-up, or with the API server unreachable);
+/// no reconcile can have started by then, so such a stop ends the stream at once.
+pub(crate) async fn run_until_stopped(
+    run: impl Future<Output = ()>,
+    ready: impl Fn() -> bool,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let early_stop = async move {
+        if stopped.wait_for(|stop| *stop).await.is_err() || ready() {
+            // Never stopped, or the graceful path ends the stream once in-flight reconciles finish.
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = run => {}
+        () = early_stop => tracing::debug!("stopped before the first list: nothing in flight"),
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! | [`http`], [`metrics`], [`platform`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics (platform view: queue wait, outcomes, GPU-seconds) |
 //! | [`runtime_finalizer`] | removes the legacy `resource-in-use` finalizer from runtimes, as upstream v2.3 |
 //! | [`permissions`] | the RBAC rules the controller needs (the install manifests are tested against them) |
+//! | [`operator`] | [`Operator`]: every part above run side by side, with graceful shutdown (the `kubetrain-operator` binary is flags plus one call) |
 //! | [`status_server`] | upstream's TrainJob status server: progress and metrics from the training pods into `status.trainerStatus` |
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.
@@ -42,6 +43,7 @@ pub mod leadership;
 pub mod metrics;
 #[cfg(feature = "mock")]
 pub mod mock;
+pub mod operator;
 pub mod permissions;
 pub mod platform;
 pub mod reconcile;
@@ -57,6 +59,7 @@ pub use controller::run;
 pub use error::{Error, Result};
 pub use leadership::Leadership;
 pub use metrics::Metrics;
+pub use operator::{Operator, OperatorError};
 pub use settings::{EVENT_REPORTER, FIELD_MANAGER, Settings};
 
 /// The rustls crypto provider of this build: ring with the `ring` feature (default), else aws-lc-rs with

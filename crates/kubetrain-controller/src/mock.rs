@@ -2,7 +2,7 @@
 //! benchmarks and examples. It is a `tower_test` mock service behind a real [`kube::Client`], answering the
 //! calls the controller makes the way the API server would:
 //!
-//! - discovery (`GET /apis/<group>/<version>`) for the kinds it serves;
+//! - `GET /version`, and discovery (`GET /apis/<group>/<version>`) for the kinds it serves;
 //! - list (with `limit`/`continue` pages) and watch (held open, never sends events);
 //! - get, server-side apply (`PATCH` with apply content type: the object is stored, status kept), JSON merge
 //!   patch of `/status`, JSON merge patch of an object (a `metadata.resourceVersion` in the patch must match,
@@ -409,6 +409,12 @@ fn token_review(tokens: &BTreeMap<String, FakeToken>, mut review: Value) -> Valu
     review
 }
 
+/// `GET /version`: the Kubernetes release the e2e suite runs.
+fn version() -> Value {
+    json!({"major": "1", "minor": "35", "gitVersion": "v1.35.4", "gitCommit": "", "gitTreeState": "clean",
+           "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"})
+}
+
 async fn serve(mut handle: Handle, state: Arc<State>) {
     // Watch requests are answered never: the watcher then waits, as on a quiet cluster.
     let mut held: Vec<Pending> = Vec::new();
@@ -451,6 +457,9 @@ async fn answer(request: Request<Body>, state: &State) -> (StatusCode, Value) {
     let counters = &state.counters;
     let not_found = |what: &str| status_reply(404, "NotFound", format!("{what} not found"));
 
+    if method == Method::GET && path == "/version" {
+        return (StatusCode::OK, version());
+    }
     match (method, route(&path)) {
         (Method::GET, Some(Route::Discovery(api_version))) => {
             counters.discovery.fetch_add(1, Ordering::Relaxed);

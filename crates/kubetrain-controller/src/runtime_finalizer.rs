@@ -46,6 +46,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::backoff::{Backoff, Key};
+use crate::controller::{is_ready, run_until_stopped, stop_signal, stopped_future};
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::settings::Settings;
@@ -183,29 +184,30 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     // Both controllers stop on the one signal; kube-runtime wants `Sync` triggers, which watch receivers are.
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop.send(true);
-    });
-    let stop_on = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    };
+    let stopped = stop_signal(shutdown);
     let namespaced: Api<TrainingRuntime> = match settings.namespace.as_deref() {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
     let cluster: Api<ClusterTrainingRuntime> = Api::all(client.clone());
     let ctx = Arc::new(Context::new(client, settings, leadership));
-    let cluster = Controller::new(cluster, watcher::Config::default())
-        .graceful_shutdown_on(stop_on(stopped.clone()))
+    let cluster = Controller::new(cluster, watcher::Config::default());
+    let cluster_store = cluster.store();
+    let cluster = cluster
+        .graceful_shutdown_on(stopped_future(stopped.clone()))
         .run(reconcile_cluster, error_policy, ctx.clone())
         .for_each(log_result);
-    let namespaced = Controller::new(namespaced, watcher::Config::default())
-        .graceful_shutdown_on(stop_on(stopped))
+    let namespaced = Controller::new(namespaced, watcher::Config::default());
+    let namespaced_store = namespaced.store();
+    let namespaced = namespaced
+        .graceful_shutdown_on(stopped_future(stopped.clone()))
         .run(reconcile_namespaced, error_policy, ctx)
         .for_each(log_result);
-    futures_util::future::join(cluster, namespaced).await;
+    futures_util::future::join(
+        run_until_stopped(cluster, move || is_ready(&cluster_store), stopped.clone()),
+        run_until_stopped(namespaced, move || is_ready(&namespaced_store), stopped),
+    )
+    .await;
 }
 
 #[cfg(test)]

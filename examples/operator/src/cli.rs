@@ -1,10 +1,17 @@
-//! Flags of `kubetrain-operator`; every flag can also be set through its environment variable.
+//! Flags of `kubetrain-operator` (every flag can also be set through its environment variable) and the
+//! [`Operator`] and client they describe.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kubetrain_controller::election::{ElectionConfig, default_identity};
+use kubetrain_controller::operator::TrainJobStatus;
+use kubetrain_controller::{Operator, OperatorError, Settings};
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -141,6 +148,68 @@ pub(crate) struct Cli {
     /// Kubeconfig context [default: the current context].
     #[arg(long, env = "KUBETRAIN_CONTEXT")]
     pub context: Option<String>,
+}
+
+impl Cli {
+    /// The operator these flags describe; fails on unsafe election timings or a certificate that cannot be
+    /// loaded, before anything talks to the cluster.
+    pub(crate) fn operator(&self) -> Result<Operator, OperatorError> {
+        let settings = Settings {
+            field_manager: self.field_manager.clone(),
+            namespace: self.watch_namespace.clone(),
+            concurrency: self.concurrency,
+            event_instance: self.leader_elect_identity.clone(),
+            sync_period: Some(self.sync_period).filter(|p| !p.is_zero()),
+            ..Settings::default()
+        };
+        let mut operator = Operator::new(settings)
+            .endpoints(self.metrics_bind_address, self.health_probe_bind_address)
+            .status_server_port(self.status_server_port);
+        if self.leader_elect {
+            // An empty namespace: the client's (the service account's in a pod).
+            let namespace = self.leader_elect_namespace.clone().unwrap_or_default();
+            let identity = default_identity(self.leader_elect_identity.as_deref());
+            let config = ElectionConfig::new(namespace, &self.leader_elect_lease_name, identity)
+                .lease_duration(self.leader_elect_lease_duration)
+                .renew_deadline(self.leader_elect_renew_deadline)
+                .retry_period(self.leader_elect_retry_period);
+            operator = operator.leader_election(config)?;
+        }
+        if !self.disable_webhooks {
+            operator = operator.webhooks(self.webhook_port, &self.webhook_cert_dir)?;
+        }
+        if self.trainjob_status {
+            operator = operator.trainjob_status(TrainJobStatus {
+                service: self.status_server_service.clone(),
+                namespace: self.leader_elect_namespace.clone(),
+                ca_file: self.status_server_ca_file.clone(),
+            });
+        }
+        Ok(operator)
+    }
+
+    /// The Kubernetes client: `--kubeconfig`/`--context`, else in-cluster, `KUBECONFIG` or `~/.kube/config`.
+    pub(crate) async fn client(&self) -> anyhow::Result<Client> {
+        let config = if self.kubeconfig.is_some() || self.context.is_some() {
+            let options = KubeConfigOptions {
+                context: self.context.clone(),
+                ..KubeConfigOptions::default()
+            };
+            match &self.kubeconfig {
+                Some(path) => {
+                    let kubeconfig = Kubeconfig::read_from(path)
+                        .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+                    kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
+                }
+                None => kube::Config::from_kubeconfig(&options).await?,
+            }
+        } else {
+            kube::Config::infer().await.context(
+                "no Kubernetes configuration (not in a cluster, no KUBECONFIG or ~/.kube/config)",
+            )?
+        };
+        Ok(Client::try_from(config)?)
+    }
 }
 
 /// Parses `500ms`, `15s`, `2m`, `1h` or plain seconds (`15`).

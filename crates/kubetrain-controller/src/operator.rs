@@ -1,0 +1,758 @@
+//! The whole operator in one call: [`Operator`] runs leader election, the TrainJob and runtime controllers,
+//! the admission webhooks, the TrainJob status server and the probe/metrics endpoints side by side, and stops
+//! them together (servers drain, the leader releases its Lease) on SIGTERM, Ctrl-C or a future of the
+//! caller's choosing.
+//!
+//! `kubetrain-operator` is flag parsing plus [`Operator::run`]; a custom operator builds the same thing with
+//! its own settings, metrics or shutdown signal.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use kubetrain_controller::mock::FakeApiServer;
+//! use kubetrain_controller::{Operator, Settings};
+//!
+//! let server = FakeApiServer::start();
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let operator = Operator::new(Settings::default())
+//!     // Port 0: any free port; `Running` reports the one bound.
+//!     .endpoints("127.0.0.1:0".parse().unwrap(), "127.0.0.1:0".parse().unwrap())
+//!     .shutdown_on(async move { let _ = stopped.await; });
+//! let running = operator.start(server.client()).await.unwrap();
+//! assert_eq!(running.endpoint_addrs().len(), 1);
+//! assert!(running.webhook_addr().is_none());
+//!
+//! stop.send(()).unwrap();
+//! running.wait().await.unwrap();
+//! # }
+//! ```
+
+use std::future::Future;
+use std::net::{Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use kube::Client;
+use prometheus_client::registry::Registry;
+use rustls::crypto::CryptoProvider;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::election::{ElectionConfig, ElectionError, LeaderElector, register_leader_gauge};
+use crate::http::{Endpoints, Health};
+use crate::status_server::{StatusMetrics, StatusServer, StatusServerError};
+use crate::webhook::tls::{CertError, ReloadingCert};
+use crate::webhook::{Admission, RuntimeCache, WebhookError, WebhookMetrics, WebhookServer};
+use crate::{Leadership, Metrics, Settings};
+
+/// Why the operator could not start, or what stopped it.
+///
+/// Every message names the setting to change (as a `kubetrain-operator` flag where there is one).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OperatorError {
+    /// The leader election settings are unsafe or incomplete.
+    #[error(transparent)]
+    Election(#[from] ElectionError),
+    /// The webhook serving certificate could not be loaded.
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+    /// Settings that contradict each other.
+    #[error("{0}")]
+    Config(String),
+    /// `--trainjob-status`: the status server's CA certificate could not be read.
+    #[error(
+        "--trainjob-status: cannot read the status server's CA certificate {path}: {source} (set --status-server-ca-file)"
+    )]
+    StatusCa {
+        /// The CA file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The first request to the API server failed.
+    #[error("cannot reach the Kubernetes API server: {0}")]
+    ApiServer(#[source] kube::Error),
+    /// The webhook server could not start.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+    /// The status server could not start.
+    #[error(transparent)]
+    StatusServer(#[from] StatusServerError),
+    /// A probe/metrics address could not be bound.
+    #[error("{0}")]
+    Endpoints(#[source] std::io::Error),
+    /// The TrainJob controller failed to start or stopped with an error.
+    #[error("the TrainJob controller stopped: {0}")]
+    Controller(#[from] crate::Error),
+    /// A part of the operator panicked.
+    #[error("a task of the operator failed: {0}")]
+    Task(String),
+}
+
+/// Where trainer pods reach the status server (upstream's `TrainJobStatus` feature gate).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrainJobStatus {
+    /// The Service in front of the status server, in the pods' status URL.
+    pub service: String,
+    /// The Service's namespace; `None` uses the election namespace, else the client's default namespace.
+    pub namespace: Option<String>,
+    /// CA certificate copied into each TrainJob's `<job>-tls-config`; `None` reads `ca.crt` from the webhook
+    /// certificate directory, as cert-manager's Secret holds it.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// The shutdown trigger: SIGTERM or Ctrl-C unless the caller gives another.
+type Shutdown = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// A builder for the operator's parts; [`Operator::run`] (or [`Operator::start`]) runs them.
+///
+/// Defaults: no leader election (this replica writes), no webhooks and so no status server, no probe/metrics
+/// endpoints, ring for TLS, stop on SIGTERM or Ctrl-C. The fallible steps that need no cluster (election
+/// timings, loading the certificate) fail in the builder, before anything talks to the API server.
+pub struct Operator {
+    settings: Settings,
+    election: Option<ElectionConfig>,
+    /// Port, certificate directory, the loaded certificate and the provider it was loaded with.
+    webhooks: Option<(u16, PathBuf, Arc<ReloadingCert>, Arc<CryptoProvider>)>,
+    status_port: u16,
+    trainjob_status: Option<TrainJobStatus>,
+    endpoints: Vec<SocketAddr>,
+    registry: Registry,
+    provider: Option<Arc<CryptoProvider>>,
+    shutdown: Option<Shutdown>,
+}
+
+impl std::fmt::Debug for Operator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operator")
+            .field("settings", &self.settings)
+            .field("election", &self.election)
+            .field("webhook_port", &self.webhooks.as_ref().map(|w| w.0))
+            .field("status_port", &self.status_port)
+            .field("trainjob_status", &self.trainjob_status)
+            .field("endpoints", &self.endpoints)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Operator {
+    /// An operator running the TrainJob controller (and the runtime controllers) with `settings`.
+    pub fn new(settings: Settings) -> Self {
+        Self {
+            settings,
+            election: None,
+            webhooks: None,
+            status_port: crate::status_server::DEFAULT_PORT,
+            trainjob_status: None,
+            endpoints: Vec::new(),
+            registry: Registry::default(),
+            provider: crate::default_crypto_provider(),
+            shutdown: None,
+        }
+    }
+
+    /// TLS cryptography of the webhook and status servers (default: [`crate::default_crypto_provider`]).
+    /// Call before [`Self::webhooks`].
+    pub fn crypto_provider(mut self, provider: Arc<CryptoProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Elects a leader with `config`'s Lease; only the leader writes. An empty `config.namespace` means the
+    /// client's default namespace (the service account's in a pod).
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorError::Election`] when the timings cannot hand over safely or the identity is empty.
+    pub fn leader_election(mut self, config: ElectionConfig) -> Result<Self, OperatorError> {
+        config.validate()?;
+        self.election = Some(config);
+        Ok(self)
+    }
+
+    /// Serves the admission webhooks over HTTPS on `port` (all interfaces) with the certificate in `cert_dir`
+    /// (`tls.crt`, `tls.key`; reloaded when they change). This also enables the status server.
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorError::Certificate`] when the certificate cannot be loaded (read at once, so a missing
+    /// Secret mount is reported before the cluster is contacted).
+    pub fn webhooks(mut self, port: u16, cert_dir: &Path) -> Result<Self, OperatorError> {
+        let provider = self.provider.clone().ok_or_else(|| {
+            OperatorError::Config(
+                "no rustls crypto provider for the webhook server: enable kubetrain-controller's ring or aws-lc-rs feature, or call Operator::crypto_provider".into(),
+            )
+        })?;
+        let cert = ReloadingCert::from_dir(cert_dir, provider.clone())?;
+        self.webhooks = Some((port, cert_dir.to_owned(), Arc::new(cert), provider));
+        Ok(self)
+    }
+
+    /// Port of the TrainJob status server (default [`crate::status_server::DEFAULT_PORT`]; 0 = off). It serves
+    /// the webhook certificate, so it runs only with [`Self::webhooks`].
+    pub fn status_server_port(mut self, port: u16) -> Self {
+        self.status_port = port;
+        self
+    }
+
+    /// Gives trainer pods the status server's URL, CA and a token (needs the status server).
+    pub fn trainjob_status(mut self, status: TrainJobStatus) -> Self {
+        self.trainjob_status = Some(status);
+        self
+    }
+
+    /// Serves `/healthz`, `/readyz` and `/metrics` on `metrics`, and again on `probes` when it differs.
+    pub fn endpoints(mut self, metrics: SocketAddr, probes: SocketAddr) -> Self {
+        self.endpoints = vec![metrics];
+        if probes != metrics {
+            self.endpoints.push(probes);
+        }
+        self
+    }
+
+    /// Starts from `registry` (with the embedder's own metrics); the operator adds its metrics to it.
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Stops when `signal` completes instead of on SIGTERM or Ctrl-C.
+    pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.shutdown = Some(Box::pin(signal));
+        self
+    }
+
+    /// Runs every part until shutdown or until the TrainJob controller stops; then stops the rest and waits
+    /// for it. Returns the first error.
+    ///
+    /// # Errors
+    ///
+    /// See [`OperatorError`]: start-up failures, or what stopped the controller.
+    pub async fn run(self, client: Client) -> Result<(), OperatorError> {
+        self.start(client).await?.wait().await
+    }
+
+    /// Checks the API server, binds every server and spawns every part; [`Running::wait`] waits for the end.
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorError`] when a setting is contradictory, the API server cannot be reached or a port cannot be
+    /// bound.
+    pub async fn start(self, client: Client) -> Result<Running, OperatorError> {
+        let tls = self
+            .webhooks
+            .as_ref()
+            .map(|(_, _, cert, provider)| (cert.clone(), provider.clone()));
+        let status_port = if tls.is_some() { self.status_port } else { 0 };
+        if self.trainjob_status.is_some() && status_port == 0 {
+            return Err(OperatorError::Config(
+                "--trainjob-status needs the status server: drop --disable-webhooks and --status-server-port 0"
+                    .into(),
+            ));
+        }
+        let mut settings = self.settings;
+        if let (Some(status), Some((_, cert_dir, ..))) = (self.trainjob_status, &self.webhooks) {
+            let namespace = status
+                .namespace
+                .clone()
+                .or_else(|| self.election.as_ref().map(|c| c.namespace.clone()))
+                .filter(|namespace| !namespace.is_empty())
+                .unwrap_or_else(|| client.default_namespace().to_owned());
+            settings.render.trainjob_status =
+                Some(trainjob_status(status, namespace, cert_dir, status_port)?);
+        }
+        let version = client
+            .apiserver_version()
+            .await
+            .map_err(OperatorError::ApiServer)?;
+        tracing::info!(
+            server = %format!("{}.{}", version.major, version.minor),
+            namespace = settings.namespace.as_deref().unwrap_or("<all>"),
+            "connected to the API server"
+        );
+
+        let stop = Stop(watch::channel(false).0);
+        let mut tasks: JoinSet<Result<(), OperatorError>> = JoinSet::new();
+        {
+            let stop = stop.clone();
+            let signal = self.shutdown.unwrap_or_else(|| Box::pin(shutdown_signal()));
+            tasks.spawn(async move {
+                tokio::select! {
+                    () = signal => {
+                        tracing::info!("shutting down");
+                        stop.trigger();
+                    }
+                    // Stopped otherwise (the controller ended): nothing left to wait for.
+                    () = stop.signalled() => {}
+                }
+                Ok(())
+            });
+        }
+
+        let health = Health::new();
+        let mut registry = self.registry;
+        let metrics = Metrics::register(&mut registry);
+        let webhook_metrics = WebhookMetrics::register(&mut registry);
+        let status_metrics = StatusMetrics::register(&mut registry);
+        let leadership = match self.election {
+            Some(mut config) => {
+                if config.namespace.is_empty() {
+                    client.default_namespace().clone_into(&mut config.namespace);
+                }
+                tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "leader election on");
+                let (elected, leadership) = Leadership::channel();
+                let elector = LeaderElector::new(client.clone(), config);
+                let stopped = stop.signalled();
+                tasks.spawn(async move { Ok(elector.run(elected, stopped).await?) });
+                leadership
+            }
+            None => {
+                tracing::info!("leader election off: this replica writes");
+                Leadership::always()
+            }
+        };
+        register_leader_gauge(&mut registry, leadership.clone());
+        let registry = Arc::new(registry);
+
+        let mut webhook_addr = None;
+        if let Some((port, _, cert, provider)) = &self.webhooks {
+            let ready = health.check("webhook");
+            // Runtimes for reviews come from watches, not a GET per review.
+            let (runtimes, watches) = RuntimeCache::new(client.clone());
+            let stopped = stop.signalled();
+            tasks.spawn(async move {
+                tokio::select! {
+                    () = watches => {}
+                    () = stopped => {}
+                }
+                Ok(())
+            });
+            let admission = || {
+                Admission::new(client.clone())
+                    .with_cache(runtimes.clone())
+                    .with_metrics(webhook_metrics.clone())
+            };
+            let server = match WebhookServer::bind(
+                any_v6(*port),
+                cert.clone(),
+                provider.clone(),
+                admission(),
+            )
+            .await
+            {
+                Ok(server) => server,
+                // Hosts without IPv6 (some kind nodes, containers with IPv6 off): all IPv4 interfaces.
+                Err(_) => {
+                    WebhookServer::bind(any_v4(*port), cert.clone(), provider.clone(), admission())
+                        .await?
+                }
+            };
+            let addr = server.local_addr().map_err(OperatorError::Endpoints)?;
+            tracing::info!(%addr, "serving admission webhooks");
+            webhook_addr = Some(addr);
+            ready.set(true);
+            tasks.spawn(ok(server.serve(stop.signalled())));
+        }
+
+        // Upstream's status server: training pods report progress into status.trainerStatus, over TLS with the
+        // webhook certificate (so it needs the webhooks on).
+        let mut status_addr = None;
+        match (&tls, status_port) {
+            (None, _) => tracing::info!(
+                "status server off: it serves the webhook certificate, and webhooks are disabled"
+            ),
+            (_, 0) => tracing::info!("status server off (--status-server-port 0)"),
+            (Some((cert, provider)), port) => {
+                let bind =
+                    |addr| StatusServer::bind(addr, cert.clone(), provider.clone(), client.clone());
+                let server = match bind(any_v6(port)).await {
+                    Ok(server) => server,
+                    Err(_) => bind(any_v4(port)).await?,
+                };
+                let server = server.with_metrics(status_metrics);
+                let addr = server.local_addr().map_err(OperatorError::Endpoints)?;
+                tracing::info!(%addr, "serving the TrainJob status server");
+                status_addr = Some(addr);
+                tasks.spawn(ok(server.serve(stop.signalled())));
+            }
+        }
+
+        let mut endpoint_addrs = Vec::new();
+        for addr in &self.endpoints {
+            let endpoints = Endpoints::bind(*addr, registry.clone(), health.clone())
+                .await
+                .map_err(OperatorError::Endpoints)?;
+            let addr = endpoints.local_addr().map_err(OperatorError::Endpoints)?;
+            tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+            endpoint_addrs.push(addr);
+            tasks.spawn(ok(endpoints.serve(stop.signalled())));
+        }
+
+        // Upstream v2.3's runtime controllers: drop the legacy resource-in-use finalizer from runtimes.
+        tasks.spawn(ok(crate::runtime_finalizer::run(
+            client.clone(),
+            settings.clone(),
+            leadership.clone(),
+            stop.signalled(),
+        )));
+        let controller = tokio::spawn(crate::run(
+            client,
+            settings,
+            leadership,
+            metrics,
+            stop.signalled(),
+        ));
+        Ok(Running {
+            webhook_addr,
+            status_addr,
+            endpoint_addrs,
+            health,
+            stop,
+            controller,
+            tasks,
+        })
+    }
+}
+
+/// A started operator: its addresses, and [`Running::wait`] for its end.
+#[derive(Debug)]
+pub struct Running {
+    webhook_addr: Option<SocketAddr>,
+    status_addr: Option<SocketAddr>,
+    endpoint_addrs: Vec<SocketAddr>,
+    health: Health,
+    stop: Stop,
+    controller: tokio::task::JoinHandle<crate::Result<()>>,
+    tasks: JoinSet<Result<(), OperatorError>>,
+}
+
+impl Running {
+    /// Where the webhook server listens, when it runs.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
+    }
+
+    /// Where the status server listens, when it runs.
+    pub fn status_server_addr(&self) -> Option<SocketAddr> {
+        self.status_addr
+    }
+
+    /// Where `/healthz`, `/readyz` and `/metrics` are served (the metrics address first).
+    pub fn endpoint_addrs(&self) -> &[SocketAddr] {
+        &self.endpoint_addrs
+    }
+
+    /// The readiness checks `/readyz` answers with; add checks of your own to it.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Stops every part, as the shutdown signal does ([`Running::wait`] then returns).
+    pub fn stop(&self) {
+        self.stop.trigger();
+    }
+
+    /// Waits until the TrainJob controller ends (after the shutdown signal, or on its own), then stops the
+    /// rest and waits for it: servers drain, the leader releases its Lease.
+    ///
+    /// # Errors
+    ///
+    /// The controller's error, else the first error of another part.
+    pub async fn wait(mut self) -> Result<(), OperatorError> {
+        let outcome = match self.controller.await {
+            Ok(result) => result.map_err(OperatorError::from),
+            Err(error) => Err(OperatorError::Task(error.to_string())),
+        };
+        // Whatever ended the controller ends the rest.
+        self.stop.trigger();
+        let mut first_error = outcome.err();
+        while let Some(joined) = self.tasks.join_next().await {
+            let result = joined
+                .map_err(|error| OperatorError::Task(error.to_string()))
+                .and_then(|r| r);
+            if let Err(error) = result {
+                tracing::warn!("{error}");
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The TrainJobStatus render options: where pods reach the status server, and the CA they trust (read once).
+fn trainjob_status(
+    status: TrainJobStatus,
+    namespace: String,
+    cert_dir: &Path,
+    port: u16,
+) -> Result<kubetrain_jobset::TrainJobStatusOptions, OperatorError> {
+    let path = status.ca_file.unwrap_or_else(|| cert_dir.join("ca.crt"));
+    let ca_cert = std::fs::read_to_string(&path)
+        .map_err(|source| OperatorError::StatusCa { path, source })?;
+    let server = kubetrain_jobset::StatusServer {
+        service_name: status.service,
+        operator_namespace: namespace,
+        port: i32::from(port),
+    };
+    tracing::info!(url = %server.status_url("<namespace>", "<name>"), "trainer pods report to the status server");
+    Ok(kubetrain_jobset::TrainJobStatusOptions { server, ca_cert })
+}
+
+fn any_v6(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))
+}
+
+fn any_v4(port: u16) -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], port))
+}
+
+/// A stop signal every task can wait on (set once by the shutdown signal, or when the controller ends).
+#[derive(Clone, Debug)]
+struct Stop(watch::Sender<bool>);
+
+impl Stop {
+    fn trigger(&self) {
+        self.0.send_replace(true);
+    }
+
+    fn signalled(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut stopped = self.0.subscribe();
+        async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }
+    }
+}
+
+/// A task that ends without an error of its own.
+async fn ok(task: impl Future<Output = ()>) -> Result<(), OperatorError> {
+    task.await;
+    Ok(())
+}
+
+/// SIGTERM (the kubelet's stop) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for SIGTERM; Ctrl-C only");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(all(test, feature = "mock"))]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Empty};
+
+    use super::*;
+    use crate::mock::FakeApiServer;
+    use crate::webhook::tls::{CERT_FILE, KEY_FILE};
+
+    async fn get(addr: SocketAddr, path: &str) -> (http::StatusCode, String) {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        let request = http::Request::get(path)
+            .header("host", "localhost")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn certificate() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        std::fs::write(dir.path().join(CERT_FILE), pair.cert.pem()).unwrap();
+        std::fs::write(dir.path().join(KEY_FILE), pair.signing_key.serialize_pem()).unwrap();
+        dir
+    }
+
+    fn loopback() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    }
+
+    #[tokio::test]
+    async fn every_part_serves_until_the_shutdown_signal_then_all_stop() {
+        let server = FakeApiServer::start();
+        let certs = certificate();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let mut registry = Registry::default();
+        let own = prometheus_client::metrics::counter::Counter::<u64>::default();
+        registry.register("embedder_things", "A metric of the embedder", own.clone());
+        let running = Operator::new(Settings::default())
+            .webhooks(0, certs.path())
+            .unwrap()
+            .status_server_port(0)
+            .endpoints(loopback(), loopback())
+            .registry(registry)
+            .shutdown_on(async move {
+                let _ = stopped.await;
+            })
+            .start(server.client())
+            .await
+            .unwrap();
+        assert!(running.webhook_addr().is_some());
+        assert_eq!(running.status_server_addr(), None);
+        let &[endpoint] = running.endpoint_addrs() else {
+            panic!("one endpoint: {:?}", running.endpoint_addrs());
+        };
+        // The webhook server listens before start returns, so the pod is ready at once.
+        assert_eq!(get(endpoint, "/readyz").await.0, http::StatusCode::OK);
+        let (status, metrics) = get(endpoint, "/metrics").await;
+        assert_eq!(status, http::StatusCode::OK);
+        for name in [
+            "embedder_things_total",
+            "kubetrain_trainjob_reconcile",
+            "kubetrain_leader 1",
+        ] {
+            assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+        }
+        // An embedder's own readiness check takes the pod out of the Service.
+        let warming = running.health().check("embedder");
+        assert_eq!(
+            get(endpoint, "/readyz").await.0,
+            http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        warming.set(true);
+
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), running.wait())
+            .await
+            .expect("every part stops after the signal")
+            .unwrap();
+        assert!(tokio::net::TcpStream::connect(endpoint).await.is_err());
+    }
+
+    /// kube-runtime's graceful shutdown alone waits forever for a first list that a stop cut short.
+    #[tokio::test]
+    async fn a_stop_during_start_up_ends_the_controllers() {
+        let server = FakeApiServer::start();
+        let stopped = async {};
+        let controller = crate::run(
+            server.client(),
+            Settings::default(),
+            Leadership::always(),
+            Arc::new(Metrics::default()),
+            stopped,
+        );
+        tokio::time::timeout(Duration::from_secs(30), controller)
+            .await
+            .expect("the TrainJob controller stops")
+            .unwrap();
+        let finalizers = crate::runtime_finalizer::run(
+            server.client(),
+            Settings::default(),
+            Leadership::always(),
+            async {},
+        );
+        tokio::time::timeout(Duration::from_secs(30), finalizers)
+            .await
+            .expect("the runtime controllers stop");
+    }
+
+    #[tokio::test]
+    async fn stop_ends_a_running_operator() {
+        let server = FakeApiServer::start();
+        let running = Operator::new(Settings::default())
+            .start(server.client())
+            .await
+            .unwrap();
+        assert!(running.endpoint_addrs().is_empty());
+        running.stop();
+        tokio::time::timeout(Duration::from_secs(30), running.wait())
+            .await
+            .expect("every part stops")
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn contradictory_settings_fail_before_the_cluster_is_contacted() {
+        let server = FakeApiServer::start();
+        let status = TrainJobStatus {
+            service: "kubetrain-operator".into(),
+            namespace: None,
+            ca_file: None,
+        };
+        let error = Operator::new(Settings::default())
+            .trainjob_status(status.clone())
+            .start(server.client())
+            .await
+            .unwrap_err();
+        assert!(matches!(error, OperatorError::Config(_)), "{error}");
+        assert!(error.to_string().contains("--trainjob-status"), "{error}");
+
+        let certs = certificate();
+        let error = Operator::new(Settings::default())
+            .webhooks(0, certs.path())
+            .unwrap()
+            .trainjob_status(status)
+            .start(server.client())
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("ca.crt"), "{error}");
+        assert!(
+            error.to_string().contains("--status-server-ca-file"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_builder_refuses_unsafe_timings_and_missing_certificates() {
+        let inverted =
+            ElectionConfig::new("", "lease", "me").renew_deadline(Duration::from_secs(20));
+        let error = Operator::new(Settings::default())
+            .leader_election(inverted)
+            .unwrap_err();
+        assert!(matches!(error, OperatorError::Election(_)), "{error}");
+        assert!(
+            error.to_string().contains("--leader-elect-renew-deadline"),
+            "{error}"
+        );
+
+        let empty = tempfile::tempdir().unwrap();
+        let error = Operator::new(Settings::default())
+            .webhooks(9443, empty.path())
+            .unwrap_err();
+        assert!(error.to_string().contains(CERT_FILE), "{error}");
+        assert!(error.to_string().contains("--webhook-cert-dir"), "{error}");
+    }
+
+    #[test]
+    fn the_probe_address_is_served_once_when_it_equals_the_metrics_address() {
+        let a: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let b: SocketAddr = "0.0.0.0:8081".parse().unwrap();
+        assert_eq!(
+            Operator::new(Settings::default()).endpoints(a, b).endpoints,
+            [a, b]
+        );
+        assert_eq!(
+            Operator::new(Settings::default()).endpoints(a, a).endpoints,
+            [a]
+        );
+    }
+}
