@@ -507,3 +507,81 @@ async fn delete_maps_not_found() {
     assert!(matches!(err, ClientError::NotFound(_)), "{err:?}");
     server.await.unwrap();
 }
+
+#[tokio::test]
+async fn the_train_builder_sends_the_function_command_and_every_option() {
+    let (client, handle) = client();
+    let mut create = expect(
+        Method::POST,
+        &format!("{TRAINJOBS}?"),
+        201,
+        trainjob_json("fn-job", json!([])),
+    );
+    create.check = Some(Box::new(|body: &Value| {
+        let spec = &body["spec"];
+        assert_eq!(
+            spec["runtimeRef"],
+            json!({"name": "torch-distributed", "kind": "ClusterTrainingRuntime"})
+        );
+        let command = spec["trainer"]["command"].as_array().unwrap();
+        assert_eq!(command[..2], [json!("bash"), json!("-c")]);
+        let script = command[2].as_str().unwrap();
+        assert!(
+            script.contains("def train(lr):\n    print(lr)\n\ntrain(**{'lr': 0.1})\n"),
+            "{script}"
+        );
+        assert!(script.ends_with("torchrun \"train.py\""), "{script}");
+        assert_eq!(
+            spec["trainer"]["resourcesPerNode"]["limits"],
+            json!({"nvidia.com/gpu": "1"})
+        );
+        assert_eq!(spec["activeDeadlineSeconds"], 600);
+        assert_eq!(
+            spec["runtimePatches"],
+            json!([{"manager": "trainer.kubeflow.org/kubeflow-sdk", "trainingRuntimeSpec": {"template": {
+                "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+                    "nodeSelector": {"pool": "a100"}}}}}}]}}}}])
+        );
+        assert_eq!(body["metadata"]["annotations"], json!({"owner": "ml"}));
+    }));
+    let server = serve(
+        handle,
+        vec![
+            expect(
+                Method::GET,
+                "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes/torch-distributed",
+                404,
+                not_found("trainingruntimes"),
+            ),
+            expect(
+                Method::GET,
+                "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed",
+                200,
+                runtime_json("torch-distributed"),
+            ),
+            create,
+        ],
+    );
+    let trainer =
+        kubetrain_client::FunctionTrainer::from_source("def train(lr):\n    print(lr)\n", "train")
+            .unwrap()
+            .with_func_args([("lr", kubetrain_client::trainer::PyValue::from(0.1))])
+            .with_resources(kubetrain_client::trainer::resources([("gpu", 1)]).unwrap());
+    let patch = serde_json::from_value(
+        json!({"template": {"spec": {"replicatedJobs": [{"name": "node",
+        "template": {"spec": {"template": {"spec": {"nodeSelector": {"pool": "a100"}}}}}}]}}}),
+    )
+    .unwrap();
+    let name = client
+        .train()
+        .runtime("torch-distributed")
+        .trainer(trainer)
+        .name("fn-job")
+        .annotation("owner", "ml")
+        .active_deadline_seconds(600)
+        .runtime_patch(patch)
+        .await
+        .unwrap();
+    assert_eq!(name, "fn-job");
+    server.await.unwrap();
+}
