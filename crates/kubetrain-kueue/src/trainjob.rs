@@ -238,6 +238,7 @@ pub fn admit(
         job: key_of(job),
         source,
     })?;
+    check_trainjob(job, catalog)?;
     let workload = workload_for(job, runtime)?;
     Ok(admit_workload(setup, workload)?)
 }
@@ -273,6 +274,7 @@ pub fn add_trainjobs(
             job: key_of(&job),
             source,
         })?;
+        check_trainjob(&job, catalog)?;
         let wl = workload_for(&job, runtime)?;
         added.push((key_of(&job), wl.key()));
         setup.workloads.push(wl);
@@ -280,18 +282,51 @@ pub fn add_trainjobs(
     Ok(added)
 }
 
+/// The TrainJob's own validation (schema, CEL, webhook rules, Kubernetes quantity rules on
+/// `resourcesPerNode`), as `kubetrain validate` and the webhook apply it: a TrainJob the API server
+/// would refuse has no Workload. Warnings pass.
+fn check_trainjob(job: &TrainJob, catalog: &RuntimeCatalog) -> Result<(), TrainJobError> {
+    let errors: Vec<ApiFieldError> = kubetrain_api::validation::validate_trainjob(job, catalog)
+        .into_iter()
+        .filter(|e| e.severity == kubetrain_api::Severity::Error)
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(TrainJobError::Parse(errors))
+    }
+}
+
+/// Every quantity of the rendered pods (runtime containers, overhead) under Kubernetes' rules:
+/// a quantity, not negative, at most what Kubernetes reads as an `int64`.
 fn quantities(
     map: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
     job: &str,
     path: &str,
 ) -> Result<BTreeMap<String, Quantity>, TrainJobError> {
     let mut out = BTreeMap::new();
+    const NANO: i128 = 1_000_000_000;
     for (name, q) in map.into_iter().flatten() {
-        let v = Quantity::parse(&q.0).map_err(|e| TrainJobError::Quantity {
+        let err = |message: String| TrainJobError::Quantity {
             job: job.to_string(),
             path: format!("{path}.{name}"),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let text = &q.0;
+        let nanos = kubetrain_api::quantity::Nanos::parse(text)
+            .map_err(|e| err(format!("Invalid value: {text:?}: {e}")))?;
+        if nanos.0 < 0 {
+            return Err(err(format!(
+                "Invalid value: {text:?}: must be greater than or equal to 0"
+            )));
+        }
+        if nanos.0 > i128::from(i64::MAX) * NANO {
+            return Err(err(format!(
+                "Invalid value: {text:?}: must be less than or equal to {} (the largest value Kubernetes reads)",
+                i64::MAX
+            )));
+        }
+        let v = Quantity::parse(text).map_err(|e| err(e.to_string()))?;
         out.insert(name.clone(), v);
     }
     Ok(out)

@@ -271,3 +271,49 @@ fn setup_documents_become_workloads() {
     assert_eq!(s.workloads[0].spec.pod_sets.len(), 2);
     assert!(s.trainer_documents.is_empty());
 }
+
+/// Issue 13, item 13: `kubetrain queue` and `admit` apply the Kubernetes quantity rules that
+/// `kubetrain validate`, `render`, `run` and the webhook apply: a negative, unreadable or
+/// larger-than-int64 quantity is a field-path error, not a Workload.
+#[test]
+fn invalid_quantities_are_refused_with_their_field_path() {
+    let (job, catalog) = job_and_catalog();
+    let setup = setup(8, "");
+    for (bad, want) in [
+        ("-2", "must be greater than or equal to 0"),
+        ("1e26", "must be less than or equal to 9223372036854775807"),
+        ("1e999999999", "quantities must match"),
+    ] {
+        let mut j = job.clone();
+        let r = j
+            .spec
+            .trainer
+            .as_mut()
+            .unwrap()
+            .resources_per_node
+            .as_mut()
+            .unwrap();
+        for list in [r.requests.as_mut(), r.limits.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            list.insert(
+                "nvidia.com/gpu".to_string(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity(bad.to_string()),
+            );
+        }
+        let err = admit(&j, &catalog, &setup).expect_err(bad).to_string();
+        assert!(
+            err.contains("spec.trainer.resourcesPerNode.requests[nvidia.com/gpu]")
+                && err.contains(want),
+            "{bad}: {err}"
+        );
+        // The CLI path (documents read with the setup) refuses it the same way.
+        let mut s = setup.clone();
+        s.trainer_documents
+            .push(serde_json::to_value(&j).expect("TrainJob serializes"));
+        let mut c = catalog.clone();
+        let err = add_trainjobs(&mut s, &mut c).expect_err(bad).to_string();
+        assert!(err.contains(want), "{bad}: {err}");
+    }
+}
