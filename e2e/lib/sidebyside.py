@@ -5,6 +5,12 @@ controller and once with kubetrain's, the objects each produced read back and co
   sidebyside.py run --corpus DIR --out FILE              apply every case (own namespace), wait, dump objects
   sidebyside.py compare UPSTREAM.json KUBETRAIN.json [--report FILE]
                                                          prints `render: N/M identical` (and the verdicts line)
+  sidebyside.py generate-invalid --out DIR               the webhook corpus: objects admission should refuse
+  sidebyside.py lifecycle --out FILE                     TrainJobs driven to Complete / Failed / Suspended on
+                                                         kwok, the status recorded at each step
+  sidebyside.py compare-lifecycle|compare-webhooks UPSTREAM.json KUBETRAIN.json [--report FILE]
+                                                         prints `status: N/M lifecycles identical` /
+                                                         `webhooks: N/M verdicts agree ...`
 
 A case is a list of objects (runtimes first, then one TrainJob). The generated cases cross the built-in
 runtimes with namespaced ones (MPI with patches, coscheduling gangs, JAX, XGBoost), trainer overrides
@@ -200,6 +206,105 @@ def generate(args):
     print(f"corpus: {n} cases in {out}")
 
 
+def invalid_cases():
+    """The webhook corpus: objects each controller's admission (CRD schema, CEL, webhooks) should refuse, and
+    a few updates (a valid object, then the refused change). Name -> list of objects applied in order."""
+
+    def tj(name, spec=None, trainer=None, runtime_ref=None, meta=None):
+        spec = dict(spec or {})
+        spec.setdefault("runtimeRef", runtime_ref or {"name": "torch-distributed"})
+        spec.setdefault("trainer", {"image": "kwok.e2e/running:1", "numNodes": 2, **(trainer or {})})
+        return {"apiVersion": TRAINJOB_API, "kind": "TrainJob", "metadata": {"name": name, **(meta or {})},
+                "spec": spec}
+
+    def patch(target, **tpl):
+        return [{"manager": "e2e.kubetrain.dev/generator",
+                 "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": target, "template": tpl}]}}}}]
+
+    node = lambda: job("node", "busybox:1.36", ancestor="trainer")  # noqa: E731
+    plain = lambda name, **kw: runtime(name, {"numNodes": 1, **kw}, [node()])  # noqa: E731
+    two_policies = plain("two-policies", torch={}, mpi={"numProcPerNode": 1})
+    replicas = plain("ancestor-replicas")
+    replicas["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"] = 2
+    no_node = runtime("no-node-container", {"numNodes": 1, "torch": {}}, [job("node", "busybox:1.36", ancestor="trainer")])
+    no_node["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "main"
+    both_gangs = runtime("both-gangs", {"numNodes": 1}, [node()],
+                         {"coscheduling": {"scheduleTimeoutSeconds": 60}, "volcano": {}})
+    launcher_as_node = runtime("launcher-as-node", {"numNodes": 2, "mpi": {"numProcPerNode": 1, "runLauncherAsNode": True}},
+                               [job("node", "mpioperator/base:v0.6.0", ancestor="trainer")])
+    negative_nodes = plain("negative-nodes")
+    negative_nodes["spec"]["mlPolicy"]["numNodes"] = -1
+    startup = plain("startup-and-depends-on")
+    rjobs = startup["spec"]["template"]["spec"]["replicatedJobs"]
+    rjobs.insert(0, job("launcher", "busybox:1.36"))
+    rjobs[1]["dependsOn"] = [{"name": "launcher", "status": "Complete"}]
+    startup["spec"]["template"]["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    claim_ns = plain("claim-namespace")
+    claim_ns["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+        {"templates": [{"metadata": {"name": "data", "namespace": "other"},
+                        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}]
+    cluster = lambda rt, name: {**rt, "kind": "ClusterTrainingRuntime", "metadata": {"name": name}}  # noqa: E731
+
+    suspended = tj("update", spec={"suspend": True})
+    running = tj("update")
+    cases = {
+        "tj-reserved-env-torch": [tj("reserved-env", trainer={"env": [{"name": "PET_NNODES", "value": "9"}]})],
+        "tj-reserved-env-mpi": [tj("reserved-env", runtime_ref={"name": "deepspeed-distributed"},
+                                   trainer={"env": [{"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "1"}]})],
+        "tj-reserved-env-xgboost": [tj("reserved-env", runtime_ref={"name": "xgboost-distributed"},
+                                       trainer={"env": [{"name": "DMLC_NUM_WORKER", "value": "3"}]})],
+        "tj-missing-cluster-runtime": [tj("missing", runtime_ref={"name": "no-such-runtime"})],
+        "tj-missing-namespaced-runtime": [tj("missing", runtime_ref={"name": "nope", "kind": "TrainingRuntime",
+                                                                     "apiGroup": "trainer.kubeflow.org"})],
+        "tj-runtime-kind": [tj("kind", runtime_ref={"name": "torch-distributed", "kind": "Deployment"})],
+        "tj-runtime-api-group": [tj("group", runtime_ref={"name": "torch-distributed", "apiGroup": "example.com"})],
+        "tj-num-nodes-negative-torch": [tj("nodes", trainer={"numNodes": -1})],
+        "tj-num-proc-zero": [tj("procs", trainer={"numProcPerNode": 0})],
+        "tj-name-too-long": [tj("n" * 64)],
+        "tj-name-digit": [tj("1job")],
+        "tj-managed-by": [tj("managed", spec={"managedBy": "example.com/other"})],
+        "tj-unknown-field": [tj("unknown", trainer={"numNode": 2})],
+        "tj-patch-manager": [tj("manager", spec={"runtimePatches": [{**patch("node", metadata={"labels": {"a": "b"}})[0],
+                                                                      "manager": "generator"}]})],
+        "tj-patch-unknown-job": [tj("patch-job", spec={"runtimePatches": patch("nope", metadata={"labels": {"a": "b"}})})],
+        "tj-patch-env-on-node": [tj("patch-env", spec={"runtimePatches": patch(
+            "node", spec={"template": {"spec": {"containers": [{"name": "node", "env": [{"name": "X", "value": "1"}]}]}}})})],
+        "tj-initializer-missing-job": [tj("init", spec={"initializer": {"dataset": {"storageUri": "hf://tatsu-lab/alpaca"}}})],
+        "tj-storage-uri": [tj("uri", runtime_ref={"name": "torchtune-llama3.2-1b"}, trainer={"numNodes": 1},
+                              spec={"initializer": {"dataset": {"storageUri": "not a uri"}}})],
+        "tj-torchtune-two-nodes": [tj("tune", runtime_ref={"name": "torchtune-llama3.2-1b"}, trainer={"numNodes": 2})],
+        "tj-cpu-negative": [tj("cpu", trainer={"resourcesPerNode": {"requests": {"cpu": "-1"}}})],
+        "tj-gpu-fraction": [tj("gpu", trainer={"resourcesPerNode": {"limits": {"nvidia.com/gpu": "0.5"}}})],
+        "tj-deadline-zero": [tj("deadline", spec={"activeDeadlineSeconds": 0})],
+        "tj-update-runtime-ref": [suspended, tj("update", spec={"suspend": True},
+                                                runtime_ref={"name": "deepspeed-distributed"})],
+        "tj-update-patches-active": [running, tj("update", spec={"runtimePatches": patch("node", metadata={"labels": {"a": "b"}})})],
+        "tj-update-managed-by": [suspended, tj("update", spec={"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue"})],
+        "tj-update-deadline": [tj("update", spec={"suspend": True, "activeDeadlineSeconds": 60}),
+                               tj("update", spec={"suspend": True, "activeDeadlineSeconds": 120})],
+        "rt-two-policies": [two_policies],
+        "rt-ancestor-replicas": [replicas],
+        "rt-no-node-container": [no_node],
+        "rt-both-gangs": [both_gangs],
+        "rt-launcher-as-node": [launcher_as_node],
+        "rt-negative-nodes": [negative_nodes],
+        "rt-startup-and-depends-on": [startup],
+        "rt-claim-namespace": [claim_ns],
+        "crt-two-policies": [cluster(two_policies, "sbs-invalid-two-policies")],
+        "crt-ancestor-replicas": [cluster(replicas, "sbs-invalid-ancestor-replicas")],
+    }
+    return cases
+
+
+def generate_invalid(args):
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, objects in invalid_cases().items():
+        with open(out / f"{name}.yaml", "w") as f:
+            yaml.safe_dump_all(objects, f, sort_keys=True)
+    print(f"webhook corpus: {len(invalid_cases())} cases in {out}")
+
+
 # --- applying a corpus and reading back what the controller made ----------------------------------------
 
 
@@ -333,6 +438,173 @@ def normalise_message(text):
     return re.sub(r'error when (creating|applying) "STDIN": ', "", text)
 
 
+# --- the TrainJob status through a lifecycle -------------------------------------------------------------
+
+# Each scenario: a TrainJob (torch-distributed unless `runtime` says otherwise) and steps. A step is
+# ("pods", n): until n of its pods are Ready; ("finish",): annotate its pods so kwok succeeds them;
+# ("patch", spec): a merge patch of spec; ("gone",): until it has no pods left; ("until", TYPE): until the
+# condition TYPE is True; ("jobset",): until its JobSet exists; ("status", LABEL): record the status once it
+# has not changed for 3 s. The images pick what kwok does with the pods (e2e/kwok-stages.yaml).
+NO_RETRY = {name: {"name": name, "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"}
+            for name in ("torch-no-retry", "jax-no-retry")}
+
+
+def no_retry_runtimes():
+    """Namespaced runtimes whose node Job has backoffLimit 0: a failed pod fails the TrainJob at once instead
+    of after six retries with exponential backoff (minutes)."""
+    out = []
+    for name, policy in (("torch-no-retry", "torch"), ("jax-no-retry", "jax")):
+        rt = runtime(name, {"numNodes": 1, policy: {}}, [job("node", "busybox:1.36", ancestor="trainer")])
+        rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+        out.append(rt)
+    return out
+
+
+LIFECYCLE = {
+    "complete": ({"numNodes": 2, "image": "kwok.e2e/running:1"}, {},
+                 [("pods", 2), ("status", "running"), ("finish",), ("until", "Complete"), ("status", "complete")]),
+    "complete-at-once": ({"numNodes": 1, "image": "kwok.e2e/succeed:1"}, {},
+                         [("until", "Complete"), ("status", "complete")]),
+    "failed": ({"numNodes": 2, "image": "kwok.e2e/fail:1"}, {"runtimeRef": NO_RETRY["torch-no-retry"]},
+               [("until", "Failed"), ("status", "failed")]),
+    "suspended-then-resumed": ({"numNodes": 2, "image": "kwok.e2e/running:1"}, {"suspend": True},
+                               [("jobset",), ("status", "suspended"), ("patch", {"suspend": False}), ("pods", 2),
+                                ("status", "resumed"), ("finish",), ("until", "Complete"), ("status", "complete")]),
+    "suspended-while-running": ({"numNodes": 2, "image": "kwok.e2e/running:1"}, {},
+                                [("pods", 2), ("patch", {"suspend": True}), ("gone",), ("status", "suspended")]),
+    "deadline": ({"numNodes": 2, "image": "kwok.e2e/running:1"}, {"activeDeadlineSeconds": 5},
+                 [("until", "Failed"), ("status", "failed")]),
+    "mpi-complete": ({"numNodes": 2, "image": "kwok.e2e/succeed:1"}, {"runtimeRef": {"name": "deepspeed-distributed"}},
+                     [("until", "Complete"), ("status", "complete")]),
+    "jax-failed": ({"numNodes": 3, "image": "kwok.e2e/fail:1"}, {"runtimeRef": NO_RETRY["jax-no-retry"]},
+                   [("until", "Failed"), ("status", "failed")]),
+}
+
+
+def normalise_full_status(status):
+    """The whole status, minus timestamps (conditions sorted by type)."""
+    status = json.loads(json.dumps(status or {}))
+    for c in status.get("conditions") or []:
+        c.pop("lastTransitionTime", None)
+    if "conditions" in status:
+        status["conditions"] = sorted(status["conditions"], key=lambda c: c["type"])
+    return status
+
+
+def lifecycle_scenario(name, trainer, spec, steps, timeout):
+    ns = f"sbs-life-{name}"
+    kubectl("create", "namespace", ns, check=False)
+    for rt in no_retry_runtimes():
+        kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(rt))
+    full = {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer, **spec}
+    tj = {"apiVersion": TRAINJOB_API, "kind": "TrainJob", "metadata": {"name": name}, "spec": full}
+    kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(tj))
+    record, deadline = [], time.monotonic() + timeout
+
+    def get():
+        return json.loads(kubectl("get", "trainjob", name, "-n", ns, "-o", "json").stdout)
+
+    def pods():
+        out = kubectl("get", "pods", "-n", ns, "-l", f"jobset.sigs.k8s.io/jobset-name={name}", "-o", "json")
+        return json.loads(out.stdout)["items"]
+
+    def until(what, ok):
+        while not ok():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name}: {what} not reached in {timeout} s (status {get().get('status')})")
+            time.sleep(0.5)
+
+    for step in steps:
+        kind = step[0]
+        if kind == "pods":
+            until(f"{step[1]} pods Ready", lambda: sum(
+                any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions", []))
+                for p in pods()) >= step[1])
+        elif kind == "finish":
+            for pod in pods():
+                kubectl("annotate", "pod", pod["metadata"]["name"], "-n", ns, "e2e.kubetrain.dev/finish=succeed",
+                        "--overwrite")
+        elif kind == "patch":
+            kubectl("patch", "trainjob", name, "-n", ns, "--type", "merge", "-p", json.dumps({"spec": step[1]}))
+        elif kind == "gone":
+            until("no pods", lambda: not pods())
+        elif kind == "jobset":
+            until("JobSet", lambda: kubectl("get", "jobset", name, "-n", ns, check=False).returncode == 0)
+        elif kind == "until":
+            until(f"condition {step[1]}", lambda: any(
+                c["type"] == step[1] and c["status"] == "True" for c in (get().get("status") or {}).get("conditions", [])))
+        elif kind == "status":
+            # Settled: unchanged for 3 s (status writes that follow a transition land), at most 30 s.
+            last, since, end = None, time.monotonic(), time.monotonic() + 30
+            while time.monotonic() < end:
+                now = normalise_full_status(get().get("status"))
+                if now != last:
+                    last, since = now, time.monotonic()
+                elif time.monotonic() - since >= 3:
+                    break
+                time.sleep(0.5)
+            record.append({"step": step[1], "status": last})
+    return record
+
+
+def lifecycle(args):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item):
+        name, (trainer, spec, steps) = item
+        try:
+            return name, lifecycle_scenario(name, trainer, spec, steps, args.timeout)
+        except (TimeoutError, RuntimeError) as e:
+            return name, [{"step": "error", "status": str(e)}]
+
+    with ThreadPoolExecutor(max_workers=len(LIFECYCLE)) as pool:
+        out = dict(pool.map(one, LIFECYCLE.items()))
+    Path(args.out).write_text(json.dumps(out, indent=1, sort_keys=True))
+    print(f"lifecycle: {len(out)} scenarios recorded")
+
+
+def compare_lifecycle(args):
+    up = json.loads(Path(args.upstream).read_text())
+    kt = json.loads(Path(args.kubetrain).read_text())
+    same, report = 0, []
+    for name in sorted(set(up) | set(kt)):
+        u, k = up.get(name, []), kt.get(name, [])
+        problems = []
+        if [s["step"] for s in u] != [s["step"] for s in k]:
+            problems.append(f"steps: upstream {[s['step'] for s in u]} != kubetrain {[s['step'] for s in k]}")
+        for su, sk in zip(u, k):
+            problems += [f"{su['step']}: {p}" for p in diff(su["status"], sk["status"], ".status")]
+        if problems:
+            report.append(f"## lifecycle {name}\n" + "\n".join(f"- {p}" for p in problems))
+        else:
+            same += 1
+    text = "\n\n".join(report) or "no differences"
+    if args.report:
+        Path(args.report).write_text(text + "\n")
+    print(f"status: {same}/{len(set(up) | set(kt))} lifecycles identical")
+
+
+def compare_webhooks(args):
+    up = json.loads(Path(args.upstream).read_text())["verdicts"]
+    kt = json.loads(Path(args.kubetrain).read_text())["verdicts"]
+    cases = sorted(set(up) | set(kt))
+    verdicts, messages, report = 0, 0, []
+    for case in cases:
+        uv, kv = up.get(case) or [], kt.get(case) or []
+        same = [v["allowed"] for v in uv] == [v["allowed"] for v in kv]
+        verdicts += same
+        messages += uv == kv
+        lines = [f"- {'verdicts agree' if same else 'VERDICTS DIFFER'}"]
+        for i, (u, k) in enumerate(zip(uv, kv)):
+            lines.append(f"- object {i + 1} ({u['kind']}): upstream {'allowed' if u['allowed'] else 'refused'}: "
+                         f"`{u['message'][:400]}`; kubetrain {'allowed' if k['allowed'] else 'refused'}: "
+                         f"`{k['message'][:400]}`")
+        report.append(f"## {case}\n" + "\n".join(lines))
+    if args.report:
+        Path(args.report).write_text("\n\n".join(report) + "\n")
+    print(f"webhooks: {verdicts}/{len(cases)} verdicts agree on invalid objects; messages identical: {messages}/{len(cases)}")
+
+
 # --- comparing two runs ---------------------------------------------------------------------------------
 
 
@@ -442,6 +714,19 @@ def main():
     r.add_argument("--settle", type=int, default=5)
     r.add_argument("--parallel", type=int, default=8)
     r.set_defaults(run=run)
+    i = sub.add_parser("generate-invalid")
+    i.add_argument("--out", required=True)
+    i.set_defaults(run=generate_invalid)
+    life = sub.add_parser("lifecycle")
+    life.add_argument("--out", required=True)
+    life.add_argument("--timeout", type=int, default=240)
+    life.set_defaults(run=lifecycle)
+    for cmd, fn in (("compare-lifecycle", compare_lifecycle), ("compare-webhooks", compare_webhooks)):
+        cl = sub.add_parser(cmd)
+        cl.add_argument("upstream")
+        cl.add_argument("kubetrain")
+        cl.add_argument("--report")
+        cl.set_defaults(run=fn)
     c = sub.add_parser("compare")
     c.add_argument("upstream")
     c.add_argument("kubetrain")
