@@ -264,17 +264,26 @@ fn size_label(b: f64) -> String {
     }
 }
 
-/// A line chart: series of (x, y), optional log2 x axis, vertical markers.
+/// Axis scales of a line chart.
+#[derive(Clone, Copy)]
+struct Scale {
+    /// Sizes: log2 x with power-of-two ticks.
+    log_x: bool,
+    /// Losses: log10 y.
+    log_y: bool,
+}
+
+/// A line chart: series of (x, y), optional log axes, vertical markers.
 fn line_chart(
     id: &str,
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[(&str, Vec<(f64, f64)>)],
-    log_x: bool,
-    log_y: bool,
+    scale: Scale,
     markers: &[(f64, String, &str)],
 ) -> String {
+    let Scale { log_x, log_y } = scale;
     let fx = |x: f64| if log_x { x.max(1.0).log2() } else { x };
     // Log y: values are plotted as log10 (a loss falls by orders of magnitude).
     let series: Vec<(&str, Vec<(f64, f64)>)> = series
@@ -570,8 +579,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         "message size (bytes)",
         "GB/s",
         &[("algbw", algbw), ("busbw", busbw)],
-        true,
-        false,
+        Scale {
+            log_x: true,
+            log_y: false,
+        },
         &[],
     ));
     let markers: Vec<(f64, String, &str)> = report
@@ -593,8 +604,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         "seconds since training started",
         "loss (log scale)",
         &[("loss", loss)],
-        false,
-        true,
+        Scale {
+            log_x: false,
+            log_y: true,
+        },
         &markers,
     ));
     let tput: Vec<(f64, f64)> = report
@@ -609,8 +622,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         "seconds since training started",
         "samples/s",
         &[("samples/s", tput)],
-        false,
-        false,
+        Scale {
+            log_x: false,
+            log_y: false,
+        },
         &markers,
     ));
     if let Some(c) = &report.cost {
