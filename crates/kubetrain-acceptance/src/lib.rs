@@ -22,6 +22,7 @@
 //!     .unwrap_err();
 //! assert!(plan.to_string().contains("metadata"));
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cost;
 pub mod local;
@@ -50,3 +51,8 @@ pub fn write_report(report: &report::Report, dir: &Path) -> std::io::Result<()> 
     }
     std::fs::write(dir.join("acceptance.html"), report::html(report))
 }
+
+// The README's example is compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
