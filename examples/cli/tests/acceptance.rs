@@ -517,3 +517,51 @@ fn an_interrupted_run_stops_its_pods_and_exits_130() {
     .unwrap();
     assert_eq!(report["interrupted"], true);
 }
+
+#[test]
+fn the_examples_validate_and_the_local_one_passes() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../acceptance");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args([
+            "acceptance",
+            "validate",
+            "-f",
+            &format!("{examples}/cluster.yaml"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "AcceptancePlan/h100-pool: valid\n"
+    );
+
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+        .args([
+            "acceptance",
+            "run",
+            "-f",
+            &format!("{examples}/local.yaml"),
+            "--out",
+        ])
+        .arg(dir.path().join("report"))
+        // A queue of its own: other runs on this machine do not make it wait.
+        .env("KUBETRAIN_QUEUE_DIR", dir.path().join("queue"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("acceptance local: PASSED"), "{stdout}");
+    assert!(dir.path().join("report/acceptance.json").exists());
+    assert!(dir.path().join("report/acceptance.html").exists());
+}
