@@ -6,7 +6,7 @@
 //! carries them for the API server, and [`ReplicatedJob::replicas_or_default`] and friends apply them in code.
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimStatus};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{CustomResource, KubeSchema};
@@ -114,6 +114,46 @@ impl ReplicatedJob {
     /// Number of Jobs, with JobSet's default of 1.
     pub fn replicas_or_default(&self) -> i32 {
         self.replicas.unwrap_or(1)
+    }
+
+    /// The job template's `trainer.kubeflow.org/trainjob-ancestor-step` label (`dataset-initializer`,
+    /// `model-initializer`, `trainer`), which ties a replicated job to the TrainJob field that overrides it.
+    ///
+    /// ```
+    /// use kubetrain_api::jobset::ReplicatedJob;
+    ///
+    /// let mut job = ReplicatedJob::default();
+    /// assert_eq!(job.ancestor(), None);
+    /// job.template.metadata.get_or_insert_default().labels.get_or_insert_default().insert(
+    ///     kubetrain_api::constants::ANCESTOR_LABEL.into(), "trainer".into());
+    /// assert_eq!(job.ancestor(), Some("trainer"));
+    /// assert!(job.pod_spec().is_none());
+    /// job.pod_spec_mut().containers.push(Default::default());
+    /// assert_eq!(job.pod_spec().unwrap().containers.len(), 1);
+    /// ```
+    pub fn ancestor(&self) -> Option<&str> {
+        self.template
+            .metadata
+            .as_ref()?
+            .labels
+            .as_ref()?
+            .get(crate::constants::ANCESTOR_LABEL)
+            .map(String::as_str)
+    }
+
+    /// The pod spec of the job template, if it has one.
+    pub fn pod_spec(&self) -> Option<&PodSpec> {
+        self.template.spec.as_ref()?.template.spec.as_ref()
+    }
+
+    /// The pod spec of the job template, created empty where the template lacks one.
+    pub fn pod_spec_mut(&mut self) -> &mut PodSpec {
+        self.template
+            .spec
+            .get_or_insert_with(Default::default)
+            .template
+            .spec
+            .get_or_insert_with(Default::default)
     }
 }
 

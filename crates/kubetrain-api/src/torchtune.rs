@@ -1,4 +1,5 @@
-//! TorchTune facts shared by validation and the torch plugin (upstream `plugins/torch/torchtune.go`).
+//! TorchTune facts, the one home of them: validation's rules and the torch plugin's command rewrite
+//! (kubetrain-merge) both use these (upstream `plugins/torch/torchtune.go`).
 //!
 //! A TrainJob whose trainer command is exactly `["tune", "run"]` on a torchtune runtime gets its recipe and
 //! config chosen from the node count, processes per node, GPUs and the LoRA/QLoRA arguments.
@@ -46,13 +47,23 @@ pub fn model_from_runtime_name(name: &str) -> String {
     )
 }
 
-/// Processes per node as torchtune sees it: a number or `auto`.
+/// Processes per node (`PET_NPROC_PER_NODE`), as the torch plugin and torchtune's recipe choice see it: a
+/// number or `auto` (left to torchrun, which counts GPUs). Displays as the env value: `4` or `auto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProcPerNode {
-    /// Let torchrun decide.
+pub enum ProcsPerNode {
+    /// A fixed number of processes.
+    Count(i64),
+    /// `auto`: let torchrun decide.
     Auto,
-    /// A fixed count.
-    Count(i32),
+}
+
+impl std::fmt::Display for ProcsPerNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProcsPerNode::Count(n) => write!(f, "{n}"),
+            ProcsPerNode::Auto => f.write_str("auto"),
+        }
+    }
 }
 
 /// Whether any arg enables LoRA (`model.lora_attn_modules`).
@@ -76,12 +87,12 @@ pub fn is_qlora(args: &[String]) -> bool {
 /// Recipe and config for a torchtune job, as upstream's `getRecipeAndConfig`.
 pub fn recipe_and_config(
     num_nodes: i32,
-    proc_per_node: ProcPerNode,
+    proc_per_node: ProcsPerNode,
     gpus: i64,
     runtime_name: &str,
     args: &[String],
 ) -> (&'static str, String) {
-    let single_device = num_nodes == 1 && (proc_per_node == ProcPerNode::Count(1) || gpus == 1);
+    let single_device = num_nodes == 1 && (proc_per_node == ProcsPerNode::Count(1) || gpus == 1);
     let (recipe, suffix) = if single_device {
         if is_qlora(args) {
             ("lora_finetune_single_device", QLORA_SINGLE_DEVICE_SUFFIX)
@@ -135,11 +146,11 @@ mod tests {
             "model.lora_attn_modules=[q_proj]",
         ]);
         let dora = args(&["model.quantize_base=true", "model.use_dora=true"]);
-        type Case<'a> = (i32, ProcPerNode, i64, &'a [String], &'a str, &'a str);
+        type Case<'a> = (i32, ProcsPerNode, i64, &'a [String], &'a str, &'a str);
         let cases: [Case<'_>; 8] = [
             (
                 1,
-                ProcPerNode::Count(1),
+                ProcsPerNode::Count(1),
                 0,
                 &[],
                 "full_finetune_single_device",
@@ -147,7 +158,7 @@ mod tests {
             ),
             (
                 1,
-                ProcPerNode::Auto,
+                ProcsPerNode::Auto,
                 1,
                 &lora,
                 "lora_finetune_single_device",
@@ -155,7 +166,7 @@ mod tests {
             ),
             (
                 1,
-                ProcPerNode::Auto,
+                ProcsPerNode::Auto,
                 1,
                 &qlora,
                 "lora_finetune_single_device",
@@ -163,7 +174,7 @@ mod tests {
             ),
             (
                 1,
-                ProcPerNode::Auto,
+                ProcsPerNode::Auto,
                 2,
                 &qlora,
                 "lora_finetune_distributed",
@@ -171,7 +182,7 @@ mod tests {
             ),
             (
                 1,
-                ProcPerNode::Auto,
+                ProcsPerNode::Auto,
                 2,
                 &lora,
                 "lora_finetune_distributed",
@@ -179,7 +190,7 @@ mod tests {
             ),
             (
                 2,
-                ProcPerNode::Auto,
+                ProcsPerNode::Auto,
                 2,
                 &lora,
                 "full_finetune_distributed",
@@ -187,7 +198,7 @@ mod tests {
             ),
             (
                 1,
-                ProcPerNode::Auto,
+                ProcsPerNode::Auto,
                 2,
                 &[],
                 "full_finetune_distributed",
@@ -195,7 +206,7 @@ mod tests {
             ),
             (
                 1,
-                ProcPerNode::Auto,
+                ProcsPerNode::Auto,
                 2,
                 &dora,
                 "full_finetune_distributed",

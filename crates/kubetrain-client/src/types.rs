@@ -376,20 +376,16 @@ pub fn runtime_view(
     metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     spec: &kubetrain_api::TrainingRuntimeSpec,
 ) -> Option<Runtime> {
-    use kubetrain_api::constants::{
-        ANCESTOR_LABEL, ANCESTOR_TRAINER, FRAMEWORK_LABEL, MODEL_INITIALIZER, NODE,
-    };
+    use kubetrain_api::constants::{ANCESTOR_TRAINER, FRAMEWORK_LABEL, MODEL_INITIALIZER, NODE};
     let framework = metadata.labels.as_ref()?.get(FRAMEWORK_LABEL)?.clone();
-    let trainer_job = spec.template.spec.replicated_jobs.iter().find(|r| {
-        r.template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.as_ref())
-            .and_then(|l| l.get(ANCESTOR_LABEL))
-            .is_some_and(|a| a == ANCESTOR_TRAINER)
-    });
+    let trainer_job = spec
+        .template
+        .spec
+        .replicated_jobs
+        .iter()
+        .find(|r| r.ancestor() == Some(ANCESTOR_TRAINER));
     let node = trainer_job
-        .and_then(|r| r.template.spec.as_ref()?.template.spec.as_ref())
+        .and_then(kubetrain_api::jobset::ReplicatedJob::pod_spec)
         .and_then(|s| s.containers.iter().find(|c| c.name == NODE));
     let (device, mut device_count) = device_of(node.and_then(|c| c.resources.as_ref()));
     let ml_policy = spec.ml_policy.as_ref();

@@ -7,7 +7,6 @@ use k8s_openapi::api::core::v1::{EnvFromSource, SecretEnvSource};
 use kubetrain_api::constants::{ANCESTOR_TRAINER, DATASET_INITIALIZER, MODEL_INITIALIZER, NODE};
 use kubetrain_api::jobset::{JobSet, ReplicatedJob};
 use kubetrain_api::{MLPolicySource, TrainJob};
-use kubetrain_merge::info::{ancestor_of, pod_spec_mut};
 use kubetrain_merge::{Info, upsert};
 
 use crate::object::child_meta;
@@ -57,7 +56,8 @@ fn initializer(rjob: &mut ReplicatedJob, job: &TrainJob, container: &str) {
             None => return,
         },
     };
-    for c in pod_spec_mut(rjob)
+    for c in rjob
+        .pod_spec_mut()
         .containers
         .iter_mut()
         .filter(|c| c.name == container)
@@ -79,7 +79,7 @@ fn initializer(rjob: &mut ReplicatedJob, job: &TrainJob, container: &str) {
 }
 
 fn trainer(rjob: &mut ReplicatedJob, job: &TrainJob, info: &Info, launcher_as_node: bool) {
-    let is_trainer = ancestor_of(rjob) == Some(ANCESTOR_TRAINER);
+    let is_trainer = rjob.ancestor() == Some(ANCESTOR_TRAINER);
     let is_node_job = rjob.name == NODE;
     if is_trainer {
         rjob.replicas = Some(1);
@@ -91,7 +91,8 @@ fn trainer(rjob: &mut ReplicatedJob, job: &TrainJob, info: &Info, launcher_as_no
     if trainer.is_none() && command.is_none() {
         return;
     }
-    for c in pod_spec_mut(rjob)
+    for c in rjob
+        .pod_spec_mut()
         .containers
         .iter_mut()
         .filter(|c| c.name == NODE)
@@ -152,7 +153,7 @@ pub fn build_jobset(info: &Info, job: &TrainJob) -> JobSet {
     let mut spec = info.spec.clone();
     let launcher_as_node = matches!(info.ml_source(), Some(MLPolicySource::Mpi(m)) if m.run_launcher_as_node_or_default());
     for rjob in &mut spec.replicated_jobs {
-        match ancestor_of(rjob) {
+        match rjob.ancestor() {
             Some(DATASET_INITIALIZER) => initializer(rjob, job, DATASET_INITIALIZER),
             Some(MODEL_INITIALIZER) => initializer(rjob, job, MODEL_INITIALIZER),
             _ => {}

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
-use kubetrain_api::constants::{ANCESTOR_LABEL, ANCESTOR_TRAINER, NODE};
-use kubetrain_api::jobset::{JobSetSpec, ReplicatedJob};
+use kubetrain_api::constants::{ANCESTOR_TRAINER, NODE};
+use kubetrain_api::jobset::JobSetSpec;
 use kubetrain_api::{MLPolicy, MLPolicySource, PodGroupPolicy, TrainJob, TrainingRuntimeSpec};
 use serde_json::Value;
 
@@ -122,7 +122,7 @@ impl Info {
 
         let mut pod_sets = Vec::with_capacity(spec.replicated_jobs.len());
         for rjob in &mut spec.replicated_jobs {
-            let ancestor = ancestor_of(rjob).map(str::to_owned);
+            let ancestor = rjob.ancestor().map(str::to_owned);
             let is_trainer = ancestor.as_deref() == Some(ANCESTOR_TRAINER);
             let mut count = rjob
                 .template
@@ -136,7 +136,7 @@ impl Info {
             let merge_resources =
                 (is_trainer && ml_policy.is_some()) || (run_launcher_as_node && rjob.name == NODE);
             let name = rjob.name.clone();
-            let pod = pod_spec_mut(rjob);
+            let pod = rjob.pod_spec_mut();
             if let (true, Some(over)) = (merge_resources, resources_per_node)
                 && let Some(node) = pod.containers.iter_mut().find(|c| c.name == NODE)
             {
@@ -184,18 +184,12 @@ impl Info {
 
     /// The pod spec of pod set `index`.
     pub fn pod_spec_mut(&mut self, index: usize) -> &mut PodSpec {
-        pod_spec_mut(&mut self.spec.replicated_jobs[index])
+        self.spec.replicated_jobs[index].pod_spec_mut()
     }
 
     /// The pod spec of pod set `index`, if it has one.
     pub fn pod_spec(&self, index: usize) -> Option<&PodSpec> {
-        self.spec.replicated_jobs[index]
-            .template
-            .spec
-            .as_ref()?
-            .template
-            .spec
-            .as_ref()
+        self.spec.replicated_jobs[index].pod_spec()
     }
 
     /// Container `name` (containers, then init containers) of pod set `index`.
@@ -253,14 +247,9 @@ impl Info {
         self.spec
             .replicated_jobs
             .iter()
-            .filter(|rjob| rjob.name == NODE || ancestor_of(rjob) == Some(ANCESTOR_TRAINER))
+            .filter(|rjob| rjob.name == NODE || rjob.ancestor() == Some(ANCESTOR_TRAINER))
             .find_map(|rjob| {
-                rjob.template
-                    .spec
-                    .as_ref()?
-                    .template
-                    .spec
-                    .as_ref()?
+                rjob.pod_spec()?
                     .containers
                     .iter()
                     .find(|c| c.name == NODE)?
@@ -268,27 +257,6 @@ impl Info {
                     .as_ref()
             })
     }
-}
-
-/// The ancestor label of a replicatedJob template.
-pub fn ancestor_of(rjob: &ReplicatedJob) -> Option<&str> {
-    rjob.template
-        .metadata
-        .as_ref()?
-        .labels
-        .as_ref()?
-        .get(ANCESTOR_LABEL)
-        .map(String::as_str)
-}
-
-/// The pod spec of a replicatedJob, created empty where the template lacks one.
-pub fn pod_spec_mut(rjob: &mut ReplicatedJob) -> &mut PodSpec {
-    rjob.template
-        .spec
-        .get_or_insert_with(Default::default)
-        .template
-        .spec
-        .get_or_insert_with(Default::default)
 }
 
 /// Go's `omitempty` drops empty lists from the typed patch before upstream merges it; do the same.

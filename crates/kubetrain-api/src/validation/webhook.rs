@@ -10,7 +10,7 @@ use crate::constants::*;
 use crate::error::FieldError;
 use crate::jobset::{JobSetSpec, ReplicatedJob};
 use crate::quantity::Nanos;
-use crate::torchtune::{self, ProcPerNode};
+use crate::torchtune::{self, ProcsPerNode};
 use crate::{MLPolicySource, PodGroupPolicySource, TrainJob, TrainingRuntimeSpec};
 
 /// The TrainJob rules that need its runtime: lookup, then every plugin's checks.
@@ -76,12 +76,7 @@ fn not_found(
 }
 
 fn containers_of(job: &ReplicatedJob) -> impl Iterator<Item = &Container> {
-    let spec = job
-        .template
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref());
-    spec.into_iter().flat_map(|s| {
+    job.pod_spec().into_iter().flat_map(|s| {
         s.init_containers
             .iter()
             .flatten()
@@ -90,22 +85,7 @@ fn containers_of(job: &ReplicatedJob) -> impl Iterator<Item = &Container> {
 }
 
 fn regular_containers(job: &ReplicatedJob) -> &[Container] {
-    job.template
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .map(|s| s.containers.as_slice())
-        .unwrap_or(&[])
-}
-
-fn ancestor(job: &ReplicatedJob) -> Option<&str> {
-    job.template
-        .metadata
-        .as_ref()?
-        .labels
-        .as_ref()?
-        .get(ANCESTOR_LABEL)
-        .map(String::as_str)
+    job.pod_spec().map_or(&[], |s| s.containers.as_slice())
 }
 
 /// JobSet plugin: initializer jobs and runtime patch targets.
@@ -321,12 +301,7 @@ fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<Field
                 .iter()
                 .filter(|j| j.name == NODE);
             let init = node
-                .flat_map(|j| {
-                    j.template
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.template.spec.as_ref())
-                })
+                .flat_map(ReplicatedJob::pod_spec)
                 .flat_map(|s| s.init_containers.iter().flatten());
             if init.into_iter().any(|c| c.name == FLUX_INSTALLER) {
                 out.push(FieldError::error(
@@ -399,7 +374,7 @@ fn has_container(spec: &JobSetSpec, job: &str, container: &str) -> bool {
 pub(crate) fn runtime_resources_per_node(spec: &JobSetSpec) -> Option<&ResourceRequirements> {
     spec.replicated_jobs
         .iter()
-        .filter(|j| j.name == NODE || ancestor(j) == Some(ANCESTOR_TRAINER))
+        .filter(|j| j.name == NODE || j.ancestor() == Some(ANCESTOR_TRAINER))
         .flat_map(regular_containers)
         .find(|c| c.name == NODE && c.resources.is_some())
         .and_then(|c| c.resources.as_ref())
@@ -447,7 +422,7 @@ fn torchtune_rules(job: &TrainJob, spec: &TrainingRuntimeSpec, out: &mut Vec<Fie
     }
     let procs = trainer
         .num_proc_per_node
-        .map_or(ProcPerNode::Auto, ProcPerNode::Count);
+        .map_or(ProcsPerNode::Auto, |n| ProcsPerNode::Count(i64::from(n)));
     let resources = trainer
         .resources_per_node
         .as_ref()
@@ -546,7 +521,7 @@ pub(crate) fn is_dns1123_subdomain(value: &str) -> bool {
 pub(crate) fn runtime(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
     claim_namespaces(&spec.template.spec, out);
     for (i, job) in spec.template.spec.replicated_jobs.iter().enumerate() {
-        let Some(role) = ancestor(job) else { continue };
+        let Some(role) = job.ancestor() else { continue };
         let required = match role {
             ANCESTOR_TRAINER => NODE,
             DATASET_INITIALIZER => DATASET_INITIALIZER,

@@ -166,13 +166,7 @@ pub fn plan(objects: &[Object], options: &PlanOptions) -> Result<JobPlan, PlanEr
 }
 
 fn pod_spec(jobset: &JobSet, i: usize) -> Option<&PodSpec> {
-    jobset.spec.replicated_jobs[i]
-        .template
-        .spec
-        .as_ref()?
-        .template
-        .spec
-        .as_ref()
+    jobset.spec.replicated_jobs[i].pod_spec()
 }
 
 fn network(
@@ -396,13 +390,7 @@ fn plan_jobset(
                 .map(|d| (d.name.clone(), d.status))
                 .collect(),
             pods,
-            trainer: rjob
-                .template
-                .metadata
-                .as_ref()
-                .and_then(|m| m.labels.as_ref())
-                .and_then(|l| l.get(kubetrain_api::constants::ANCESTOR_LABEL))
-                .is_some_and(|v| v == kubetrain_api::constants::ANCESTOR_TRAINER),
+            trainer: rjob.ancestor() == Some(kubetrain_api::constants::ANCESTOR_TRAINER),
         });
     }
     check_acyclic(&replicated_jobs)?;

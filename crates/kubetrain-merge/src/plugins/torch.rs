@@ -15,23 +15,8 @@ use crate::{resources, upsert};
 #[derive(Debug, Clone, Copy)]
 pub struct Torch;
 
-/// `PET_NPROC_PER_NODE`: an integer, or `auto` (left to torchrun, which counts GPUs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProcsPerNode {
-    /// A fixed number of processes.
-    Count(i64),
-    /// `auto`: only kept when the node has GPUs.
-    Auto,
-}
-
-impl std::fmt::Display for ProcsPerNode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProcsPerNode::Count(n) => write!(f, "{n}"),
-            ProcsPerNode::Auto => f.write_str("auto"),
-        }
-    }
-}
+/// `PET_NPROC_PER_NODE`: an integer, or `auto` (one enum with torchtune's rules in kubetrain-api).
+pub use kubetrain_api::torchtune::ProcsPerNode;
 
 /// numProcPerNode as upstream resolves it: the TrainJob's integer, else `auto`, which becomes
 /// `max(1, CPUs)` when the node has no GPU. Returns the value and the GPU count.
@@ -73,10 +58,7 @@ impl EnforceMlPolicy for Torch {
         ];
 
         if let Some(trainer) = &job.spec.trainer {
-            let torchtune = trainer
-                .command
-                .as_deref()
-                .is_some_and(torchtune::is_torchtune_command);
+            let torchtune = torchtune::is_torchtune_command(trainer.command.as_deref());
             let new_command = torchtune.then(|| torchtune::command(info, job, count, procs, gpus));
             if let Some(c) = info.trainer_container_mut() {
                 upsert::env(&mut c.env, &trainer.env);
