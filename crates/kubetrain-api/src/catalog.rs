@@ -65,6 +65,7 @@ impl<'a> RuntimeEntry<'a> {
 
 /// Why a runtime reference did not resolve.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LookupError {
     /// The reference names a kind the trainer does not serve.
     #[error("unsupported runtime: {0}")]

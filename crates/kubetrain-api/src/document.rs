@@ -87,6 +87,7 @@ pub struct LocatedDocument {
 
 /// Why a stream of documents could not be read.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ParseError {
     /// The text is not YAML (or JSON); nothing was read.
     #[error("invalid YAML: {0}")]

@@ -69,9 +69,21 @@ pub use document::{
     parse_value, split_documents, to_yaml, yaml_error,
 };
 pub use error::{FieldError, Severity};
-pub use patch::*;
-pub use runtime::*;
-pub use trainjob::*;
+pub use patch::{
+    ContainerPatch, JobSetSpecPatch, JobSetTemplatePatch, JobSpecPatch, JobTemplatePatch,
+    PodSpecPatch, PodTemplatePatch, ReplicatedJobPatch, RuntimePatch, TrainingRuntimeSpecPatch,
+};
+pub use runtime::{
+    ClusterTrainingRuntime, CoschedulingPodGroupPolicySource, FluxMLPolicySource,
+    JAXMLPolicySource, JobSetTemplateSpec, MLPolicy, MLPolicySource, MPIImplementation,
+    MPIMLPolicySource, NetworkTopology, NetworkTopologyMode, ONLY_ONE_POLICY, PodGroupPolicy,
+    PodGroupPolicySource, TorchEnvInjection, TorchEnvInjectionTarget, TorchMLPolicySource,
+    TrainingRuntime, TrainingRuntimeSpec, VolcanoPodGroupPolicySource, XGBoostMLPolicySource,
+};
+pub use trainjob::{
+    DatasetInitializer, Initializer, InitializerSource, JobStatus, Metric, ModelInitializer,
+    RuntimeRef, TrainJob, TrainJobSpec, TrainJobStatus, Trainer, TrainerStatus, conditions,
+};
 
 /// Re-export of the `k8s-openapi` version this crate builds on.
 pub use k8s_openapi;

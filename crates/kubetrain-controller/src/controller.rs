@@ -194,7 +194,7 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     let mut failure = None;
     let mut unsupported = None;
     match reconcile::runtime_kind(job) {
-        Err(key) => unsupported = Some(key),
+        Err(reconcile::UnsupportedRuntime(key)) => unsupported = Some(key),
         // A finished job's opt-in trainerStatus gauges go (crate::platform).
         Ok(_) if finished => ctx.metrics.platform.forget(job),
         Ok(kind) => match sync_children(job, kind, jobset.as_ref(), ctx).await {

@@ -49,6 +49,7 @@ pub const DEFAULT_LEASE_NAME: &str = "trainer.kubeflow.org";
 
 /// Why leader election could not run or a round failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ElectionError {
     /// The timings cannot give a safe hand-over.
     #[error("invalid leader election timings: {0}")]

@@ -5,6 +5,7 @@ use kubetrain_jobset::RenderError;
 
 /// A reconcile (or controller start-up) error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A call to the API server failed.
     #[error("{action}: {source}")]

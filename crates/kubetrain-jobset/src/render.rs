@@ -49,6 +49,7 @@ pub struct TrainJobStatusOptions {
 
 /// Why a TrainJob could not be rendered.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RenderError {
     /// The merge stage failed (runtime patches, resources, plugins).
     #[error(transparent)]

@@ -4,6 +4,7 @@ use crate::smp::SmpError;
 
 /// Why a TrainJob could not be overlaid onto its runtime. Each variant names the TrainJob field at fault.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MergeError {
     /// A runtime patch does not apply to the runtime template.
     #[error("spec.runtimePatches[{index}] (manager {manager:?}): {source}")]

@@ -54,14 +54,25 @@ pub enum RuntimeKind {
     Cluster,
 }
 
-/// Which runtime kind `spec.runtimeRef` names; `Err` carries upstream's registry key (`<kind>.<group>`) of an
-/// unsupported one.
-pub fn runtime_kind(job: &TrainJob) -> Result<RuntimeKind, String> {
+/// `spec.runtimeRef` names a kind the controller does not serve (upstream: "unsupported runtime: <kind.group>").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unsupported runtime: {0}")]
+pub struct UnsupportedRuntime(
+    /// Upstream's registry key of the kind, `<kind>.<group>`.
+    pub String,
+);
+
+/// Which runtime kind `spec.runtimeRef` names.
+///
+/// # Errors
+///
+/// [`UnsupportedRuntime`] with upstream's registry key (`<kind>.<group>`) of any other kind.
+pub fn runtime_kind(job: &TrainJob) -> Result<RuntimeKind, UnsupportedRuntime> {
     let r = &job.spec.runtime_ref;
     match (r.api_group_or_default(), r.kind_or_default()) {
         (GROUP, TRAINING_RUNTIME_KIND) => Ok(RuntimeKind::Namespaced),
         (GROUP, CLUSTER_TRAINING_RUNTIME_KIND) => Ok(RuntimeKind::Cluster),
-        _ => Err(r.group_kind()),
+        _ => Err(UnsupportedRuntime(r.group_kind())),
     }
 }
 

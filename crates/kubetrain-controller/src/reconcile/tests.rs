@@ -74,11 +74,11 @@ fn runtime_kind_table() {
         ),
         (
             json!({"name": "r", "kind": "Other"}),
-            Err("Other.trainer.kubeflow.org".to_owned()),
+            Err(UnsupportedRuntime("Other.trainer.kubeflow.org".to_owned())),
         ),
         (
             json!({"name": "r", "kind": "TrainingRuntime", "apiGroup": "example.com"}),
-            Err("TrainingRuntime.example.com".to_owned()),
+            Err(UnsupportedRuntime("TrainingRuntime.example.com".to_owned())),
         ),
     ];
     for (runtime_ref, want) in cases {

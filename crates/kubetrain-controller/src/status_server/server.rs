@@ -24,6 +24,7 @@ use crate::webhook::tls::{ReloadingCert, server_config};
 
 /// Why the status server could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StatusServerError {
     /// The port could not be bound.
     #[error("cannot listen on {addr} for the status server: {source}")]

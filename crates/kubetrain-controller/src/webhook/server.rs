@@ -74,6 +74,7 @@ impl Default for ServerLimits {
 
 /// Why the webhook server could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WebhookError {
     /// The port could not be bound.
     #[error("cannot listen on {addr} for webhooks: {source}")]

@@ -21,6 +21,7 @@ pub const KEY_FILE: &str = "tls.key";
 
 /// Why the serving certificate could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CertError {
     /// A file could not be read.
     #[error(

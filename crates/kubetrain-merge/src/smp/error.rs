@@ -4,6 +4,7 @@ use std::fmt;
 
 /// A strategic merge patch that cannot be applied. `path` is the JSON path inside the patched document.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SmpError {
     /// The original or the patch is not a JSON object at the top level.
     #[error("{path}: expected an object, found {found}")]
