@@ -486,3 +486,52 @@ fn queue_simulate_aligns_long_names_prints_durations_for_people_and_names_the_qu
         assert!(!stdout.contains("(ms)"), "{stdout}");
     }
 }
+
+#[test]
+fn run_summary_aligns_long_pod_names() {
+    let name = "a-trainjob-name-long-enough-to-overflow-forty-columns";
+    let job = trainjob(
+        name,
+        "  runtimeRef: {name: torch-distributed}\n  trainer: {numNodes: 1, command: [\"true\"]}",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let out = kubetrain(
+        &[
+            "run",
+            "-f",
+            "-",
+            "--ignore-capacity",
+            "--run-dir",
+            arg(&run_dir),
+        ],
+        Some(&job),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let pod = format!("{name}-node-0-0");
+    let header = stdout
+        .lines()
+        .find(|l| l.starts_with("POD "))
+        .unwrap_or_else(|| panic!("no summary in\n{stdout}"));
+    let row = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("POD "))
+        .find(|l| l.starts_with(&format!("{pod} ")))
+        .unwrap_or_else(|| panic!("no row of {pod} in\n{stdout}"));
+    // Every column starts where its header starts, however long the pod name.
+    assert_eq!(header.find("PHASE"), Some(pod.len() + 3), "{header}");
+    assert_eq!(
+        row.find("Succeeded"),
+        header.find("PHASE"),
+        "{header}\n{row}"
+    );
+    assert_eq!(
+        row.find("exit code 0"),
+        header.find("EXIT"),
+        "{header}\n{row}"
+    );
+    let duration = header.find("DURATION").unwrap();
+    assert!(row[duration..].ends_with('s'), "{header}\n{row}");
+    assert_eq!(&row[duration - 3..duration], "   ", "{header}\n{row}");
+}

@@ -287,17 +287,18 @@ impl Screen {
 /// a bare "Complete" would hide.
 fn print_summary(summary: &RunSummary, no_trainer: bool) {
     println!();
-    println!("{:<40} {:<10} {:<24} DURATION", "POD", "PHASE", "EXIT");
+    // Columns as wide as their widest cell: long TrainJob names make long pod names.
+    let mut table = super::input::Table::new(&["POD", "PHASE", "EXIT", "DURATION"]);
     for p in &summary.pods {
-        println!(
-            "{:<40} {:<10} {:<24} {}",
-            p.name,
+        table.row(&[
+            p.name.as_str(),
             p.phase.as_str(),
             p.detail.as_deref().unwrap_or("-"),
-            p.duration
-                .map_or("-".to_string(), |d| format!("{:.1}s", d.as_secs_f64()))
-        );
+            &p.duration
+                .map_or("-".to_string(), |d| format!("{:.1}s", d.as_secs_f64())),
+        ]);
     }
+    print!("{}", table.render());
     if let Some(failed) = summary.failed_pod() {
         println!();
         println!(
