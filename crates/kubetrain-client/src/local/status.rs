@@ -407,13 +407,15 @@ mod tests {
         answer(&request, "ns", "job", "secret")
     }
 
+    /// (method, path, authorization, body) -> (HTTP status, text in the answer).
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, &'a str, u16, &'a str);
+
     #[test]
     fn answers_as_the_operator() {
         let ok = Some("Bearer secret");
         let good = r#"{"trainerStatus": {"progressPercentage": 5, "lastUpdatedTime": "2026-01-01T00:00:00.7Z"}}"#;
         let other = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/other/status";
-        // (method, path, authorization, body) -> (code, reason in the body)
-        let table: &[(&str, &str, Option<&str>, &str, u16, &str)] = &[
+        let table: &[Case] = &[
             ("POST", PATH, ok, good, 200, ""),
             ("GET", PATH, ok, good, 404, "NotFound"),
             ("POST", "/apis/x", ok, good, 404, "NotFound"),
