@@ -504,10 +504,13 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
     };
     let samples_per_step = cfg.samples as f64;
     let started = Instant::now();
+    // The step a resumed run started at: rates count only the steps this process trained.
+    let first_step = std::cell::Cell::new(0usize);
     let progress = |step: usize, loss: f64| {
         let done = step + 1;
+        let trained = done.saturating_sub(first_step.get()).max(1);
         let elapsed = started.elapsed().as_secs_f64();
-        let per_step = elapsed / done as f64;
+        let per_step = elapsed / trained as f64;
         Progress::new()
             .percent((done * 100 / cfg.steps.max(1)) as i64)
             .remaining_seconds((per_step * cfg.steps.saturating_sub(done) as f64).ceil() as i64)
@@ -515,7 +518,10 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
             .metric("step", done)
             .metric(
                 "samples_per_second",
-                format!("{:.1}", samples_per_step * done as f64 / elapsed.max(1e-9)),
+                format!(
+                    "{:.1}",
+                    samples_per_step * trained as f64 / elapsed.max(1e-9)
+                ),
             )
     };
     let store = match &a.checkpoint_dir {
@@ -557,6 +563,7 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
         }
         demo::DemoEvent::SkippedCheckpoint(warning) => println!("warning: {warning}"),
         demo::DemoEvent::Resumed { name, step, loss } => {
+            first_step.set(step as usize);
             if rank == 0 {
                 println!("resumed from checkpoint {name} at step {step} (loss {loss:.6})");
             }
