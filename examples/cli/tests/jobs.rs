@@ -201,6 +201,47 @@ fn submit_creates_the_trainjob_in_the_context_namespace() {
 }
 
 #[test]
+fn submit_takes_directories_and_repeats_and_creates_every_trainjob() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = |name: &str| {
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: {name}}}\nspec: {{runtimeRef: {{name: torch-distributed}}}}\n"
+        )
+    };
+    std::fs::write(dir.path().join("b.yaml"), job("b")).unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        format!("{}---\n{}", job("a1"), job("a2")),
+    )
+    .unwrap();
+    let quickstart = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
+    let (out, seen) = kubetrain(&[
+        "submit",
+        "-f",
+        dir.path().to_str().unwrap(),
+        "--filename",
+        quickstart,
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "trainjob.trainer.kubeflow.org/a1 created\ntrainjob.trainer.kubeflow.org/a2 created\n\
+         trainjob.trainer.kubeflow.org/b created\ntrainjob.trainer.kubeflow.org/quickstart created\n"
+    );
+    assert_eq!(seen.iter().filter(|s| s.starts_with("POST")).count(), 4);
+
+    // A file without a TrainJob creates nothing and says so.
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    let (out, seen) = kubetrain(&["submit", "-f", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("error: {} holds no TrainJob\n", empty.display())
+    );
+    assert!(!seen.iter().any(|s| s.starts_with("POST")), "{seen:?}");
+}
+
+#[test]
 fn logs_wait_delete_and_runtimes() {
     let (out, seen) = kubetrain(&["logs", "mnist"]);
     assert_eq!(stdout(&out), "hello\nworld\n");

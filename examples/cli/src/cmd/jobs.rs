@@ -76,9 +76,15 @@ enum Output {
 
 #[derive(Debug, Args)]
 pub(crate) struct SubmitArgs {
-    /// The TrainJob (YAML or JSON); `-` reads stdin.
-    #[arg(short = 'f', long = "filename")]
-    file: PathBuf,
+    /// TrainJobs (YAML or JSON); `-` reads stdin, a directory its .yaml, .yml and .json files;
+    /// repeatable. Every TrainJob is created, in order (with --local: exactly one, run in the background).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required = true,
+        value_name = "FILE|DIR"
+    )]
+    files: Vec<PathBuf>,
     #[command(flatten)]
     target: Target,
 }
@@ -335,10 +341,12 @@ fn run_local(command: JobsCommand) -> Result<ExitCode> {
     match command {
         JobsCommand::Submit(a) => {
             // A local submit is a background run.
-            let status = std::process::Command::new(std::env::current_exe()?)
-                .arg("run")
-                .arg("-f")
-                .arg(&a.file)
+            let mut command = std::process::Command::new(std::env::current_exe()?);
+            command.arg("run");
+            for file in &a.files {
+                command.arg("-f").arg(file);
+            }
+            let status = command
                 .arg("--detach")
                 .status()
                 .context("starting kubetrain run --detach")?;
@@ -529,27 +537,52 @@ fn follow_log(run: &RunRecord, pod: &str, follow: bool) -> Result<()> {
 async fn run_async(command: JobsCommand) -> Result<ExitCode> {
     match command {
         JobsCommand::Submit(a) => {
-            let text = super::read_input(&a.file)?;
-            let docs = kubetrain_api::parse_documents(&text)
-                .with_context(|| format!("parsing {}", a.file.display()))?;
-            let Some(mut job) = docs.into_iter().find_map(|d| match d.document {
-                Document::TrainJob(j) => Some(*j),
-                _ => None,
-            }) else {
-                bail!("{} holds no TrainJob", a.file.display());
-            };
+            // Every TrainJob of every file, read before anything is created; the cluster's webhook checks
+            // them against the runtimes it has.
+            let mut jobs = Vec::new();
+            let files = super::input::expand(&a.files)?;
+            for path in &files {
+                let source = super::input::display_name(path);
+                let text = super::input::read(path)?;
+                let docs = match kubetrain_api::parse_documents(&text) {
+                    Ok(docs) => docs,
+                    Err(kubetrain_api::ParseError::Fields(errors)) => {
+                        for e in &errors {
+                            eprintln!("{e}");
+                        }
+                        bail!(
+                            "{source}: {} error(s) above; nothing was submitted",
+                            errors.len()
+                        );
+                    }
+                    Err(e) => bail!("{source}: {e}"),
+                };
+                jobs.extend(docs.into_iter().filter_map(|d| match d.document {
+                    Document::TrainJob(j) => Some(*j),
+                    _ => None,
+                }));
+            }
+            if jobs.is_empty() {
+                let names: Vec<String> = files
+                    .iter()
+                    .map(|f| super::input::display_name(f))
+                    .collect();
+                bail!("{} holds no TrainJob", names.join(", "));
+            }
             let client = client(&a.target).await?;
             let namespace = client.backend().namespace().to_string();
-            job.metadata.namespace = Some(
-                a.target
-                    .namespace
-                    .clone()
-                    .or(job.metadata.namespace)
-                    .unwrap_or(namespace),
-            );
-            let name = job.name().to_string();
-            client.backend().create_job(job).await?;
-            println!("trainjob.trainer.kubeflow.org/{name} created");
+            for mut job in jobs {
+                job.metadata.namespace = Some(
+                    a.target
+                        .namespace
+                        .clone()
+                        .or(job.metadata.namespace)
+                        .unwrap_or_else(|| namespace.clone()),
+                );
+                let name = job.name().to_string();
+                client.backend().create_job(job).await?;
+                println!("trainjob.trainer.kubeflow.org/{name} created");
+            }
         }
         JobsCommand::Get(a) => {
             let job = client(&a.target).await?.get_job(&a.name).await?;
