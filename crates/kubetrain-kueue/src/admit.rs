@@ -56,7 +56,7 @@ pub struct Waiting {
     /// The QuotaReserved message Kueue writes.
     pub message: String,
     /// Flavors tried, missing quota, blocking workloads and queue position.
-    pub explanation: Explanation,
+    pub explanation: Box<Explanation>,
 }
 
 /// What Kueue would do with the workload now.
@@ -194,7 +194,7 @@ fn verdict(s: &Scheduler, me: usize, key: String, preempted: Vec<String>) -> Ver
                 workload: key,
                 reason: explanation.reason.clone(),
                 message: explanation.message.clone(),
-                explanation,
+                explanation: Box::new(explanation),
             })
         }
     }

@@ -28,6 +28,7 @@ impl fmt::Display for FieldError {
 
 /// Why a set of YAML documents could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The text is not YAML.
     #[error("{source_name}: invalid YAML: {message}")]

@@ -10,8 +10,13 @@
 //! [`Verdict`]); with the `trainjob` feature, `admit(&trainjob, &runtime_catalog, &setup)` builds the
 //! Workload Kueue's TrainJob integration builds first (module `trainjob`).
 //!
+//! The entry points are re-exported here: [`Setup`] (read Kueue YAML), [`Model`] (validate and
+//! resolve it), [`Scheduler`] (scheduling cycles; read a workload's state with its methods),
+//! [`simulate`] (the discrete-event simulator, [`ScenarioSpec`] → [`Outcome`]), [`explain()`] and the
+//! one-call [`admit_workload`]; the modules hold the rest.
+//!
 //! ```
-//! use kubetrain_kueue::{load::Setup, model::Model, sched::Scheduler};
+//! use kubetrain_kueue::{Model, Scheduler, Setup};
 //! let setup = Setup::from_yaml(r#"
 //! apiVersion: kueue.x-k8s.io/v1beta2
 //! kind: ResourceFlavor
@@ -46,7 +51,8 @@
 //! let mut s = Scheduler::new(Model::build(&setup).unwrap());
 //! s.arrive_all();
 //! s.cycle();
-//! let c = kubetrain_kueue::sched::conditions::find(&s.wls[0].conditions, "QuotaReserved").unwrap();
+//! let big = s.workload_id("ml/big").unwrap();
+//! let c = s.condition(big, "QuotaReserved").unwrap();
 //! assert_eq!(c.reason, "ExceedsMaxQuota");
 //! assert_eq!(c.message, "couldn't assign flavors to pod set main: insufficient quota for \
 //!     nvidia.com/gpu in flavor a100, previously considered podsets requests (0) + current \
@@ -71,8 +77,15 @@ pub mod trainjob;
 pub mod validate;
 
 pub use admit::{Verdict, admit_workload};
+pub use error::{FieldError, LoadError};
+pub use explain::{Explanation, explain};
+pub use load::Setup;
+pub use model::Model;
+pub use sched::Scheduler;
+pub use sim::engine::{Outcome, simulate};
+pub use sim::scenario::ScenarioSpec;
 #[cfg(feature = "trainjob")]
-pub use trainjob::admit;
+pub use trainjob::{TrainJobError, admit};
 
 // The README's example is compiled and run with the doctests.
 #[cfg(doctest)]

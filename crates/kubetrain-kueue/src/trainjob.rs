@@ -40,6 +40,7 @@ pub const PRIORITY_CLASS_LABEL: &str = "kueue.x-k8s.io/priority-class";
 
 /// Why a TrainJob could not be turned into a Workload or judged.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TrainJobError {
     /// Runtime resolution or rendering failed (unknown runtime, bad runtime patch, …).
     #[error("TrainJob/{job}: {source}")]

@@ -96,7 +96,8 @@ fn ok(domains: &[(&str, i32)]) -> Result<Vec<(String, i32)>, String> {
 fn find_topology_assignments_table() {
     let two = [BLOCK, RACK];
     let three = [BLOCK, RACK, HOST];
-    let cases: Vec<(&str, &[&str], i32, String, Result<Vec<(String, i32)>, String>)> = vec![
+    type Placement = Result<Vec<(String, i32)>, String>;
+    let cases: Vec<(&str, &[&str], i32, String, Placement)> = vec![
         (
             "host required; single Pod fits in the host; BestFit",
             &three,

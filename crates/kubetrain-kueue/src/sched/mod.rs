@@ -923,6 +923,31 @@ impl Scheduler {
         }
     }
 
+    /// The workload `namespace/name`, if the model has it.
+    pub fn workload_id(&self, key: &str) -> Option<WlId> {
+        self.model.workloads.iter().position(|w| w.key == key)
+    }
+
+    /// A workload's lifecycle phase.
+    pub fn phase(&self, wl: WlId) -> Phase {
+        self.wls[wl].phase
+    }
+
+    /// A workload's conditions, as Kueue writes them.
+    pub fn conditions(&self, wl: WlId) -> &[Condition] {
+        &self.wls[wl].conditions
+    }
+
+    /// One condition of a workload by type (`QuotaReserved`, `Admitted`, `Evicted`, ...).
+    pub fn condition(&self, wl: WlId, type_: &str) -> Option<&Condition> {
+        conditions::find(&self.wls[wl].conditions, type_)
+    }
+
+    /// A workload's current quota reservation.
+    pub fn admission(&self, wl: WlId) -> Option<&Admission> {
+        self.wls[wl].admission.as_ref()
+    }
+
     /// Runs cycles until nothing changes (or `max` cycles); returns the number run.
     pub fn run_until_stable(&mut self, max: Option<u64>) -> u64 {
         let mut n = 0;
