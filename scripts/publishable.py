@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Prints the workspace's publishable crates (publish not false), one per line, with their docs.rs cargo flags
-after a tab: `scripts/publishable.py` (names only) or `scripts/publishable.py --docsrs`."""
+"""Prints the workspace's publishable crates (publish not false), one per line: `scripts/publishable.py` (names)
+or `scripts/publishable.py --docsrs` (name|cargo flags|rustdoc args of its docs.rs metadata; `|`, not a tab,
+because `read` collapses empty tab-separated fields)."""
 import json, subprocess, sys
 
 meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"],
@@ -20,4 +21,4 @@ for p in sorted(meta["packages"], key=lambda p: p["name"]):
     if docsrs.get("no-default-features"):
         flags.append("--no-default-features")
     args = " ".join(docsrs.get("rustdoc-args", []))
-    print(f"{p['name']}\t{' '.join(flags)}\t{args}")
+    print(f"{p['name']}|{' '.join(flags)}|{args}")
