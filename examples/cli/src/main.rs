@@ -82,7 +82,7 @@ fn quiet_on_closed_pipe() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // `run` owns running pods: it must stop them, not exit in the middle of a print.
-    let quiet_pipe = !matches!(cli.command, Command::Run(_));
+    let quiet_pipe = !matches!(cli.command, Command::Run(_) | Command::Acceptance(_));
     if quiet_pipe {
         quiet_on_closed_pipe();
     }
