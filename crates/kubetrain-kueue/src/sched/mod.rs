@@ -449,8 +449,13 @@ impl Scheduler {
         }
     }
 
-    /// The workload controller's note on a workload parked because an equivalent one failed.
+    /// The workload controller's note on a workload parked because an equivalent one failed; only
+    /// the granular path (`UnadmittedWorkloadsObservability`) writes it, the legacy one leaves the
+    /// workload's condition as it was (found by the e2e comparison with Kueue v0.19.1).
     fn mark_bypassed(&mut self, wl: WlId, reason: &str) {
+        if !self.model.settings.observability {
+            return;
+        }
         conditions::set_pending(
             &mut self.wls[wl].conditions,
             self.model.settings.observability,
