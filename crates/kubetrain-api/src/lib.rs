@@ -59,6 +59,7 @@ pub mod quantity;
 mod resource;
 mod runtime;
 pub mod status_update;
+pub mod stream;
 pub mod torchtune;
 mod trainjob;
 pub mod validation;

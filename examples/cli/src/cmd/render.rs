@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use kubetrain_api::catalog::DEFAULT_NAMESPACE;
+use kubetrain_api::stream::DocumentStream;
 use kubetrain_api::validation::validate_trainjob;
 use kubetrain_api::{Document, FieldError, RuntimeCatalog, TrainJob};
 use kubetrain_jobset::ssh::{ChaCha20Rng, KeyPool, seed_from_text, seeded_rng};
@@ -67,129 +68,6 @@ pub(crate) struct RenderArgs {
 enum Format {
     Yaml,
     Json,
-}
-
-/// Splits a YAML stream into documents at `---` lines without reading it all. Lines are appended straight to
-/// the document's buffer (no string per line); the text is checked as UTF-8 once per document. A document
-/// over [`kubetrain_api::MAX_DOCUMENT_BYTES`] is skipped to its end without being kept (memory stays flat)
-/// and comes out as `Err(message)`, the refusal `validate` and `run` give.
-struct Documents<R> {
-    lines: R,
-    pending: Option<Vec<u8>>,
-    done: bool,
-    /// Lines read so far, and the line the current document starts on.
-    line: usize,
-    start_line: usize,
-    /// Documents returned so far.
-    number: usize,
-    /// The line the document returned last starts on (its `---` line), and the line its text starts on
-    /// (the `---` line itself when content follows the marker, `--- {a: 1}`).
-    started: usize,
-    text_line: usize,
-    /// The text line of the document being read.
-    pending_text_line: usize,
-}
-
-impl<R: BufRead> Documents<R> {
-    fn new(lines: R) -> Self {
-        Self {
-            lines,
-            pending: Some(Vec::new()),
-            done: false,
-            line: 0,
-            start_line: 1,
-            number: 0,
-            started: 1,
-            text_line: 1,
-            pending_text_line: 1,
-        }
-    }
-
-    /// The text of a finished document, or its refusal when it was too large.
-    fn finish(&mut self, doc: Vec<u8>, skipped: usize) -> io::Result<Result<String, String>> {
-        self.number += 1;
-        self.started = self.start_line;
-        self.text_line = self.pending_text_line;
-        if skipped > 0 {
-            return Ok(Err(kubetrain_api::document_too_large(
-                self.number,
-                self.start_line,
-                skipped,
-            )));
-        }
-        String::from_utf8(doc).map(Ok).map_err(|_| not_utf8())
-    }
-}
-
-/// The error `BufRead::read_line` gives for text that is not UTF-8.
-fn not_utf8() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        "stream did not contain valid UTF-8",
-    )
-}
-
-impl<R: BufRead> Iterator for Documents<R> {
-    type Item = io::Result<Result<String, String>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let mut doc = self.pending.take().unwrap_or_default();
-        // Bytes of a document over the limit, counted while it is skipped.
-        let mut skipped = 0usize;
-        loop {
-            if skipped == 0 && doc.len() > kubetrain_api::MAX_DOCUMENT_BYTES {
-                skipped = doc.len();
-                doc.clear();
-            } else if skipped > 0 {
-                // Only the line being read is kept, to find the next marker.
-                skipped += doc.len();
-                doc.clear();
-            }
-            let start = doc.len();
-            match self.lines.read_until(b'\n', &mut doc) {
-                Err(e) => return Some(Err(e)),
-                Ok(0) => {
-                    self.done = true;
-                    return Some(self.finish(doc, skipped));
-                }
-                Ok(_) => self.line += 1,
-            }
-            let line = &doc[start..];
-            if !(line.starts_with(b"---") || line.starts_with(b"...")) {
-                continue;
-            }
-            let Ok(line) = std::str::from_utf8(line) else {
-                return Some(Err(not_utf8()));
-            };
-            let trimmed = line.trim_end();
-            if trimmed == "---" || trimmed.starts_with("--- ") {
-                // Content after the marker (`--- {a: 1}`) belongs to the next document.
-                let rest = trimmed[3..].trim_start();
-                let marker_line = self.line;
-                let text_line = if rest.is_empty() {
-                    marker_line + 1
-                } else {
-                    marker_line
-                };
-                self.pending = Some(if rest.is_empty() {
-                    Vec::new()
-                } else {
-                    format!("{rest}\n").into_bytes()
-                });
-                doc.truncate(start);
-                let finished = self.finish(doc, skipped);
-                self.start_line = marker_line;
-                self.pending_text_line = text_line;
-                return Some(finished);
-            }
-            if trimmed == "..." {
-                doc.truncate(start);
-            }
-        }
-    }
 }
 
 fn open(path: &std::path::Path) -> Result<Box<dyn BufRead>> {
@@ -250,14 +128,14 @@ fn load_runtimes(
 ) -> Result<()> {
     for path in paths {
         let source = input::display_name(path);
-        let mut documents = Documents::new(open(path)?);
+        let mut documents = DocumentStream::new(open(path)?);
         let mut index = 0;
         while let Some(text) = documents.next() {
             let place = Place {
                 source: &source,
-                number: documents.number,
-                line: documents.started,
-                text_line: documents.text_line,
+                number: documents.number(),
+                line: documents.start_line(),
+                text_line: documents.text_line(),
             };
             index += 1;
             let text = match text.with_context(|| format!("cannot read {source}"))? {
@@ -469,14 +347,14 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
 
     for path in &files {
         let source = input::display_name(path);
-        let mut documents = Documents::new(open(path)?);
+        let mut documents = DocumentStream::new(open(path)?);
         let mut index = 0;
         while let Some(text) = documents.next() {
             let place = Place {
                 source: &source,
-                number: documents.number,
-                line: documents.started,
-                text_line: documents.text_line,
+                number: documents.number(),
+                line: documents.start_line(),
+                text_line: documents.text_line(),
             };
             index += 1;
             let text = match text.with_context(|| format!("cannot read {source}"))? {
@@ -555,32 +433,6 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn documents_split_at_markers() {
-        let input = "a: 1\n---\nb: 2\n--- {c: 3}\n...\n---\n";
-        let docs: Vec<String> = Documents::new(input.as_bytes())
-            .map(|d| d.unwrap().unwrap())
-            .collect();
-        assert_eq!(docs, ["a: 1\n", "b: 2\n", "{c: 3}\n", ""]);
-    }
-
-    #[test]
-    fn a_document_over_the_api_servers_limit_is_skipped_not_kept() {
-        let big = format!("a: \"{}\"\n", "x".repeat(kubetrain_api::MAX_DOCUMENT_BYTES));
-        let input = format!("b: 1\n---\n{big}---\nc: 2\n");
-        let docs: Vec<Result<String, String>> = Documents::new(input.as_bytes())
-            .map(|d| d.unwrap())
-            .collect();
-        assert_eq!(docs[0].as_deref(), Ok("b: 1\n"));
-        let refusal = docs[1].as_ref().unwrap_err();
-        assert!(
-            refusal.starts_with("document 2 (from line 2) is ")
-                && refusal.contains("over the 3 MiB"),
-            "{refusal}"
-        );
-        assert_eq!(docs[2].as_deref(), Ok("c: 2\n"));
-    }
 
     #[test]
     fn seeds_differ_per_job_and_follow_the_seed_flag() {
