@@ -355,3 +355,28 @@ fn equal_timestamps_never_preempt_each_other() {
     assert_eq!(phase(&s, "waiting"), Phase::Pending);
     assert_eq!(s.wls[idx(&s, "running")].preemptions, 0);
 }
+
+/// Found by the e2e comparison (scenario s25): with `UnadmittedWorkloadsObservability` off (Kueue
+/// v0.19.1's default) a workload parked because an equivalent one failed gets no condition;
+/// only the granular path writes "Bypassed scheduling evaluation ...".
+#[test]
+fn bypassed_workloads_get_no_condition_with_the_gate_off() {
+    let gate_off = "---\napiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfeatureGates: {UnadmittedWorkloadsObservability: false}\n";
+    let base = format!(
+        "{HEAD}{}{}{}",
+        cq("cq", "", "1", ""),
+        wl("a", "cq", "2", 0, "", ""),
+        wl("b", "cq", "2", 0, "", ""),
+    );
+    let s = run(&format!("{base}{gate_off}"), 3);
+    assert_eq!(
+        find(&s.wls[idx(&s, "a")].conditions, "QuotaReserved").map(|c| c.reason.as_str()),
+        Some("Pending")
+    );
+    assert!(find(&s.wls[idx(&s, "b")].conditions, "QuotaReserved").is_none());
+    let s = run(&base, 3);
+    assert_eq!(
+        find(&s.wls[idx(&s, "b")].conditions, "QuotaReserved").map(|c| c.message.as_str()),
+        Some("Bypassed scheduling evaluation because an equivalent workload recently failed")
+    );
+}
