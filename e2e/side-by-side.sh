@@ -114,9 +114,11 @@ for operator in upstream kubetrain; do
         log "perf: dry-run creates through $operator were refused"
     "$E2E_DIR/cluster.sh" down
 done
-summary=
+summary= lifecycles=
 if [[ $perf_only == 0 ]]; then
-    py compare-lifecycle "$OUT/upstream-lifecycle.json" "$OUT/kubetrain-lifecycle.json" --report "$OUT/lifecycle.md"
+    lifecycles=$(py compare-lifecycle "$OUT/upstream-lifecycle.json" "$OUT/kubetrain-lifecycle.json" \
+        --report "$OUT/lifecycle.md")
+    echo "$lifecycles"
     py compare-webhooks "$OUT/upstream-webhooks.json" "$OUT/kubetrain-webhooks.json" --report "$OUT/webhooks.md"
     summary=$(py compare "$OUT/upstream.json" "$OUT/kubetrain.json" --report "$OUT/differences.md")
     log "differences, case by case: $OUT/differences.md, $OUT/lifecycle.md, $OUT/webhooks.md"
@@ -134,8 +136,10 @@ else
     echo "kueue: 0/0 agree (--perf-only)"
 fi
 echo "performance (kubetrain-operator: ${KUBETRAIN_E2E_PROFILE:-debug} build; $(nproc) CPUs, figures in $OUT/perf-*.json):"
-perf table "$OUT"/perf-*.json
-if [[ $strict == 1 ]]; then
+perf table "$OUT"/perf-*.json || log "no performance figures in $OUT"
+if [[ $strict == 1 && $perf_only == 0 ]]; then
+    [[ $lifecycles =~ ^status:\ ([0-9]+)/([0-9]+)\  && ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] ||
+        die "--strict: a TrainJob status differs through a lifecycle (see $OUT/lifecycle.md)"
     unexplained=$(sed -n 's/^unexplained: \([0-9]*\)$/\1/p' <<<"$summary")
     [[ $unexplained == 0 ]] ||
         die "--strict: $unexplained cases differ beyond the documented divergences (see $OUT/differences.md)"
