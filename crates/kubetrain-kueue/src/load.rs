@@ -155,7 +155,7 @@ impl Setup {
                 message: format!(
                     "document {} (from line {line}): {}",
                     index + 1,
-                    kubetrain_api::yaml_error(&e, line)
+                    yaml_message(&e, line)
                 ),
             })?;
             if doc.is_null() {
@@ -587,4 +587,17 @@ mod split_tests {
         assert_eq!(docs[0].0, 1);
         assert_eq!(docs[1].0, 2);
     }
+}
+
+/// A YAML error's message with the line counted in the file. With `trainjob` the message comes from
+/// kubetrain-api, as `validate` prints it; the pure model (no kubetrain-api) keeps serde-saphyr's own text,
+/// whose position is counted from `first_line`'s document.
+#[cfg(feature = "trainjob")]
+fn yaml_message(error: &serde_saphyr::Error, first_line: usize) -> String {
+    kubetrain_api::yaml_error(error, first_line)
+}
+
+#[cfg(not(feature = "trainjob"))]
+fn yaml_message(error: &serde_saphyr::Error, _first_line: usize) -> String {
+    error.without_snippet().to_string().trim().to_owned()
 }
