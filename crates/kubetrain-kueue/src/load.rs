@@ -571,6 +571,19 @@ fn split_documents(text: &str) -> Vec<(usize, &str)> {
     documents
 }
 
+/// A YAML error's message with the line counted in the file. With `trainjob` the message comes from
+/// kubetrain-api, as `validate` prints it; the pure model (no kubetrain-api) keeps serde-saphyr's own text,
+/// whose position is counted from `first_line`'s document.
+#[cfg(feature = "trainjob")]
+fn yaml_message(error: &serde_saphyr::Error, first_line: usize) -> String {
+    kubetrain_api::yaml_error(error, first_line)
+}
+
+#[cfg(not(feature = "trainjob"))]
+fn yaml_message(error: &serde_saphyr::Error, _first_line: usize) -> String {
+    error.without_snippet().to_string().trim().to_owned()
+}
+
 #[cfg(test)]
 mod split_tests {
     use super::split_documents;
@@ -587,17 +600,4 @@ mod split_tests {
         assert_eq!(docs[0].0, 1);
         assert_eq!(docs[1].0, 2);
     }
-}
-
-/// A YAML error's message with the line counted in the file. With `trainjob` the message comes from
-/// kubetrain-api, as `validate` prints it; the pure model (no kubetrain-api) keeps serde-saphyr's own text,
-/// whose position is counted from `first_line`'s document.
-#[cfg(feature = "trainjob")]
-fn yaml_message(error: &serde_saphyr::Error, first_line: usize) -> String {
-    kubetrain_api::yaml_error(error, first_line)
-}
-
-#[cfg(not(feature = "trainjob"))]
-fn yaml_message(error: &serde_saphyr::Error, _first_line: usize) -> String {
-    error.without_snippet().to_string().trim().to_owned()
 }
