@@ -29,7 +29,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 export KUBETRAIN_E2E_STATE="${KUBETRAIN_E2E_KUEUE_STATE:-${TMPDIR:-/tmp}/kubetrain-e2e-kueue}"
-export KUBETRAIN_E2E_PORT_OFFSET=2000
+export KUBETRAIN_E2E_PORT_OFFSET=${KUBETRAIN_E2E_KUEUE_PORT_OFFSET:-2000}
 OUT="${KUBETRAIN_E2E_KUEUE_OUT:-${TMPDIR:-/tmp}/kubetrain-kueue-compare}"
 rm -rf "$OUT" && mkdir -p "$OUT"
 

@@ -37,7 +37,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 export KUBETRAIN_E2E_STATE="${KUBETRAIN_E2E_SBS_STATE:-${TMPDIR:-/tmp}/kubetrain-e2e-sbs}"
-export KUBETRAIN_E2E_PORT_OFFSET=1000
+export KUBETRAIN_E2E_PORT_OFFSET=${KUBETRAIN_E2E_SBS_PORT_OFFSET:-1000}
 [[ $slice == 1 ]] || export KUBETRAIN_E2E_PROFILE=${KUBETRAIN_E2E_PROFILE:-release}
 # cluster.sh's functions (start, stop, operator_start, sign, ...) for the perf runs' controller restarts; sourced
 # after the exports above so its paths and ports are this cluster's.
