@@ -115,14 +115,18 @@ start_apiserver() {
 
 start_controllers() {
     # nodelifecycle is off: kwok's nodes send no heartbeats, and the e2e suite does not test node failure.
+    # Client-side rate limits off (as kwokctl's disableQPSLimits does), so thousands of fake pods are paced by the
+    # CPUs, not by the Job controller's default 20 requests/s; the TrainJob controllers keep their own defaults.
     start kube-controller-manager "$(K8S_BIN)/kube-controller-manager" \
         --kubeconfig "$ADMIN_KUBECONFIG" --leader-elect=false \
+        --kube-api-qps 5000 --kube-api-burst 10000 --concurrent-job-syncs 50 \
         --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --cert-dir "$E2E_STATE/kcm-certs" \
         --controllers '*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
         --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
         --use-service-account-credentials=false
     start kube-scheduler "$(K8S_BIN)/kube-scheduler" \
         --kubeconfig "$ADMIN_KUBECONFIG" --leader-elect=false \
+        --kube-api-qps 5000 --kube-api-burst 10000 \
         --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --cert-dir "$E2E_STATE/scheduler-certs"
     wait_ready kube-controller-manager "https://127.0.0.1:$KCM_PORT/healthz" -k
     wait_ready kube-scheduler "https://127.0.0.1:$SCHED_PORT/healthz" -k
