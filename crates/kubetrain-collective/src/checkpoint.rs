@@ -86,15 +86,16 @@ impl Checkpoint {
     }
 
     /// Reads an object written by [`Checkpoint::encode`]; the error says what does not hold.
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Self, CheckpointError> {
         let newline = bytes
             .iter()
             .position(|&b| b == b'\n')
-            .ok_or("no header line (not a checkpoint, or written partially)")?;
-        let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "header is not text")?;
+            .ok_or(CheckpointError::NoHeader)?;
+        let header =
+            std::str::from_utf8(&bytes[..newline]).map_err(|_| CheckpointError::HeaderNotText)?;
         let rest = header
             .strip_prefix(MAGIC)
-            .ok_or_else(|| format!("header does not start with {MAGIC:?}"))?;
+            .ok_or(CheckpointError::NotACheckpoint)?;
         let mut digest = None;
         let mut len = None;
         for field in rest.split_whitespace() {
@@ -105,38 +106,34 @@ impl Checkpoint {
             }
         }
         let (Some(digest), Some(len)) = (digest, len) else {
-            return Err("header lacks sha256= or len=".into());
+            return Err(CheckpointError::HeaderFields);
         };
         let body = &bytes[newline + 1..];
         if body.len() != len {
-            return Err(format!(
-                "payload is {} bytes, header says {len} (partially written)",
-                body.len()
-            ));
+            return Err(CheckpointError::Length {
+                payload: body.len(),
+                header: len,
+            });
         }
         let actual = hex(&Sha256::digest(body));
         if actual != digest {
-            return Err(format!(
-                "sha256 mismatch: header {digest}, payload {actual} (corrupt)"
-            ));
+            return Err(CheckpointError::Checksum {
+                header: digest,
+                payload: actual,
+            });
         }
-        let p: Payload =
-            serde_json::from_slice(body).map_err(|e| format!("payload is not valid: {e}"))?;
+        let p: Payload = serde_json::from_slice(body).map_err(CheckpointError::Payload)?;
         if p.format != FORMAT {
-            return Err(format!("format {:?}, expected {FORMAT:?}", p.format));
+            return Err(CheckpointError::Format(p.format));
         }
         if p.optimizer.kind != "sgd-momentum" {
-            return Err(format!(
-                "optimizer {:?}, expected \"sgd-momentum\"",
-                p.optimizer.kind
-            ));
+            return Err(CheckpointError::Optimizer(p.optimizer.kind));
         }
         if p.optimizer.velocity.len() != p.model.len() {
-            return Err(format!(
-                "optimizer has {} velocities for {} weights",
-                p.optimizer.velocity.len(),
-                p.model.len()
-            ));
+            return Err(CheckpointError::Velocities {
+                velocities: p.optimizer.velocity.len(),
+                weights: p.model.len(),
+            });
         }
         Ok(Checkpoint {
             step: p.step,
@@ -146,6 +143,57 @@ impl Checkpoint {
             loss: f64::from_bits(p.loss),
         })
     }
+}
+
+/// Why [`Checkpoint::decode`] rejected an object.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// No newline: not a checkpoint, or the header itself was cut short.
+    #[error("no header line (not a checkpoint, or written partially)")]
+    NoHeader,
+    /// The header line is not UTF-8.
+    #[error("header is not text")]
+    HeaderNotText,
+    /// The header does not start with [`MAGIC`].
+    #[error("header does not start with {MAGIC:?}")]
+    NotACheckpoint,
+    /// The header lacks its checksum or length.
+    #[error("header lacks sha256= or len=")]
+    HeaderFields,
+    /// The payload's length differs from the header's.
+    #[error("payload is {payload} bytes, header says {header} (partially written)")]
+    Length {
+        /// Bytes after the header line.
+        payload: usize,
+        /// The header's `len=`.
+        header: usize,
+    },
+    /// The payload's SHA-256 differs from the header's.
+    #[error("sha256 mismatch: header {header}, payload {payload} (corrupt)")]
+    Checksum {
+        /// The header's `sha256=`.
+        header: String,
+        /// The payload's digest.
+        payload: String,
+    },
+    /// The payload is not the expected JSON.
+    #[error("payload is not valid: {0}")]
+    Payload(#[source] serde_json::Error),
+    /// The payload names another format.
+    #[error("format {0:?}, expected {FORMAT:?}")]
+    Format(String),
+    /// The optimizer state is not SGD with momentum.
+    #[error("optimizer {0:?}, expected \"sgd-momentum\"")]
+    Optimizer(String),
+    /// The optimizer state does not match the model's size.
+    #[error("optimizer has {velocities} velocities for {weights} weights")]
+    Velocities {
+        /// Velocities in the optimizer state.
+        velocities: usize,
+        /// Weights in the model.
+        weights: usize,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -340,7 +388,7 @@ pub fn load_latest(store: &dyn CheckpointStore) -> io::Result<Latest> {
         let loaded = store
             .get(&name)
             .map_err(|e| format!("cannot read it: {e}"))
-            .and_then(|b| Checkpoint::decode(&b));
+            .and_then(|b| Checkpoint::decode(&b).map_err(|e| e.to_string()));
         match loaded {
             Ok(ckpt) if ckpt.step == step => return Ok((Some((name, ckpt)), warnings)),
             Ok(ckpt) => warnings.push(format!(
@@ -417,7 +465,7 @@ mod tests {
             ),
         ];
         for (what, bytes, want) in cases {
-            let err = Checkpoint::decode(&bytes).unwrap_err();
+            let err = Checkpoint::decode(&bytes).unwrap_err().to_string();
             assert!(err.contains(want), "{what}: {err}");
         }
     }

@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
-use kubetrain_collective::rendezvous::RankEnv;
+use kubetrain_collective::rendezvous::{RankEnv, free_port};
 use kubetrain_collective::{CollectiveError, Communicator, ReduceOp};
 
 const WORKER: &str = "KUBETRAIN_TEST_WORKER";
@@ -171,14 +170,6 @@ fn worker(scenario: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn spawn(scenario: &str, vars: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     for v in RENDEZVOUS_VARS {
@@ -214,7 +205,7 @@ fn generic_vars(rank: usize, n: usize, port: u16) -> Vec<(&'static str, String)>
 
 fn every_op_and_type_on_1_to_8_processes() {
     for n in 1..=8 {
-        let port = free_port();
+        let port = free_port().unwrap();
         let children: Vec<Child> = (0..n)
             .map(|r| spawn("all", &generic_vars(r, n, port)))
             .collect();
@@ -230,7 +221,7 @@ fn every_op_and_type_on_1_to_8_processes() {
 
 fn rendezvous_through_each_env_flavour() {
     // torch: 2 nodes × 2 processes, ranks node_rank × 2 + LOCAL_RANK.
-    let port = free_port();
+    let port = free_port().unwrap();
     let mut children = Vec::new();
     for node in 0..2 {
         for local in 0..2 {
@@ -253,7 +244,7 @@ fn rendezvous_through_each_env_flavour() {
         );
     }
     // jax: 3 processes.
-    let port = free_port();
+    let port = free_port().unwrap();
     let children: Vec<Child> = (0..3)
         .map(|r| {
             spawn(
@@ -274,7 +265,7 @@ fn rendezvous_through_each_env_flavour() {
         );
     }
     // generic: 2 processes.
-    let port = free_port();
+    let port = free_port().unwrap();
     let children: Vec<Child> = (0..2)
         .map(|r| spawn("sum", &generic_vars(r, 2, port)))
         .collect();
@@ -316,7 +307,7 @@ fn ranks_started_by_mpirun() {
     .arg(std::env::current_exe().unwrap())
     .env("OMPI_MCA_orte_default_hostfile", &hostfile)
     .env(WORKER, "sum")
-    .env("MASTER_PORT", free_port().to_string())
+    .env("MASTER_PORT", free_port().unwrap().to_string())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     let (ok, text) = finish(cmd.spawn().unwrap());
@@ -331,7 +322,7 @@ fn ranks_started_by_mpirun() {
 
 fn killed_rank_fails_the_others() {
     let n = 3;
-    let port = free_port();
+    let port = free_port().unwrap();
     let timeout_ms = 1500u64;
     let mut children: Vec<Child> = (0..n)
         .map(|r| {
@@ -374,7 +365,7 @@ fn killed_rank_fails_the_others() {
 }
 
 fn inconsistent_env_is_refused() {
-    let mut vars = generic_vars(0, 2, free_port());
+    let mut vars = generic_vars(0, 2, free_port().unwrap());
     vars.push(("JAX_NUM_PROCESSES", "2".into()));
     vars.push(("JAX_PROCESS_ID", "1".into()));
     vars.push(("JAX_COORDINATOR_ADDRESS", "127.0.0.1:1".into()));

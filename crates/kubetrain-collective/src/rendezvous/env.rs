@@ -388,7 +388,7 @@ fn mpi(
             };
             let text = read(Path::new(&path)).map_err(|e| hostfile_error(e.to_string()))?;
             hostfile::first_host(&text)
-                .map_err(hostfile_error)?
+                .map_err(|e| hostfile_error(e.to_string()))?
                 .to_string()
         }
     };

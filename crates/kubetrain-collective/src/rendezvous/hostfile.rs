@@ -8,23 +8,42 @@
 ///
 /// let text = "# written by the renderer\n\njob-node-0-0.job slots=4 # rank 0 is here\njob-node-0-1.job slots=4\n";
 /// assert_eq!(hostfile_first_host(text), Ok("job-node-0-0.job"));
-/// assert!(hostfile_first_host("# nothing\n").unwrap_err().contains("no host line"));
+/// assert!(hostfile_first_host("# nothing\n").unwrap_err().to_string().contains("no host line"));
 /// ```
-pub fn first_host(text: &str) -> Result<&str, String> {
+pub fn first_host(text: &str) -> Result<&str, HostfileError> {
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or_default().trim();
         let Some(host) = line.split_whitespace().next() else {
             continue;
         };
         if host.contains('=') {
-            return Err(format!(
-                "line {}: {raw:?} starts with a setting, not a host name; expected \"<host> slots=<n>\"",
-                i + 1
-            ));
+            return Err(HostfileError::SettingFirst {
+                line: i + 1,
+                text: raw.to_string(),
+            });
         }
         return Ok(host);
     }
-    Err("the file has no host line; expected \"<host> slots=<n>\" lines".to_string())
+    Err(HostfileError::NoHost)
+}
+
+/// Why [`first_host`] found no host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostfileError {
+    /// The first non-comment line starts with a `key=value` setting.
+    #[error(
+        "line {line}: {text:?} starts with a setting, not a host name; expected \"<host> slots=<n>\""
+    )]
+    SettingFirst {
+        /// The line number, from 1.
+        line: usize,
+        /// The line as written.
+        text: String,
+    },
+    /// Only comments and blank lines.
+    #[error("the file has no host line; expected \"<host> slots=<n>\" lines")]
+    NoHost,
 }
 
 #[cfg(test)]
@@ -51,7 +70,9 @@ mod tests {
         for (text, want) in cases {
             match (first_host(text), want) {
                 (Ok(got), Ok(want)) => assert_eq!(got, want, "{text:?}"),
-                (Err(got), Err(want)) => assert!(got.contains(want), "{text:?}: {got}"),
+                (Err(got), Err(want)) => {
+                    assert!(got.to_string().contains(want), "{text:?}: {got}")
+                }
                 (got, want) => panic!("{text:?}: got {got:?}, want {want:?}"),
             }
         }

@@ -7,7 +7,7 @@ mod hostfile;
 mod store;
 
 pub use env::{EnvFlavour, MPI_DEFAULT_STORE_PORT, MPI_HOSTFILE, RENDEZVOUS_VARS, RankEnv};
-pub use hostfile::first_host as hostfile_first_host;
+pub use hostfile::{HostfileError, first_host as hostfile_first_host};
 pub use store::{Membership, PeerInfo, exchange, host_key};
 
 use std::time::Duration;
@@ -101,4 +101,21 @@ pub enum RendezvousError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// A loopback port that was free a moment ago: bound on port 0, its number read, released. For a store
+/// (or server) started right away, as torchrun's `--master-port 0`; another process may take the number
+/// in between, so a caller that starts the listener later and must not collide with concurrent local
+/// runs reserves it instead (kubetrain-client's `local::ports::reserve_port`). Also a port nobody listens
+/// on, for tests of unreachable endpoints.
+///
+/// ```
+/// let port = kubetrain_collective::rendezvous::free_port().unwrap();
+/// assert_ne!(port, 0);
+/// let _store = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+/// ```
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port())
 }

@@ -441,12 +441,8 @@ mod tests {
 
     #[test]
     fn unreachable_store_is_an_error_after_the_timeout() {
-        // Bind then drop to get a port that is (almost certainly) closed.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // A port that is (almost certainly) closed.
+        let port = crate::rendezvous::free_port().unwrap();
         let err = exchange(
             &env(1, 2, port),
             None,
