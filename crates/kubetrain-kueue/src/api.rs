@@ -30,8 +30,9 @@ pub struct ObjectMeta {
     /// UID, when the object was exported from a cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
-    /// `metadata.creationTimestamp` (RFC 3339), when the object was exported from a cluster: the
-    /// queue-order timestamp of a Workload without a `kubetrain.dev/arrival` annotation.
+    /// `metadata.creationTimestamp` (RFC 3339), when the object was exported from a cluster: a
+    /// Workload's queue-order timestamp, and its arrival unless a `kubetrain.dev/arrival` annotation
+    /// says when it reached Kueue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
 }

@@ -310,10 +310,14 @@ pub struct Workload {
     pub priority: i32,
     /// Pod sets.
     pub pod_sets: Vec<PodSetReq>,
-    /// Arrival (creation) time in virtual milliseconds; also the queue-order timestamp: the
+    /// Arrival time in virtual milliseconds, when the workload reaches Kueue's queues: the
     /// `kubetrain.dev/arrival` annotation, else `metadata.creationTimestamp` relative to the earliest
     /// creation timestamp of the setup's workloads, else 0.
     pub arrival_ms: i64,
+    /// Queue-order timestamp in the same virtual milliseconds: `metadata.creationTimestamp` (Kueue
+    /// orders by it, also for workloads that existed before Kueue started: an annotated arrival then
+    /// only says when Kueue sees them), else the arrival.
+    pub order_ms: i64,
     /// Run time after admission, for the simulator.
     pub runtime_ms: Option<i64>,
     /// Class label for simulator metrics.
@@ -811,6 +815,13 @@ impl Model {
             };
             let ann = &w.metadata.annotations;
             let ms = |k: &str| ann.get(k).and_then(|v| parse_duration_ms(v));
+            let created = w
+                .metadata
+                .creation_timestamp
+                .as_deref()
+                .and_then(parse_rfc3339_ms)
+                .map(|t| t - epoch);
+            let arrival = ms("kubetrain.dev/arrival").or(created).unwrap_or(0);
             workloads.push(Workload {
                 key: w.key(),
                 namespace,
@@ -822,15 +833,8 @@ impl Model {
                 priority,
                 pod_sets,
                 job_uid: w.metadata.labels.get(JOB_UID_LABEL).cloned(),
-                arrival_ms: ms("kubetrain.dev/arrival")
-                    .or_else(|| {
-                        w.metadata
-                            .creation_timestamp
-                            .as_deref()
-                            .and_then(parse_rfc3339_ms)
-                            .map(|t| t - epoch)
-                    })
-                    .unwrap_or(0),
+                arrival_ms: arrival,
+                order_ms: created.unwrap_or(arrival),
                 runtime_ms: ms("kubetrain.dev/runtime"),
                 class: ann
                     .get("kubetrain.dev/class")

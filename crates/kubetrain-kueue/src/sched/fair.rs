@@ -123,7 +123,7 @@ impl Scheduler {
             } else {
                 0
             };
-            let key = (borrowing, drs, -priority, w.arrival_ms);
+            let key = (borrowing, drs, -priority, w.order_ms);
             let better = match &best {
                 None => true,
                 Some((_, k)) => (key.0, key.1, key.2, key.3)

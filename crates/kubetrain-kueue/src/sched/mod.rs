@@ -432,7 +432,7 @@ impl Scheduler {
         self.wls[wl]
             .life
             .order_ms
-            .unwrap_or(self.model.workloads[wl].arrival_ms)
+            .unwrap_or(self.model.workloads[wl].order_ms)
     }
 
     fn enqueue(&mut self, cq: CqId, wl: WlId) {

@@ -380,3 +380,49 @@ fn bypassed_workloads_get_no_condition_with_the_gate_off() {
         Some("Bypassed scheduling evaluation because an equivalent workload recently failed")
     );
 }
+
+/// Workloads that exist before Kueue starts (e2e `kueue-compare.sh`, seed 1, scenario s37: created over two
+/// seconds, Kueue started after the last) reach its queues together, and the queue still orders them by
+/// `metadata.creationTimestamp`: `kubetrain.dev/arrival` says when they arrive, the creation time keeps the
+/// order. Arriving by creation time instead, the low-priority workload created a second earlier is admitted
+/// alone and then preempted, which Kueue never did.
+#[test]
+fn workloads_created_before_kueue_starts_arrive_together() {
+    use kubetrain_kueue::sim::engine::simulate;
+    use kubetrain_kueue::sim::scenario::ScenarioSpec;
+    let meta = |second: u32, uid: &str, arrival: &str| {
+        format!("  uid: {uid}\n  creationTimestamp: \"2025-06-01T10:00:0{second}Z\"\n{arrival}")
+    };
+    let together = "  annotations: {kubetrain.dev/arrival: 1s}\n";
+    let policy = "  preemption: {withinClusterQueue: LowerPriority}\n";
+    for (arrival, low_preempted) in [(together, false), ("", true)] {
+        let yaml = format!(
+            "{HEAD}{}{}{}",
+            cq("cq", "", "2", policy),
+            wl("low", "cq", "1", 0, &meta(0, "u1", arrival), ""),
+            wl("high", "cq", "2", 100, &meta(1, "u2", arrival), "")
+        );
+        let setup = Setup::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let model = Model::build(&setup).unwrap_or_else(|e| panic!("{e}"));
+        let s = simulate(Scheduler::new(model), &ScenarioSpec::default(), None).sched;
+        assert_eq!(phase(&s, "high"), Phase::Admitted, "arrival {arrival:?}");
+        assert_eq!(phase(&s, "low"), Phase::Pending, "arrival {arrival:?}");
+        assert_eq!(
+            condition(&s, "low", "Preempted").is_some(),
+            low_preempted,
+            "arrival {arrival:?}"
+        );
+    }
+    // Equal priority, arriving together: the earlier creation second goes first, though its UID sorts last.
+    let yaml = format!(
+        "{HEAD}{}{}{}",
+        cq("cq", "", "1", ""),
+        wl("newer", "cq", "1", 0, &meta(1, "a", together), ""),
+        wl("older", "cq", "1", 0, &meta(0, "b", together), "")
+    );
+    let setup = Setup::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let model = Model::build(&setup).unwrap_or_else(|e| panic!("{e}"));
+    let s = simulate(Scheduler::new(model), &ScenarioSpec::default(), None).sched;
+    assert_eq!(phase(&s, "older"), Phase::Admitted);
+    assert_eq!(phase(&s, "newer"), Phase::Pending);
+}
