@@ -3,6 +3,7 @@
 //!
 //! `harness = false`: the same binary is the driver and, with `KUBETRAIN_TEST_WORKER` set, one rank.
 
+#[path = "collective/common.rs"]
 mod common;
 
 use std::process::{Child, Command, ExitCode, Stdio};

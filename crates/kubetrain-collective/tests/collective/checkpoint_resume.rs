@@ -2,11 +2,9 @@
 //! resumes from it end with exactly the weights of an uninterrupted run; a damaged newest checkpoint is
 //! skipped with a warning, never loaded.
 
-mod common;
-
 use std::sync::Mutex;
 
-use common::{run_ranks, test_options};
+use crate::common::{run_ranks, test_options};
 use kubetrain_collective::checkpoint::{self, CheckpointStore, DirStore, object_name};
 use kubetrain_collective::cpu::Transport;
 use kubetrain_collective::demo::{CheckpointOptions, DemoConfig, DemoEvent, TrainOptions, train};

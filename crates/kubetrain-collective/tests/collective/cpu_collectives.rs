@@ -1,9 +1,7 @@
 //! Every collective × data type × world size 1..=8 × uneven lengths against a naive reference, with ranks
 //! as threads over shared memory (and over TCP for a subset).
 
-mod common;
-
-use common::{check_all_types, check_movement, check_reductions, run_ranks, test_options};
+use crate::common::{check_all_types, check_movement, check_reductions, run_ranks, test_options};
 use kubetrain_collective::cpu::Transport;
 use kubetrain_collective::{Communicator, ReduceOp};
 

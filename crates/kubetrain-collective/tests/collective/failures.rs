@@ -1,10 +1,8 @@
 //! A peer that stalls or leaves turns into an error on every other rank within the timeout.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{run_ranks, test_options};
+use crate::common::{run_ranks, test_options};
 use kubetrain_collective::cpu::Transport;
 use kubetrain_collective::{CollectiveError, Communicator, ReduceOp};
 

@@ -2,8 +2,8 @@
 //! against a reference, failures and aborts, checkpoint save/resume, and the NCCL backend (feature `nccl`).
 //! `processes` (ranks as separate processes) is its own binary: it re-executes itself as each rank.
 
-mod common;
 mod checkpoint_resume;
+mod common;
 mod cpu_collectives;
 mod failures;
 #[cfg(feature = "nccl")]
