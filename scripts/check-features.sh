@@ -13,6 +13,9 @@ hack() { cargo hack check --each-feature --skip default "$@"; }
 
 # No Kubernetes types.
 hack -p kubetrain-nccl-sys -p kubetrain-collective -p kubetrain-initializer
+# Quantities: each feature without Kubernetes types, then `k8s-openapi` with the version the builds pick.
+cargo hack check --each-feature --skip k8s-openapi -p kubetrain-quantity
+cargo check -p kubetrain-quantity --features k8s-openapi,k8s-openapi/latest
 # Kubernetes types: the version the builds pick.
 hack -p kubetrain-api -p kubetrain-merge -p kubetrain-jobset -p kubetrain-kueue -p kubetrain-client \
     -p kubetrain-controller -p kubetrain-acceptance --features k8s-openapi/latest
