@@ -277,6 +277,7 @@ pub const ENV_IGNORE_PATTERNS: &str = "IGNORE_PATTERNS";
 
 /// Why a configuration could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Neither `--storage-uri` nor `STORAGE_URI` was given.
     #[error(

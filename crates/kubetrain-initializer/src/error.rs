@@ -7,6 +7,7 @@ use crate::config::ConfigError;
 /// Why an initializer run failed. Nothing partial is left behind when one of these is returned:
 /// files still being written are removed, finished files stay (a rerun skips them).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum InitError {
     /// The configuration (storage URI, env) is invalid.
     #[error(transparent)]

@@ -6,6 +6,7 @@ use crate::config::Kind;
 
 /// Why a storage URI was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum UriError {
     /// The text has no `scheme://` part.
     #[error("STORAGE_URI {uri:?} is not a URI: expected s3://bucket/prefix or hf://org/name")]

@@ -300,11 +300,7 @@ async fn transient_failures_are_retried_and_broken_bodies_resume_with_a_range() 
         assert!(!dest.path().join(big).exists());
 
         // An unreachable hub.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = kubetrain_collective::rendezvous::free_port().unwrap();
         let endpoint = format!("http://127.0.0.1:{port}");
         let env = [
             ("STORAGE_URI", "hf://meta-llama/Tiny-1B"),

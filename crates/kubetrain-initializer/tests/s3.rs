@@ -296,7 +296,7 @@ async fn bad_input_fails_with_one_clear_error_and_leaves_nothing() {
         assert!(matches!(err, InitError::NothingToDownload { found: 0, .. }), "{err:?}");
 
         // A port nobody listens on.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = kubetrain_collective::rendezvous::free_port().unwrap();
         let mut unreachable = config(&f.server, "s3://datasets/alpaca", Kind::Dataset, &dest);
         unreachable.s3.endpoint = Some(format!("http://127.0.0.1:{port}"));
         let err = initialize(&unreachable).await.unwrap_err();
