@@ -5,12 +5,14 @@
 //! `kubetrain_jobset::render` can produce is applied the same way.
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kubetrain_api::jobset::JobSet;
 use kubetrain_jobset::Object;
 use serde::Serialize;
 
+use crate::cache::CachedJobSet;
 use crate::error::{Error, Result};
 
 /// Apply parameters: `?fieldManager=<manager>&force=true`.
@@ -25,6 +27,29 @@ fn resource(api_version: &str, kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
 }
 
+/// What the API server answered to an apply.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Applied {
+    /// The JobSet as stored, when the object is the JobSet (its status feeds the TrainJob status): metadata,
+    /// `spec.suspend`, status and the GPU requests of its templates ([`crate::controller`] reads no more).
+    pub jobset: Option<JobSet>,
+    /// The stored object's uid.
+    pub uid: String,
+    /// The stored object's resourceVersion.
+    pub resource_version: String,
+}
+
+impl Applied {
+    fn of(meta: &ObjectMeta, jobset: Option<JobSet>) -> Self {
+        Self {
+            jobset,
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+        }
+    }
+}
+
 async fn ssa(
     client: &Client,
     namespace: &str,
@@ -33,23 +58,33 @@ async fn ssa(
     name: &str,
     object: &(impl Serialize + std::fmt::Debug),
     params: &PatchParams,
-) -> Result<DynamicObject> {
+) -> Result<Applied> {
+    let failed = |e| Error::kube(format!("applying {kind} {namespace}/{name}"), e);
+    if kind == "JobSet" {
+        // Read back into the cache's JobSet type: the pod templates are not parsed.
+        let stored = Api::<CachedJobSet>::namespaced(client.clone(), namespace)
+            .patch(name, params, &Patch::Apply(object))
+            .await
+            .map_err(failed)?;
+        return Ok(Applied::of(&stored.metadata, Some(stored.to_jobset())));
+    }
     let ar = resource(api_version, kind);
-    Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &ar)
+    let stored = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &ar)
         .patch(name, params, &Patch::Apply(object))
         .await
-        .map_err(|e| Error::kube(format!("applying {kind} {namespace}/{name}"), e))
+        .map_err(failed)?;
+    Ok(Applied::of(&stored.metadata, None))
 }
 
-/// Applies one rendered object in `namespace`; returns the JobSet as the API server stored it when the object
-/// is the JobSet (its status feeds the TrainJob status).
+/// Applies one rendered object in `namespace`; the answer carries the stored uid and resourceVersion and, for
+/// the JobSet, the JobSet as stored.
 pub async fn apply_object(
     client: &Client,
     namespace: &str,
     object: &Object,
     params: &PatchParams,
-) -> Result<Option<JobSet>> {
-    let stored = ssa(
+) -> Result<Applied> {
+    ssa(
         client,
         namespace,
         object.api_version(),
@@ -58,22 +93,7 @@ pub async fn apply_object(
         object,
         params,
     )
-    .await?;
-    match object {
-        Object::JobSet(_) => {
-            let value = serde_json::to_value(&stored).map_err(|source| Error::Serialize {
-                what: "the applied JobSet".to_owned(),
-                source,
-            })?;
-            serde_json::from_value(value)
-                .map(Some)
-                .map_err(|source| Error::Serialize {
-                    what: "the applied JobSet".to_owned(),
-                    source,
-                })
-        }
-        _ => Ok(None),
-    }
+    .await
 }
 
 /// Applies a ConfigMap (the runtime snapshot).
@@ -82,11 +102,9 @@ pub async fn apply_config_map(
     namespace: &str,
     cm: &ConfigMap,
     params: &PatchParams,
-) -> Result<()> {
+) -> Result<Applied> {
     let name = cm.metadata.name.as_deref().unwrap_or_default();
-    ssa(client, namespace, "v1", "ConfigMap", name, cm, params)
-        .await
-        .map(|_| ())
+    ssa(client, namespace, "v1", "ConfigMap", name, cm, params).await
 }
 
 #[cfg(test)]

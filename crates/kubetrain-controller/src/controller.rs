@@ -56,19 +56,23 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::WatchStreamExt as _;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use kubetrain_api::jobset::JobSet;
+use kubetrain_api::jobset::{JOBSET_API_VERSION, JobSet};
 use kubetrain_api::podgroup::{coscheduling, volcano};
 use kubetrain_api::{ClusterTrainingRuntime, TrainJob, TrainingRuntime, TrainingRuntimeSpec};
 use kubetrain_jobset::status::is_finished;
 use kubetrain_merge::plugins::mpi::ssh_auth_secret_name;
 use rand_core::OsRng;
 
+use crate::applied::{AppliedMemory, hash_json, hash_of};
 use crate::apply::{apply_config_map, apply_object, apply_params};
 use crate::backoff::{Backoff, Key};
+use crate::cache::{self, Cached, CachedJobSet, Caches};
 use crate::error::{Error, Result};
 use crate::events;
 use crate::leadership::Leadership;
@@ -85,6 +89,10 @@ pub struct Context {
     recorder: Recorder,
     backoff: Backoff,
     apply: PatchParams,
+    /// The watch caches reads are served from; `None` reads live (a context built with [`Context::new`]).
+    cache: Option<Caches>,
+    /// What the leader last wrote (used with the caches only: skipping needs the cache's versions).
+    memory: AppliedMemory,
 }
 
 impl Context {
@@ -110,7 +118,16 @@ impl Context {
             leadership,
             metrics,
             recorder,
+            cache: None,
+            memory: AppliedMemory::default(),
         }
+    }
+
+    /// Serves reads from `caches` and skips writes whose result cannot change (see [`crate::cache`] and
+    /// [`crate::applied`]).
+    pub(crate) fn with_caches(mut self, caches: Caches) -> Self {
+        self.cache = Some(caches);
+        self
     }
 
     /// The per-TrainJob failure counts.
@@ -184,19 +201,22 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         tracing::debug!(trainjob = job.name(), ?skip, "skipping TrainJob");
         return Ok(None);
     }
-    let (namespace, name) = key_of(job);
-    let mut jobset = Api::<JobSet>::namespaced(ctx.client.clone(), &namespace)
-        .get_opt(&name)
-        .await
-        .map_err(|e| Error::kube(format!("reading JobSet {namespace}/{name}"), e))?;
+    let key = key_of(job);
+    let (namespace, name) = &key;
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let mut jobset = read_jobset(ctx, &key, uid).await?;
 
     let finished = job.status.as_ref().is_some_and(is_finished);
     let mut failure = None;
     let mut unsupported = None;
     match reconcile::runtime_kind(job) {
         Err(reconcile::UnsupportedRuntime(key)) => unsupported = Some(key),
-        // A finished job's opt-in trainerStatus gauges go (crate::platform).
-        Ok(_) if finished => ctx.metrics.platform.forget(job),
+        // A finished job's opt-in trainerStatus gauges go (crate::platform), and so does what the leader
+        // remembers applying: nothing is applied any more.
+        Ok(_) if finished => {
+            ctx.metrics.platform.forget(job);
+            ctx.memory.forget(&key);
+        }
         Ok(kind) => match sync_children(job, kind, jobset.as_ref(), ctx).await {
             Ok(Some(applied)) => jobset = Some(applied),
             Ok(None) => {}
@@ -227,8 +247,9 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         };
     }
     if decision.delete_jobset {
-        let deleted = Api::<JobSet>::namespaced(ctx.client.clone(), &namespace)
-            .delete(&name, &DeleteParams::background())
+        ctx.memory.forget_object(&key, uid, jobset_object(name));
+        let deleted = Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
+            .delete(name, &DeleteParams::background())
             .await;
         match deleted {
             Ok(_) => {}
@@ -237,23 +258,39 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
             Err(error) => tracing::warn!(%error, "deleting the JobSet after the deadline failed"),
         }
     }
-    if let Some(patch) = &decision.patch {
+    let status_hash = decision
+        .patch
+        .as_ref()
+        .filter(|_| ctx.cache.is_some())
+        .map(|_| hash_json(&decision.status));
+    let resource_version = job.metadata.resource_version.as_deref().unwrap_or_default();
+    let already_written =
+        status_hash.is_some_and(|h| ctx.memory.status_written(&key, uid, resource_version, h));
+    if already_written {
+        // The cache has not caught up with the leader's own patch, which wrote exactly this.
+        tracing::debug!(trainjob = %format_args!("{namespace}/{name}"), "status already written");
+    } else if let Some(patch) = &decision.patch {
         let params = PatchParams {
             field_manager: Some(ctx.settings.field_manager.clone()),
             ..Default::default()
         };
-        let patched = Api::<TrainJob>::namespaced(ctx.client.clone(), &namespace)
-            .patch_status(&name, &params, &Patch::Merge(patch))
+        let patched = Api::<TrainJob>::namespaced(ctx.client.clone(), namespace)
+            .patch_status(name, &params, &Patch::Merge(patch))
             .await
             .map_err(|e| Error::kube(format!("patching status of TrainJob {namespace}/{name}"), e));
         match patched {
             // Written once, by the leader: the platform metrics count each transition once.
-            Ok(_) => ctx.metrics.platform.observe(
-                job,
-                &job.status.clone().unwrap_or_default(),
-                &decision.status,
-                jobset.as_ref(),
-            ),
+            Ok(_) => {
+                if let Some(h) = status_hash {
+                    ctx.memory.wrote_status(&key, uid, resource_version, h);
+                }
+                ctx.metrics.platform.observe(
+                    job,
+                    &job.status.clone().unwrap_or_default(),
+                    &decision.status,
+                    jobset.as_ref(),
+                );
+            }
             Err(error) => match &failure {
                 None => failure = Some(error),
                 Some(_) => tracing::warn!(%error, "status patch failed too"),
@@ -266,7 +303,96 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     if jobset.is_none() && unsupported.is_none() && !is_finished(&decision.status) {
         return Err(Error::JobSetMissing(format!("{namespace}/{name}")));
     }
+    if let Some(cache) = &ctx.cache {
+        sweep(&ctx.memory, cache);
+    }
     Ok(decision.requeue_after.map(whole_seconds))
+}
+
+/// Drops what the leader remembers of deleted TrainJobs, once the memory holds twice as many as the cache (so
+/// the cost per reconcile stays constant).
+fn sweep(memory: &AppliedMemory, cache: &Caches) {
+    if memory.len() > 2 * cache.trainjobs.len() + 256 {
+        memory.sweep(|(namespace, name)| {
+            cache
+                .trainjobs
+                .get(&ObjectRef::new(name).within(namespace))
+                .is_some()
+        });
+    }
+}
+
+/// The apply memory's identity of a child object.
+fn object_id(api_version: &str, kind: &str, name: &str) -> u64 {
+    hash_of(&[api_version, kind, name])
+}
+
+fn jobset_object(name: &str) -> u64 {
+    object_id(JOBSET_API_VERSION, "JobSet", name)
+}
+
+/// Whether a cached answer can be used: a store that has listed and holds the object, or that does not hold
+/// it while this process never applied it. Otherwise (no cache, not listed yet, or the leader's own apply not
+/// seen yet or deleted since) the read goes to the API server.
+fn trusted<T>(
+    ctx: &Context,
+    key: &Key,
+    uid: &str,
+    object: u64,
+    cached: Cached<T>,
+) -> Option<Option<T>> {
+    match cached {
+        Cached::Known(Some(found)) => Some(Some(found)),
+        Cached::Known(None) if !ctx.memory.remembers(key, uid, object) => Some(None),
+        _ => None,
+    }
+}
+
+/// The TrainJob's JobSet: from the cache when it can answer, else a live `GET`.
+async fn read_jobset(ctx: &Context, key: &Key, uid: &str) -> Result<Option<JobSet>> {
+    let (namespace, name) = key;
+    if let Some(cache) = &ctx.cache
+        && let Some(found) = trusted(
+            ctx,
+            key,
+            uid,
+            jobset_object(name),
+            cache.jobset(namespace, name),
+        )
+    {
+        return Ok(found.map(|js| js.to_jobset()));
+    }
+    Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading JobSet {namespace}/{name}"), e))
+}
+
+/// The runtime snapshot ConfigMap: from the cache when it can answer, else a live `GET`.
+async fn read_snapshot_map(
+    ctx: &Context,
+    key: &Key,
+    uid: &str,
+    snapshot_name: &str,
+) -> Result<Option<Arc<ConfigMap>>> {
+    let namespace = &key.0;
+    if let Some(cache) = &ctx.cache {
+        let object = object_id("v1", "ConfigMap", snapshot_name);
+        if let Some(found) = trusted(
+            ctx,
+            key,
+            uid,
+            object,
+            cache.config_map(namespace, snapshot_name),
+        ) {
+            return Ok(found);
+        }
+    }
+    Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(snapshot_name)
+        .await
+        .map(|cm| cm.map(Arc::new))
+        .map_err(|e| Error::kube(format!("reading ConfigMap {namespace}/{snapshot_name}"), e))
 }
 
 /// Rounds a requeue delay up to whole seconds, so that a deadline check runs after the deadline, not just
@@ -284,17 +410,16 @@ async fn sync_children(
     jobset: Option<&JobSet>,
     ctx: &Context,
 ) -> Result<Option<JobSet>> {
-    let (namespace, name) = key_of(job);
+    let key = key_of(job);
+    let namespace = &key.0;
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
     let client = &ctx.client;
     let snapshot_name = reconcile::snapshot_name(job);
-    let snapshot = Api::<ConfigMap>::namespaced(client.clone(), &namespace)
-        .get_opt(&snapshot_name)
-        .await
-        .map_err(|e| Error::kube(format!("reading ConfigMap {namespace}/{snapshot_name}"), e))?;
+    let snapshot = read_snapshot_map(ctx, &key, uid, &snapshot_name).await?;
     let (runtime, new_snapshot): (TrainingRuntimeSpec, _) = match snapshot {
         Some(cm) => (reconcile::read_snapshot(job, &cm)?, None),
         None => {
-            let fetched = fetch_runtime(job, kind, client, &namespace).await?;
+            let fetched = fetch_runtime(job, kind, ctx, namespace).await?;
             let cm = reconcile::snapshot_config_map(job, &fetched)?;
             (fetched.into_spec(), Some(cm))
         }
@@ -303,28 +428,22 @@ async fn sync_children(
     let reads = reconcile::reads(&runtime);
     let ssh_secret_exists = if reads.ssh_secret {
         let secret = ssh_auth_secret_name(job.name());
-        Api::<Secret>::namespaced(client.clone(), &namespace)
-            .get_metadata_opt(&secret)
-            .await
-            .map_err(|e| Error::kube(format!("reading Secret {namespace}/{secret}"), e))?
-            .is_some()
+        // Only a Secret the cache holds counts as present without asking: a missing one is confirmed live,
+        // because applying a new one would replace the SSH keys of running pods.
+        match ctx.cache.as_ref().map(|c| c.secret(namespace, &secret)) {
+            Some(Cached::Known(Some(_))) => true,
+            _ => Api::<Secret>::namespaced(client.clone(), namespace)
+                .get_metadata_opt(&secret)
+                .await
+                .map_err(|e| Error::kube(format!("reading Secret {namespace}/{secret}"), e))?
+                .is_some(),
+        }
     } else {
         false
     };
     let pod_group_exists = match reads.pod_group {
         None => false,
-        Some(PodGroupKind::Coscheduling) => present(
-            Api::<coscheduling::PodGroup>::namespaced(client.clone(), &namespace)
-                .get_metadata_opt(&name)
-                .await,
-        )
-        .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))?,
-        Some(PodGroupKind::Volcano) => present(
-            Api::<volcano::PodGroup>::namespaced(client.clone(), &namespace)
-                .get_metadata_opt(&name)
-                .await,
-        )
-        .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))?,
+        Some(pod_group) => read_pod_group(ctx, &key, uid, pod_group).await?,
     };
     let observed = reconcile::observed(
         jobset.map(|j| j.spec.suspend),
@@ -343,7 +462,18 @@ async fn sync_children(
         .platform
         .trainer_status(job, crate::platform::exports_trainer_status(&runtime));
     if let Some(cm) = &new_snapshot {
-        apply_config_map(client, &namespace, cm, &ctx.apply).await?;
+        let answered = apply_config_map(client, namespace, cm, &ctx.apply).await?;
+        if ctx.cache.is_some() {
+            // Remembered so that a cache that has not seen it yet is not mistaken for its absence.
+            let object = object_id("v1", "ConfigMap", &snapshot_name);
+            ctx.memory.applied(
+                &key,
+                uid,
+                object,
+                0,
+                (&answered.uid, &answered.resource_version),
+            );
+        }
     }
     let mut applied = None;
     // Companions (SSH Secret, hostfile, PodGroup) before the JobSet, so its pods never start without their
@@ -358,20 +488,101 @@ async fn sync_children(
             // Leadership lost mid-way: the new leader re-applies everything.
             return Ok(None);
         }
-        if let Some(js) = apply_object(client, &namespace, object, &ctx.apply).await? {
-            applied = Some(js);
+        let Some(cache) = &ctx.cache else {
+            applied = apply_object(client, namespace, object, &ctx.apply)
+                .await?
+                .jobset
+                .or(applied);
+            continue;
+        };
+        let id = object_id(object.api_version(), object.kind(), object.name());
+        let body = hash_json(object);
+        let stored = match cache.child_version(
+            object.api_version(),
+            object.kind(),
+            namespace,
+            object.name(),
+        ) {
+            Cached::Known(Some(version)) => Some(version),
+            _ => None,
+        };
+        let stored = stored.as_ref().map(|(u, rv)| (u.as_str(), rv.as_str()));
+        if ctx.memory.unchanged(&key, uid, id, body, stored) {
+            // Same body as last applied, and nobody changed the object since: the apply would change nothing.
+            continue;
         }
+        let answered = apply_object(client, namespace, object, &ctx.apply).await?;
+        ctx.memory.applied(
+            &key,
+            uid,
+            id,
+            body,
+            (&answered.uid, &answered.resource_version),
+        );
+        applied = answered.jobset.or(applied);
     }
     Ok(applied)
 }
 
+/// Whether the TrainJob's PodGroup exists: from the cache when it can answer, else a live metadata `GET`.
+async fn read_pod_group(ctx: &Context, key: &Key, uid: &str, kind: PodGroupKind) -> Result<bool> {
+    let (namespace, name) = key;
+    let client = &ctx.client;
+    if let Some(cache) = &ctx.cache {
+        let (api_version, cached) = match kind {
+            PodGroupKind::Coscheduling => (
+                "scheduling.x-k8s.io/v1alpha1",
+                cache.coscheduling_pod_group(namespace, name),
+            ),
+            PodGroupKind::Volcano => (
+                "scheduling.volcano.sh/v1beta1",
+                cache.volcano_pod_group(namespace, name),
+            ),
+        };
+        let object = object_id(api_version, "PodGroup", name);
+        if let Some(found) = trusted(ctx, key, uid, object, cached) {
+            return Ok(found.is_some());
+        }
+    }
+    match kind {
+        PodGroupKind::Coscheduling => present(
+            Api::<coscheduling::PodGroup>::namespaced(client.clone(), namespace)
+                .get_metadata_opt(name)
+                .await,
+        ),
+        PodGroupKind::Volcano => present(
+            Api::<volcano::PodGroup>::namespaced(client.clone(), namespace)
+                .get_metadata_opt(name)
+                .await,
+        ),
+    }
+    .map_err(|e| Error::kube(format!("reading PodGroup {namespace}/{name}"), e))
+}
+
+/// The runtime `spec.runtimeRef` names: from the cache when it holds it, else a live `GET` (a runtime created a
+/// moment ago, or a missing one, whose error must say so).
 async fn fetch_runtime(
     job: &TrainJob,
     kind: RuntimeKind,
-    client: &Client,
+    ctx: &Context,
     namespace: &str,
 ) -> Result<FetchedRuntime> {
     let name = &job.spec.runtime_ref.name;
+    let client = &ctx.client;
+    if let Some(cache) = &ctx.cache {
+        match kind {
+            RuntimeKind::Namespaced => {
+                if let Cached::Known(Some(r)) = cache.runtime(namespace, name) {
+                    return Ok(FetchedRuntime::Namespaced(Box::new((*r).clone())));
+                }
+            }
+            RuntimeKind::Cluster => {
+                if let Cached::Known(Some(r)) = cache.cluster_runtime(name) {
+                    return Ok(FetchedRuntime::Cluster(Box::new((*r).clone())));
+                }
+            }
+        }
+    }
     match kind {
         RuntimeKind::Namespaced => Api::<TrainingRuntime>::namespaced(client.clone(), namespace)
             .get_opt(name)
@@ -479,28 +690,78 @@ pub async fn run(
     );
 
     let ns = settings.namespace.as_deref();
-    let wc = watcher::Config::default();
     let config = Config::default()
         .concurrency(settings.concurrency)
         .debounce(settings.debounce);
-    let mut controller = Controller::new(api::<TrainJob>(&client, ns), wc.clone())
-        .with_config(config)
-        .owns(api::<JobSet>(&client, ns), wc.clone())
-        .owns(api::<ConfigMap>(&client, ns), wc.clone())
-        .owns(api::<Secret>(&client, ns), wc.clone());
+    // One watch per kind, each feeding both a store the reconcile reads and the reconcile triggers (crate::cache).
+    let (caches, mut writers) = Caches::new();
+    let trainjobs = cache::reflect(
+        api::<TrainJob>(&client, ns),
+        writers.trainjobs,
+        cache::strip::<TrainJob>,
+    );
+    let mut controller =
+        Controller::for_stream(trainjobs.applied_objects(), caches.trainjobs.clone())
+            .with_config(config)
+            .owns_stream(
+                cache::reflect(
+                    api::<CachedJobSet>(&client, ns),
+                    writers.jobsets,
+                    cache::strip::<CachedJobSet>,
+                )
+                .touched_objects(),
+            )
+            .owns_stream(
+                cache::reflect(
+                    api::<ConfigMap>(&client, ns),
+                    writers.config_maps,
+                    cache::strip_config_map,
+                )
+                .touched_objects(),
+            )
+            .owns_stream(
+                cache::reflect_metadata(api(&client, ns), writers.secrets).touched_objects(),
+            );
     if coscheduling {
-        controller = controller.owns(api::<coscheduling::PodGroup>(&client, ns), wc.clone());
+        controller = controller.owns_stream(
+            cache::reflect_metadata(api(&client, ns), writers.coscheduling).touched_objects(),
+        );
+    } else {
+        // Not served: known to hold nothing, so no live read is made for it.
+        writers
+            .coscheduling
+            .apply_watcher_event(&watcher::Event::InitDone);
     }
     if volcano {
-        controller = controller.owns(api::<volcano::PodGroup>(&client, ns), wc.clone());
+        controller = controller.owns_stream(
+            cache::reflect_metadata(api(&client, ns), writers.volcano).touched_objects(),
+        );
+    } else {
+        writers
+            .volcano
+            .apply_watcher_event(&watcher::Event::InitDone);
     }
-    let store = controller.store();
+    // Runtimes trigger nothing (a snapshot pins each TrainJob's runtime); their watches only fill the stores.
+    let runtime_watches = futures_util::future::join(
+        cache::drain(cache::reflect(
+            Api::<ClusterTrainingRuntime>::all(client.clone()),
+            writers.cluster_runtimes,
+            cache::strip::<ClusterTrainingRuntime>,
+        )),
+        cache::drain(cache::reflect(
+            api::<TrainingRuntime>(&client, ns),
+            writers.runtimes,
+            cache::strip::<TrainingRuntime>,
+        )),
+    );
+    let store = caches.trainjobs.clone();
     metrics.observe_store(store.clone());
 
     // kube-runtime wants a `Sync` trigger; a watch receiver is one, whatever `shutdown` is.
     let stopped = stop_signal(shutdown);
     let poll = settings.leadership_poll;
-    let ctx = Arc::new(Context::new(client, settings, leadership.clone(), metrics));
+    let ctx =
+        Arc::new(Context::new(client, settings, leadership.clone(), metrics).with_caches(caches));
     let run = controller
         .graceful_shutdown_on(stopped_future(stopped.clone()))
         .reconcile_all_on(leadership_gained(leadership, poll))
@@ -510,7 +771,11 @@ pub async fn run(
                 tracing::debug!(%error, "controller stream");
             }
         });
-    run_until_stopped(run, move || is_ready(&store), stopped).await;
+    tokio::select! {
+        () = run_until_stopped(run, move || is_ready(&store), stopped) => {}
+        // The watches retry for ever; they end only with the controller.
+        ((), ()) = runtime_watches => {}
+    }
     Ok(())
 }
 

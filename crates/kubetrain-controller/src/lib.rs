@@ -30,8 +30,12 @@
 //! features only decide which one the kube client and rustls are built with.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod applied;
 pub mod apply;
 pub mod backoff;
+mod cache;
+#[cfg(test)]
+mod cache_scenarios;
 pub mod controller;
 pub mod election;
 mod error;

@@ -1,0 +1,407 @@
+//! The reconcile with watch caches, as call sequences against the `ApiServerVerifier`: reads come from the
+//! stores (no `GET` unless a store cannot answer), and a write whose result cannot change is not sent. Every
+//! test asserts the exact requests and that nothing else is called.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{reflector, watcher};
+use kubetrain_api::{ClusterTrainingRuntime, TrainJob};
+use serde_json::{Value, json};
+
+use crate::cache::{CachedJobSet, Caches, Writers};
+use crate::controller::{Context, reconcile};
+use crate::fixtures::*;
+use crate::leadership::Leadership;
+use crate::metrics::Metrics;
+use crate::settings::Settings;
+
+/// A context whose stores are `caches`; the same context (and so the same apply memory) across reconciles.
+fn cached_context(client: kube::Client, caches: Caches) -> Arc<Context> {
+    Arc::new(
+        Context::new(
+            client,
+            Settings::default(),
+            Leadership::always(),
+            Arc::new(Metrics::default()),
+        )
+        .with_caches(caches),
+    )
+}
+
+/// Replaces a store's content with `objects`, as a (re)list does; the store is ready afterwards.
+fn listed<K>(writer: &mut Writer<K>, objects: Vec<K>)
+where
+    K: reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(o));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+}
+
+/// Every store listed: the built-in runtimes, nothing else.
+fn listed_caches() -> (Caches, Writers) {
+    let (caches, mut w) = Caches::new();
+    let runtimes = kubetrain_jobset::builtin::runtimes()
+        .into_iter()
+        .map(|r| serde_json::from_value(cluster_runtime_json(r.name())).expect("runtime"))
+        .collect::<Vec<ClusterTrainingRuntime>>();
+    listed(&mut w.cluster_runtimes, runtimes);
+    listed(&mut w.runtimes, vec![]);
+    listed(&mut w.trainjobs, vec![]);
+    listed(&mut w.jobsets, vec![]);
+    listed(&mut w.config_maps, vec![]);
+    listed(&mut w.secrets, vec![]);
+    listed(&mut w.coscheduling, vec![]);
+    listed(&mut w.volcano, vec![]);
+    (caches, w)
+}
+
+/// `value` with the uid and resourceVersion the verifier's apply answers carry (or others).
+fn stored(mut value: Value, uid: &str, rv: &str) -> Value {
+    value["metadata"]["uid"] = json!(uid);
+    value["metadata"]["resourceVersion"] = json!(rv);
+    value
+}
+
+/// `job`'s JobSet as stored at `rv`, without status (so the TrainJob's status has nothing to follow).
+fn jobset_at(job: &TrainJob, suspend: bool, rv: &str) -> Value {
+    let mut js = stored(jobset_json(job, suspend, None, 0), "child-uid", rv);
+    js["status"] = Value::Null;
+    js
+}
+
+fn cached_jobset(job: &TrainJob, suspend: bool, rv: &str) -> CachedJobSet {
+    serde_json::from_value(jobset_at(job, suspend, rv)).expect("JobSet")
+}
+
+fn config_map(value: Value, rv: &str) -> ConfigMap {
+    serde_json::from_value(stored(value, "child-uid", rv)).expect("ConfigMap")
+}
+
+fn metadata<K>(name: &str, rv: &str) -> PartialObjectMeta<K> {
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": NS,
+        "uid": "child-uid", "resourceVersion": rv}}))
+    .expect("metadata")
+}
+
+/// Reconciles `job` with `ctx` against exactly `calls`.
+async fn expect_calls(
+    job: &TrainJob,
+    ctx: &Arc<Context>,
+    verifier: ApiServerVerifier,
+    calls: Vec<Call>,
+) -> (crate::Result<Action>, ApiServerVerifier) {
+    let server = verifier.run(calls);
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        reconcile(Arc::new(job.clone()), ctx.clone()),
+    )
+    .await;
+    let mut handle = server.await.expect("every expected call came, as expected");
+    let Ok(result) = result else {
+        let extra = tokio::time::timeout(Duration::from_millis(50), handle.next_request()).await;
+        let extra = extra
+            .ok()
+            .flatten()
+            .map(|(r, _)| format!("{} {}", r.method(), r.uri()));
+        panic!("the reconcile did not finish; waiting for an answer to {extra:?}");
+    };
+    assert_silent(&mut handle).await;
+    (result, ApiServerVerifier(handle))
+}
+
+/// The condition the first reconcile of a suspended TrainJob writes.
+fn suspended_condition() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        message: "TrainJob is suspended".into(),
+        ..condition("Suspended", "True", "Suspended", ago(1))
+    }
+}
+
+#[tokio::test]
+async fn a_suspended_job_is_applied_once_then_only_when_something_changed() {
+    let (client, verifier) = mock_client();
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(client, caches);
+    let job = trainjob("mnist").suspend(true);
+
+    // New: the runtime comes from the store; only the writes go out.
+    let (result, verifier) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![
+            Call::apply(configmap_path("mnist-runtime-snapshot")),
+            Call::apply(jobset_path("mnist")).check(|b| assert_eq!(b["spec"]["suspend"], true)),
+            Call::merge_status(status_path("mnist")),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+
+    // The watches caught up: the same JobSet would be applied to the same stored version, so nothing is sent.
+    let job = job.conditions(vec![suspended_condition()]);
+    listed(&mut w.jobsets, vec![cached_jobset(&job, true, "2")]);
+    listed(
+        &mut w.config_maps,
+        vec![config_map(snapshot_json(&job, "torch-distributed"), "2")],
+    );
+    let (result, verifier) = expect_calls(&job, &ctx, verifier, vec![]).await;
+    result.expect("reconciled");
+
+    // Someone changed the JobSet since (the JobSet controller, a user): applied again.
+    listed(&mut w.jobsets, vec![cached_jobset(&job, true, "3")]);
+    let (result, verifier) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![Call::apply(jobset_path("mnist"))],
+    )
+    .await;
+    result.expect("reconciled");
+
+    // Resumed (Kueue admitted it): the new body goes through, whatever the memory holds.
+    listed(&mut w.jobsets, vec![cached_jobset(&job, true, "2")]);
+    let resumed = job.clone().suspend(false);
+    let (result, _) = expect_calls(
+        &resumed,
+        &ctx,
+        verifier,
+        vec![
+            Call::apply(jobset_path("mnist")).check(|b| assert_eq!(b["spec"]["suspend"], false)),
+            Call::merge_status(status_path("mnist")).check(|patch| {
+                let c = &patch["status"]["conditions"][0];
+                assert_eq!(
+                    (&c["type"], &c["status"]),
+                    (&json!("Suspended"), &json!("False"))
+                );
+            }),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+}
+
+#[tokio::test]
+async fn the_leaders_own_writes_not_yet_in_the_cache_are_read_live_and_a_deleted_child_is_recreated()
+ {
+    let (client, verifier) = mock_client();
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(client, caches);
+    let job = trainjob("mnist").suspend(true);
+    let (result, verifier) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![
+            Call::apply(configmap_path("mnist-runtime-snapshot")),
+            Call::apply(jobset_path("mnist")),
+            Call::merge_status(status_path("mnist")),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+
+    // The stores have not seen the applies yet: absent there but applied here, so asked live (a snapshot
+    // written from a runtime edited since would be wrong).
+    let job = job.conditions(vec![suspended_condition()]);
+    let (result, verifier) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![
+            Call::get(jobset_path("mnist")).ok(jobset_at(&job, true, "2")),
+            Call::get(configmap_path("mnist-runtime-snapshot"))
+                .ok(snapshot_json(&job, "torch-distributed")),
+            // The store cannot vouch for the JobSet's version: applied again.
+            Call::apply(jobset_path("mnist")),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+
+    // Deleted since (by a user): the live read says so and the JobSet is created again.
+    listed(
+        &mut w.config_maps,
+        vec![config_map(snapshot_json(&job, "torch-distributed"), "2")],
+    );
+    let (result, _) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![
+            Call::get(jobset_path("mnist")).not_found(),
+            Call::apply(jobset_path("mnist")),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+}
+
+#[tokio::test]
+async fn a_status_already_written_is_not_written_again_from_a_stale_cache() {
+    let (client, verifier) = mock_client();
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(client, caches);
+    let mut job = trainjob("mnist");
+    job.metadata.resource_version = Some("5".into());
+    let mut running = jobset_json(&job, false, None, 1);
+    running = stored(running, "child-uid", "4");
+    listed(
+        &mut w.jobsets,
+        vec![serde_json::from_value(running).expect("JobSet")],
+    );
+    listed(
+        &mut w.config_maps,
+        vec![config_map(snapshot_json(&job, "torch-distributed"), "2")],
+    );
+
+    // A running JobSet is never applied; its jobsStatus goes into the TrainJob's status.
+    let (result, verifier) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![
+            Call::merge_status(status_path("mnist"))
+                .check(|p| assert_eq!(p["status"]["jobsStatus"][0]["active"], 1)),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+
+    // Reconciled again before the TrainJob's watch delivered that write (same resourceVersion): skipped.
+    let (result, verifier) = expect_calls(&job, &ctx, verifier, vec![]).await;
+    result.expect("reconciled");
+
+    // A newer TrainJob whose status someone reset: written again.
+    job.metadata.resource_version = Some("7".into());
+    let (result, _) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![Call::merge_status(status_path("mnist"))],
+    )
+    .await;
+    result.expect("reconciled");
+}
+
+#[tokio::test]
+async fn an_ssh_secret_missing_from_the_cache_is_confirmed_live_and_a_stable_hostfile_is_not_reapplied()
+ {
+    let (client, verifier) = mock_client();
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(client, caches);
+    let job = trainjob("ds").runtime("deepspeed-distributed", "ClusterTrainingRuntime");
+    let (result, verifier) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![
+            // Never generate keys on the cache's word alone: a new Secret would replace running pods' keys.
+            Call::get(secret_path("ds-mpi-ssh-auth")).not_found(),
+            Call::apply(configmap_path("ds-runtime-snapshot")),
+            Call::apply(configmap_path("ds-mpi-hostfile")),
+            Call::apply(secret_path("ds-mpi-ssh-auth")),
+            Call::apply(jobset_path("ds")),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+
+    // Everything in the stores at the versions applied: the hostfile (rendered every time) is not sent.
+    let hostfile = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "ds-mpi-hostfile", "namespace": NS, "ownerReferences": [owner_json(&job)]}});
+    listed(&mut w.jobsets, vec![cached_jobset(&job, false, "2")]);
+    listed(
+        &mut w.config_maps,
+        vec![
+            config_map(snapshot_json(&job, "deepspeed-distributed"), "2"),
+            config_map(hostfile.clone(), "2"),
+        ],
+    );
+    listed(
+        &mut w.secrets,
+        vec![metadata::<Secret>("ds-mpi-ssh-auth", "2")],
+    );
+    let (result, verifier) = expect_calls(&job, &ctx, verifier, vec![]).await;
+    result.expect("reconciled");
+
+    // The hostfile was edited: applied again.
+    listed(
+        &mut w.config_maps,
+        vec![
+            config_map(snapshot_json(&job, "deepspeed-distributed"), "2"),
+            config_map(hostfile, "9"),
+        ],
+    );
+    let (result, _) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![Call::apply(configmap_path("ds-mpi-hostfile"))],
+    )
+    .await;
+    result.expect("reconciled");
+}
+
+#[tokio::test]
+async fn stores_that_have_not_listed_yet_are_read_around() {
+    let (client, verifier) = mock_client();
+    let (caches, _writers) = Caches::new();
+    let ctx = cached_context(client, caches);
+    let job = trainjob("mnist");
+    let (result, _) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![
+            Call::get(jobset_path("mnist")).not_found(),
+            Call::get(configmap_path("mnist-runtime-snapshot")).not_found(),
+            Call::get(cluster_runtime_path("torch-distributed"))
+                .ok(cluster_runtime_json("torch-distributed")),
+            Call::apply(configmap_path("mnist-runtime-snapshot")),
+            Call::apply(jobset_path("mnist")),
+        ],
+    )
+    .await;
+    assert_eq!(result.expect("reconciled"), Action::await_change());
+}
+
+#[tokio::test]
+async fn a_pod_group_is_read_from_the_cache_and_a_missing_runtime_live() {
+    let (client, verifier) = mock_client();
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(client, caches);
+    let mut runtime = cluster_runtime_json("torch-distributed");
+    runtime["metadata"]["name"] = json!("gang-runtime");
+    runtime["spec"]["podGroupPolicy"] = json!({"coscheduling": {"scheduleTimeoutSeconds": 100}});
+    let job = trainjob("gang").runtime("gang-runtime", "ClusterTrainingRuntime");
+    listed(
+        &mut w.coscheduling,
+        vec![metadata::<kubetrain_api::podgroup::coscheduling::PodGroup>(
+            "gang", "1",
+        )],
+    );
+    let (result, _) = expect_calls(
+        &job,
+        &ctx,
+        verifier,
+        vec![
+            // Not in the store (created a moment ago): asked live.
+            Call::get(cluster_runtime_path("gang-runtime")).ok(runtime),
+            Call::apply(configmap_path("gang-runtime-snapshot")),
+            // The PodGroup exists (store): only the JobSet is applied.
+            Call::apply(jobset_path("gang")),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+}
