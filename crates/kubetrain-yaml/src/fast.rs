@@ -477,9 +477,15 @@ fn resolve_plain(text: &str) -> Option<Value> {
             }
         }
         b'0'..=b'9' => {
-            // Starts like a number: a string only with a letter no number form (radix prefix, hex digit,
-            // exponent, inf/nan, date) uses.
-            let number_letters = b"abcdefABCDEFxXoObBeEiInNtTyYzZ";
+            // Starts like a number: a string only with a letter no number form (radix prefix, exponent,
+            // inf/nan, date) uses. Hex digits only count after `0x`: serde-saphyr reads other digit-led
+            // text with Rust's float parser, which takes no hex (so a UID like `5f0c1d2e-01` is text).
+            let hex = matches!(bytes, [b'0', b'x' | b'X', ..]);
+            let number_letters: &[u8] = if hex {
+                b"abcdefABCDEFxX"
+            } else {
+                b"xXoObBeEiInNtTyYzZ"
+            };
             if !bytes
                 .iter()
                 .any(|b| b.is_ascii_alphabetic() && !number_letters.contains(b))
@@ -655,6 +661,33 @@ spec:
             let text = format!("k: {scalar}\nl: [{scalar}]\n");
             if let Some(fast) = parse(&text) {
                 assert_eq!(Some(fast), saphyr(&text), "{text:?}");
+            }
+        }
+        // Digit-led text: hex letters make a string unless the scalar starts with `0x`.
+        for (scalar, string) in [
+            ("5f0c1d2e-00001", true),
+            ("1a", true),
+            ("0c", true),
+            ("9d", true),
+            ("1f", true),
+            ("2fe", true),
+            ("3ad9-4c1f", true),
+            ("0x1f", false),
+            ("1e5", false),
+            ("7E3", false),
+            ("0b1", false),
+            ("0o7", false),
+        ] {
+            let text = format!("k: {scalar}\n");
+            let expected = saphyr(&text).expect("serde-saphyr reads every case");
+            assert_eq!(
+                expected["k"].is_string(),
+                string,
+                "serde-saphyr on {scalar:?}"
+            );
+            match parse(&text) {
+                Some(fast) => assert_eq!(fast, expected, "{scalar:?}"),
+                None => assert!(!string, "the fast path should read {scalar:?} as text"),
             }
         }
         assert_eq!(parse("k: yes\n"), Some(serde_json::json!({"k": true})));
@@ -934,6 +967,15 @@ spec:
         /// The law: the fast path never disagrees with serde-saphyr; it may only decline.
         #[test]
         fn fast_path_agrees_with_serde_saphyr(doc in document()) {
+            if let Some(fast) = parse(&doc) {
+                prop_assert_eq!(saphyr(&doc), Some(fast), "{}", doc);
+            }
+        }
+
+        /// Digit-led plain scalars (UIDs, versions, sizes, number forms) resolve as serde-saphyr resolves them.
+        #[test]
+        fn digit_led_scalars_agree_with_serde_saphyr(scalar in "-?[0-9][0-9a-fA-FxXoObBeE._+:-]{0,10}") {
+            let doc = format!("k: {scalar}\n");
             if let Some(fast) = parse(&doc) {
                 prop_assert_eq!(saphyr(&doc), Some(fast), "{}", doc);
             }
