@@ -26,8 +26,9 @@ upstream_start() {
         --rename mutating-webhook-configuration=defaulter.trainer.kubeflow.org \
         --rename validating-webhook-configuration=validator.trainer.kubeflow.org \
         "$src/manifests/base/webhook/manifests.yaml" | kubectl_admin apply --server-side -f - >/dev/null
-    # controller-runtime's default certificate folder: upstream's Configuration has no certDir.
-    local certs=/tmp/k8s-webhook-server/serving-certs
+    # controller-runtime's default certificate folder (Go's os.TempDir(), so $TMPDIR): upstream's Configuration
+    # has no certDir.
+    local certs="${TMPDIR:-/tmp}/k8s-webhook-server/serving-certs"
     mkdir -p "$certs" && cp "$PKI/webhook-certs/tls.crt" "$PKI/webhook-certs/tls.key" "$certs/"
     cat >"$E2E_STATE/trainer-config.yaml" <<YAML
 apiVersion: config.trainer.kubeflow.org/v1alpha1
