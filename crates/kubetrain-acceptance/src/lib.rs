@@ -24,8 +24,10 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod cluster;
 pub mod cost;
 pub mod local;
+pub mod metrics;
 pub mod plan;
 pub mod report;
 pub mod s3store;

@@ -49,13 +49,13 @@ pub struct LocalRun {
 }
 
 /// Collects the steps as they finish.
-struct Steps<'a> {
-    done: Vec<StepReport>,
-    progress: &'a mut (dyn FnMut(&str) + Send),
+pub(crate) struct Steps<'a> {
+    pub(crate) done: Vec<StepReport>,
+    pub(crate) progress: &'a mut (dyn FnMut(&str) + Send),
 }
 
 impl Steps<'_> {
-    fn finish(
+    pub(crate) fn finish(
         &mut self,
         started: Instant,
         message: String,
@@ -91,7 +91,7 @@ impl Steps<'_> {
         verdict == Verdict::Pass
     }
 
-    fn skip_rest(&mut self, why: &str) {
+    pub(crate) fn skip_rest(&mut self, why: &str) {
         while self.done.len() < STEPS.len() {
             let index = self.done.len();
             let (name, title) = STEPS[index];
@@ -110,7 +110,12 @@ impl Steps<'_> {
     }
 }
 
-fn check_max(threshold: &str, max: Option<f64>, measured: f64, unit: &str) -> Option<Check> {
+pub(crate) fn check_max(
+    threshold: &str,
+    max: Option<f64>,
+    measured: f64,
+    unit: &str,
+) -> Option<Check> {
     max.map(|m| Check {
         threshold: threshold.into(),
         wanted: format!("≤ {m} {unit}"),
@@ -119,7 +124,12 @@ fn check_max(threshold: &str, max: Option<f64>, measured: f64, unit: &str) -> Op
     })
 }
 
-fn check_min(threshold: &str, min: Option<f64>, measured: f64, unit: &str) -> Option<Check> {
+pub(crate) fn check_min(
+    threshold: &str,
+    min: Option<f64>,
+    measured: f64,
+    unit: &str,
+) -> Option<Check> {
     min.map(|m| Check {
         threshold: threshold.into(),
         wanted: format!("≥ {m} {unit}"),
@@ -1070,9 +1080,39 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
         return finish(report, steps.done, run_started);
     };
 
+    labels_and_cost(
+        plan,
+        &opts.out_dir,
+        "local",
+        &mut steps,
+        &mut report,
+        &usage,
+        busbw,
+        mbps,
+        wait,
+    );
+    finish(report, steps.done, run_started)
+}
+
+/// Steps 6 and 7, the same in both modes: the labels (written to `labels.txt` in `out_dir`) and the
+/// effective cost per unit against the baseline (`default_queue` labels a plan without `spec.queue.name`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn labels_and_cost(
+    plan: &Plan,
+    out_dir: &Path,
+    default_queue: &str,
+    steps: &mut Steps<'_>,
+    report: &mut Report,
+    usage: &Usage,
+    busbw: f64,
+    mbps: f64,
+    wait: f64,
+) {
+    let spec = &plan.spec;
+    let th = &spec.thresholds;
     // 7 (computed first: the labels carry it). 6. Labels.
     let t6 = Instant::now();
-    let breakdown = cost::compute(&spec.cost, &spec.baseline, &usage);
+    let breakdown = cost::compute(&spec.cost, &spec.baseline, usage);
     let mut labels = spec.labels.clone();
     let fmt = |v: f64| {
         if v.is_finite() {
@@ -1104,7 +1144,10 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
         ),
         (
             "kubetrain.io/queue",
-            spec.queue.name.clone().unwrap_or_else(|| "local".into()),
+            spec.queue
+                .name
+                .clone()
+                .unwrap_or_else(|| default_queue.into()),
         ),
         ("kubetrain.io/queue-wait-seconds", fmt(wait)),
         (
@@ -1131,7 +1174,7 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
         .map(|(k, v)| format!("{k}={v:?}"))
         .collect();
     let text: String = labels.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-    let written = std::fs::write(opts.out_dir.join("labels.txt"), text);
+    let written = std::fs::write(out_dir.join("labels.txt"), text);
     report.labels = labels.clone();
     let msg = match (&written, bad.is_empty()) {
         (Err(e), _) => format!("writing labels.txt: {e}"),
@@ -1173,10 +1216,9 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
     let measurements = json!({"usage": usage, "breakdown": breakdown, "formula": "(compute + network + storage + support + idle + failed_runs + operations) / accepted_workload_units"});
     steps.finish(t7, msg, measurements, checks, false);
     report.cost = Some(breakdown);
-    finish(report, steps.done, run_started)
 }
 
-fn finish(mut report: Report, steps: Vec<StepReport>, started: Instant) -> Report {
+pub(crate) fn finish(mut report: Report, steps: Vec<StepReport>, started: Instant) -> Report {
     report.passed = steps.len() == STEPS.len() && steps.iter().all(|s| s.verdict == Verdict::Pass);
     report.steps = steps;
     report.seconds = started.elapsed().as_secs_f64();

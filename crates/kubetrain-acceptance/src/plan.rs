@@ -105,6 +105,31 @@ pub struct Spec {
     pub baseline: BaselineSpec,
     /// Pass/fail thresholds.
     pub thresholds: Thresholds,
+    /// Cluster mode (`--kubeconfig`): how long a step may wait on the cluster.
+    #[serde(default)]
+    pub cluster: ClusterSpec,
+}
+
+/// `spec.cluster`: settings of the cluster mode only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// The longest a step waits for the cluster (initializers, benchmark pods, the training job's
+    /// admission and end beyond its window); the queue wait is bounded by `maxQueueWait` when set.
+    #[serde(default = "default_step_timeout")]
+    pub step_timeout: Dur,
+}
+
+fn default_step_timeout() -> Dur {
+    Dur(Duration::from_secs(30 * 60))
+}
+
+impl Default for ClusterSpec {
+    fn default() -> Self {
+        ClusterSpec {
+            step_timeout: default_step_timeout(),
+        }
+    }
 }
 
 /// `spec.queue`.

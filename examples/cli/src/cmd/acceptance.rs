@@ -1,11 +1,13 @@
-//! `kubetrain acceptance run -f PLAN [--local | --kubeconfig FILE] [--out DIR]`: the GPU-cluster
-//! acceptance test as one command (kubetrain-acceptance). Exit code 0 only when every step passed.
+//! `kubetrain acceptance run -f PLAN [--local | --kubeconfig FILE [--context C] | --cluster] [--out DIR]`:
+//! the GPU-cluster acceptance test as one command (kubetrain-acceptance). Exit code 0 only when every
+//! step passed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use kubetrain_acceptance::cluster::{self, ClusterRun};
 use kubetrain_acceptance::local::{self, LocalRun};
 use kubetrain_acceptance::plan::Plan;
 
@@ -30,11 +32,18 @@ struct RunArgs {
     #[arg(short = 'f', long = "filename", value_name = "PLAN")]
     file: PathBuf,
     /// Run on this machine: the TrainJob's pods as local processes (the default).
-    #[arg(long, conflicts_with = "kubeconfig")]
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context", "cluster"])]
     local: bool,
     /// Run on the cluster of this kubeconfig, through the operator.
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: the current one); implies the cluster mode.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// Run on the cluster of the default kubeconfig (`KUBECONFIG`, `~/.kube/config`) or, inside a pod,
+    /// its ServiceAccount.
+    #[arg(long)]
+    cluster: bool,
     /// Report directory (default ./acceptance-<plan name>/).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -45,6 +54,9 @@ struct ValidateArgs {
     /// The acceptance plan (YAML; `-` is stdin).
     #[arg(short = 'f', long = "filename", value_name = "PLAN")]
     file: PathBuf,
+    /// Also check what the cluster mode refuses (local-only fields, relative checkpoint directories).
+    #[arg(long)]
+    cluster: bool,
 }
 
 fn read_plan(path: &std::path::Path) -> anyhow::Result<Plan> {
@@ -57,6 +69,17 @@ pub(crate) fn run(args: AcceptanceArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         AcceptanceCommand::Validate(a) => {
             let plan = read_plan(&a.file)?;
+            let errors = if a.cluster {
+                cluster::validate(&plan)
+            } else {
+                Vec::new()
+            };
+            if !errors.is_empty() {
+                return Err(anyhow::anyhow!(
+                    "{}",
+                    kubetrain_acceptance::plan::PlanErrors(errors)
+                ));
+            }
             println!("AcceptancePlan/{}: valid", plan.metadata.name);
             Ok(ExitCode::SUCCESS)
         }
@@ -66,19 +89,27 @@ pub(crate) fn run(args: AcceptanceArgs) -> anyhow::Result<ExitCode> {
 
 fn run_plan(a: RunArgs) -> anyhow::Result<ExitCode> {
     let plan = read_plan(&a.file)?;
-    if let Some(kubeconfig) = &a.kubeconfig {
-        bail!(
-            "--kubeconfig {}: the cluster mode is not implemented yet; run with --local (docs/acceptance.md says what the cluster mode will do)",
-            kubeconfig.display()
-        );
+    let on_cluster = a.kubeconfig.is_some() || a.context.is_some() || a.cluster;
+    if on_cluster {
+        let errors = cluster::validate(&plan);
+        if !errors.is_empty() {
+            return Err(anyhow::anyhow!(
+                "{}",
+                kubetrain_acceptance::plan::PlanErrors(errors)
+            ));
+        }
     }
     let out = a
         .out
+        .clone()
         .unwrap_or_else(|| PathBuf::from(format!("acceptance-{}", plan.metadata.name)));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let out = out
         .canonicalize()
         .with_context(|| format!("resolving {}", out.display()))?;
+    if on_cluster {
+        return run_on_cluster(&plan, &a, out);
+    }
     let exe = std::env::current_exe().context("locate the kubetrain binary")?;
     // Orphans of the pods (a daemon that left its container's process group) come back to this process,
     // which stops them when each phase ends.
@@ -99,7 +130,51 @@ fn run_plan(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let mut progress = |line: &str| println!("{line}");
     let report = runtime.block_on(local::run(&plan, &run, &mut progress));
-    kubetrain_acceptance::write_report(&report, &out)
+    conclude(&report, &out)
+}
+
+/// `--kubeconfig`/`--context`/`--cluster`: the TrainJobs through the API server and the operator.
+fn run_on_cluster(plan: &Plan, a: &RunArgs, out: PathBuf) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let (client, namespace, server) = runtime
+        .block_on(cluster::connect(
+            a.kubeconfig.as_deref(),
+            a.context.as_deref(),
+        ))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ns = plan
+        .spec
+        .train_job
+        .pointer("/metadata/namespace")
+        .and_then(|v| v.as_str())
+        .unwrap_or(&namespace)
+        .to_string();
+    println!(
+        "acceptance {}: 7 steps on the cluster at {server}, namespace {ns}; report in {}",
+        plan.metadata.name,
+        out.display()
+    );
+    let run = ClusterRun {
+        out_dir: out.clone(),
+        client,
+        namespace,
+        server,
+    };
+    let mut progress = |line: &str| println!("{line}");
+    let report = runtime.block_on(cluster::run(plan, &run, &mut progress));
+    conclude(&report, &out)
+}
+
+/// Writes the report and prints the verdict: exit 0 when passed, 130 when interrupted, 1 otherwise.
+fn conclude(
+    report: &kubetrain_acceptance::report::Report,
+    out: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    kubetrain_acceptance::write_report(report, out)
         .with_context(|| format!("writing the report into {}", out.display()))?;
     println!(
         "wrote {} and {}",

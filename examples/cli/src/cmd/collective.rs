@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use kubetrain_acceptance::metrics as acceptance_metrics;
 use kubetrain_client::progress::{Progress, Reporter};
 use kubetrain_collective::bench::{self, BenchConfig, BenchOp};
 use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
@@ -465,11 +466,70 @@ fn run_bench(a: &BenchArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    if env.rank == 0 {
+        report_bench(&rows);
+    }
     let wrong = bench::wrong_total(&rows);
     if wrong > 0 {
         bail!("rank {}: validation found {wrong} wrong elements", env.rank);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Inside a TrainJob with the TrainJobStatus env, rank 0 posts the table as trainerStatus metrics
+/// (`busbw_gbps@<bytes>`, `algbw_gbps@<bytes>`, `time_us@<bytes>`, `wrong@<bytes>`) with the bytes the
+/// initializers staged under `/workspace` (`dataset_bytes`, `model_bytes`): what `kubetrain acceptance`
+/// reads on a cluster (kubetrain_acceptance::metrics).
+fn report_bench(rows: &[bench::BenchRow]) {
+    let reporter = match Reporter::from_env() {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(error) => {
+            eprintln!("bench: not reporting to the status server: {error}");
+            return;
+        }
+    };
+    let mut progress = Progress::new().percent(100).remaining_seconds(0);
+    for (name, dir) in [
+        (acceptance_metrics::DATASET_BYTES, "/workspace/dataset"),
+        (acceptance_metrics::MODEL_BYTES, "/workspace/model"),
+    ] {
+        if let Some(bytes) = tree_bytes(std::path::Path::new(dir)) {
+            progress = progress.metric(name, bytes);
+        }
+    }
+    for r in rows {
+        let m = &r.out_of_place;
+        for (name, value) in acceptance_metrics::bench_pairs(
+            r.bytes as u64,
+            m.time_us,
+            m.algbw_gbps,
+            m.busbw_gbps,
+            m.wrong,
+        ) {
+            progress = progress.metric(name, value);
+        }
+    }
+    match reporter.report_now(&progress) {
+        Ok(()) => eprintln!("bench: reported {} sizes to the status server", rows.len()),
+        Err(error) => eprintln!("bench: progress update failed: {error}"),
+    }
+}
+
+/// Bytes of the regular files under `dir` (`None` when it does not exist).
+fn tree_bytes(dir: &std::path::Path) -> Option<u64> {
+    let mut total = 0;
+    let mut stack = vec![std::fs::read_dir(dir).ok()?];
+    while let Some(entries) = stack.pop() {
+        for entry in entries.flatten() {
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.extend(std::fs::read_dir(entry.path()).ok()),
+                Ok(t) if t.is_file() => total += entry.metadata().map_or(0, |m| m.len()),
+                _ => {}
+            }
+        }
+    }
+    Some(total)
 }
 
 fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
@@ -506,12 +566,18 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     // The step a resumed run started at: rates count only the steps this process trained.
     let first_step = std::cell::Cell::new(0usize);
+    // For `kubetrain acceptance` on a cluster: the newest checkpoint (step, bytes, write ms), the step
+    // this process resumed from, and whether the first step after a resume is still to be reported.
+    let checkpointed = std::cell::Cell::new((0u64, 0u64, 0.0f64));
+    let resumed_from = std::cell::Cell::new(None::<u64>);
+    let report_resume = std::cell::Cell::new(false);
     let progress = |step: usize, loss: f64| {
         let done = step + 1;
         let trained = done.saturating_sub(first_step.get()).max(1);
         let elapsed = started.elapsed().as_secs_f64();
         let per_step = elapsed / trained as f64;
-        Progress::new()
+        let (ckpt_step, ckpt_bytes, ckpt_ms) = checkpointed.get();
+        let p = Progress::new()
             .percent((done * 100 / cfg.steps.max(1)) as i64)
             .remaining_seconds((per_step * cfg.steps.saturating_sub(done) as f64).ceil() as i64)
             .metric("loss", format!("{loss:.6}"))
@@ -523,6 +589,16 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
                     samples_per_step * trained as f64 / elapsed.max(1e-9)
                 ),
             )
+            .metric(acceptance_metrics::CHECKPOINT_STEP, ckpt_step)
+            .metric(acceptance_metrics::CHECKPOINT_BYTES, ckpt_bytes)
+            .metric(
+                acceptance_metrics::CHECKPOINT_WRITE_MS,
+                format!("{ckpt_ms:.1}"),
+            );
+        match resumed_from.get() {
+            Some(step) => p.metric(acceptance_metrics::RESUMED_FROM_STEP, step),
+            None => p,
+        }
     };
     let store = match &a.checkpoint_dir {
         Some(location) if !location.is_empty() => Some(
@@ -555,25 +631,40 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
             if rank == 0 {
                 println!("step {step:>4}  loss {loss:.6}");
             }
-            if let Some(reporter) = &reporter
-                && let Err(error) = reporter.report(&progress(step, loss))
-            {
-                eprintln!("train-demo: progress update failed: {error}");
+            if let Some(reporter) = &reporter {
+                // The first step after a resume goes out at once: it proves the restore.
+                let sent = if report_resume.replace(false) {
+                    reporter.report_now(&progress(step, loss))
+                } else {
+                    reporter.report(&progress(step, loss)).map(|_| ())
+                };
+                if let Err(error) = sent {
+                    eprintln!("train-demo: progress update failed: {error}");
+                }
             }
         }
         demo::DemoEvent::SkippedCheckpoint(warning) => println!("warning: {warning}"),
         demo::DemoEvent::Resumed { name, step, loss } => {
             first_step.set(step as usize);
+            resumed_from.set(Some(step));
+            report_resume.set(true);
             if rank == 0 {
                 println!("resumed from checkpoint {name} at step {step} (loss {loss:.6})");
             }
         }
-        demo::DemoEvent::Checkpointed { step, saved } => println!(
-            "checkpoint: wrote {} (step {step}, {} bytes, {:.1} ms) to {location}",
-            saved.name,
-            saved.bytes,
-            saved.elapsed.as_secs_f64() * 1000.0
-        ),
+        demo::DemoEvent::Checkpointed { step, saved } => {
+            checkpointed.set((
+                step,
+                saved.bytes as u64,
+                saved.elapsed.as_secs_f64() * 1000.0,
+            ));
+            println!(
+                "checkpoint: wrote {} (step {step}, {} bytes, {:.1} ms) to {location}",
+                saved.name,
+                saved.bytes,
+                saved.elapsed.as_secs_f64() * 1000.0
+            )
+        }
     })?;
     if let (Some(reporter), Some(&last)) = (&reporter, report.losses.last()) {
         let last_step = report.first_step as usize + report.losses.len().saturating_sub(1);
