@@ -12,7 +12,7 @@ fi
 hack() { cargo hack check --each-feature --skip default "$@"; }
 
 # No Kubernetes types.
-hack -p kubetrain-nccl-sys -p kubetrain-collective -p kubetrain-initializer
+hack -p kubetrain-yaml -p kubetrain-nccl-sys -p kubetrain-collective -p kubetrain-initializer
 # Quantities: each feature without Kubernetes types, then `k8s-openapi` with the version the builds pick.
 cargo hack check --each-feature --skip k8s-openapi -p kubetrain-quantity
 cargo check -p kubetrain-quantity --features k8s-openapi,k8s-openapi/latest

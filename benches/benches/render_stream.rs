@@ -8,8 +8,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kubetrain_api::{Document, TrainJob, fast_yaml, parse_value};
-use kubetrain_jobset::{Object, Observed, builtin, render, resolve, ssh::seeded_rng, yaml};
+use kubetrain_api::{Document, TrainJob, parse_value};
+use kubetrain_jobset::{Object, Observed, builtin, render, resolve, ssh::seeded_rng};
+use kubetrain_yaml::{Writer, fast};
 use serde_json::Value;
 
 /// One document of the 10,000-document stream in docs/benchmarks.md (an 8-node torch job).
@@ -35,32 +36,32 @@ fn checked(value: Value) -> TrainJob {
 
 fn benches(c: &mut Criterion) {
     assert!(
-        fast_yaml::parse(DOC).is_some(),
+        fast::parse(DOC).is_some(),
         "the bench document is in the fast subset"
     );
 
     let mut group = c.benchmark_group("stream");
     group.bench_function("parse_checked/fast", |b| {
-        b.iter(|| checked(fast_yaml::from_str(black_box(DOC)).unwrap()))
+        b.iter(|| checked(fast::from_str(black_box(DOC)).unwrap()))
     });
     group.bench_function("parse_checked/serde_saphyr", |b| {
         b.iter(|| checked(serde_saphyr::from_str(black_box(DOC)).unwrap()))
     });
     group.bench_function("parse_unchecked/fast", |b| {
-        b.iter(|| fast_yaml::from_str_typed::<TrainJob>(black_box(DOC)).unwrap())
+        b.iter(|| fast::from_str_typed::<TrainJob>(black_box(DOC)).unwrap())
     });
     group.bench_function("parse_unchecked/serde_saphyr", |b| {
         b.iter(|| serde_saphyr::from_str::<TrainJob>(black_box(DOC)).unwrap())
     });
 
     let catalog = builtin::catalog();
-    let job = checked(fast_yaml::from_str(DOC).unwrap());
+    let job = checked(fast::from_str(DOC).unwrap());
     let runtime = resolve(&catalog, &job).unwrap();
     let objects: Vec<Object> = render(&job, runtime, &Observed::default(), &mut seeded_rng(1))
         .unwrap()
         .objects;
     let jobset = &objects[0];
-    let mut writer = yaml::Writer::default();
+    let mut writer = Writer::default();
     let mut out = String::new();
     group.bench_function("write_jobset/writer", |b| {
         b.iter(|| {
@@ -71,13 +72,16 @@ fn benches(c: &mut Criterion) {
     group.bench_function("write_jobset/to_value", |b| {
         b.iter(|| {
             out.clear();
-            yaml::write(&mut out, &serde_json::to_value(black_box(jobset)).unwrap());
+            kubetrain_yaml::writer::write(
+                &mut out,
+                &serde_json::to_value(black_box(jobset)).unwrap(),
+            );
         })
     });
 
     group.bench_function("pipeline_no_validate", |b| {
         b.iter(|| {
-            let job: TrainJob = fast_yaml::from_str_typed(black_box(DOC)).unwrap();
+            let job: TrainJob = fast::from_str_typed(black_box(DOC)).unwrap();
             let runtime = resolve(&catalog, &job).unwrap();
             let rendered = render(&job, runtime, &Observed::default(), &mut seeded_rng(1)).unwrap();
             out.clear();

@@ -3,14 +3,15 @@
 //! serde-saphyr reads straight from the text (what `kubetrain render --no-validate` relies on).
 #![no_main]
 
-use kubetrain_api::{TrainJob, fast_yaml};
+use kubetrain_api::TrainJob;
+use kubetrain_yaml::fast;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Some(fast) = fast_yaml::parse(text) else {
+    let Some(fast) = fast::parse(text) else {
         return;
     };
     let full: serde_json::Value = match serde_saphyr::from_str(text) {
@@ -18,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => panic!("fast path read {fast} from text serde-saphyr rejects ({e}):\n{text}"),
     };
     assert_eq!(fast, full, "values differ for:\n{text}");
-    if let Some(job) = fast_yaml::from_str_typed::<TrainJob>(text) {
+    if let Some(job) = fast::from_str_typed::<TrainJob>(text) {
         match serde_saphyr::from_str::<TrainJob>(text) {
             Ok(direct) => assert_eq!(job, direct, "TrainJobs differ for:\n{text}"),
             Err(e) => panic!(

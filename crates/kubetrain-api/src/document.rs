@@ -14,8 +14,9 @@ use crate::constants::{
     API_VERSION, CLUSTER_TRAINING_RUNTIME_KIND, TRAINING_RUNTIME_KIND, TRAINJOB_KIND,
 };
 use crate::error::FieldError;
-use crate::kept_keys::is_empty_value;
 use crate::{ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+use kubetrain_yaml::kept_keys::is_empty_value;
+use kubetrain_yaml::{MAX_DOCUMENT_BYTES, document_too_large, split_documents, yaml_error};
 
 /// One parsed trainer object.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,19 +98,6 @@ pub enum ParseError {
     Fields(Vec<FieldError>),
 }
 
-/// The largest document read, 3 MiB: the API server refuses request bodies over 3 MiB
-/// (`MaxRequestBodyBytes`), so no larger object can exist in a cluster. `validate`, `run`, `render` and
-/// `queue` refuse larger documents with [`document_too_large`]'s message (the webhook's body limit is two
-/// such objects plus the review's envelope).
-pub const MAX_DOCUMENT_BYTES: usize = 3 * 1024 * 1024;
-
-/// The refusal of a document over [`MAX_DOCUMENT_BYTES`]: its number (from 1), first line and size.
-pub fn document_too_large(number: usize, line: usize, bytes: usize) -> String {
-    format!(
-        "document {number} (from line {line}) is {bytes} bytes: over the 3 MiB ({MAX_DOCUMENT_BYTES} bytes) the API server accepts for one object"
-    )
-}
-
 /// Reads every document of a YAML (or JSON) stream. Empty and comment-only documents are skipped.
 ///
 /// Documents are split at their markers ([`split_documents`]) and parsed one at a time, so a stream may
@@ -149,75 +137,6 @@ pub fn parse_documents(text: &str) -> Result<Vec<LocatedDocument>, ParseError> {
     } else {
         Err(ParseError::Fields(errors))
     }
-}
-
-/// A YAML syntax error of one document, located in the lines of the whole stream: `line 6 column 7: unclosed
-/// bracket '['`. `first_line` is the line the document's text starts on, as [`split_documents`] gives it.
-/// serde-saphyr's own rendering adds a source snippet that names the text `<input>` and counts lines from
-/// the document's start, which points a user with a file of many documents to the wrong place.
-///
-/// ```
-/// let text = "a: 1\n---\nb: [unclosed\n";
-/// let (line, piece) = kubetrain_api::split_documents(text)[1];
-/// let error = serde_saphyr::from_str::<serde_json::Value>(piece).unwrap_err();
-/// assert_eq!(kubetrain_api::yaml_error(&error, line), "line 3 column 4: unclosed bracket '['");
-/// ```
-pub fn yaml_error(error: &serde_saphyr::Error, first_line: usize) -> String {
-    let text = error.without_snippet().to_string();
-    let text = text.trim().trim_start_matches("error: ");
-    // The message without serde-saphyr's own position (` at line L, column C`, counted in the document).
-    let message = text
-        .rsplit_once(" at line ")
-        .filter(|(_, position)| {
-            position
-                .split_once(", column ")
-                .is_some_and(|(line, column)| {
-                    [line, column]
-                        .iter()
-                        .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                })
-        })
-        .map_or(text, |(message, _)| message);
-    match error.location().filter(|l| l.line() > 0) {
-        Some(location) => format!(
-            "line {} column {}: {message}",
-            location.line() as usize + first_line - 1,
-            location.column()
-        ),
-        None => message.to_owned(),
-    }
-}
-
-/// The documents of a YAML stream with the line each starts on (1-based): split at `---` lines (content
-/// after `--- ` belongs to the new document) and ended by `...` lines. YAML forbids these markers at the
-/// start of a line inside any scalar, so the split never cuts a value. Empty pieces are included.
-///
-/// ```
-/// let docs = kubetrain_api::split_documents("a: 1\n---\nb: |\n  --- text\n");
-/// assert_eq!(docs.len(), 2);
-/// assert_eq!((docs[1].0, docs[1].1.trim()), (2, "b: |\n  --- text"));
-/// ```
-pub fn split_documents(text: &str) -> Vec<(usize, &str)> {
-    let mut documents = Vec::new();
-    let (mut start, mut start_line, mut offset) = (0usize, 1usize, 0usize);
-    for (index, raw) in text.split_inclusive('\n').enumerate() {
-        let content = raw.trim_end_matches(['\n', '\r']);
-        let opens = content == "---" || content.starts_with("--- ") || content.starts_with("---\t");
-        let closes = content == "..." || content.starts_with("... ");
-        if opens || closes {
-            documents.push((start_line, &text[start..offset]));
-            if opens {
-                start = offset + 3;
-                start_line = index + 1;
-            } else {
-                start = offset + raw.len();
-                start_line = index + 2;
-            }
-        }
-        offset += raw.len();
-    }
-    documents.push((start_line, &text[start.min(text.len())..]));
-    documents
 }
 
 /// Reads one document from JSON data; `index` names it in errors when it has no `metadata.name`.
@@ -327,7 +246,7 @@ where
     // Fast path: a plain read and a walk that proves no key was dropped; anything else takes the exact path
     // below, which alone produces the errors (with their paths and hints).
     if let Ok(object) = T::deserialize(value)
-        && crate::kept_keys::keeps_every_key(&object, value)
+        && kubetrain_yaml::kept_keys::keeps_every_key(&object, value)
     {
         return Ok(object);
     }
@@ -607,5 +526,69 @@ mod tests {
             errors[0].to_string(),
             "TrainJob/x: metadata.namspace: unknown field \"namspace\"; did you mean \"namespace\"?"
         );
+    }
+
+    mod fast_read {
+        use crate::TrainJob;
+        use kubetrain_yaml::fast::{from_str_typed, parse};
+        use proptest::prelude::*;
+
+        /// Scalars as written, including forms the fast reader must decline or resolve exactly.
+        fn scalar_text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[a-zA-Z][a-zA-Z0-9./_:-]{0,8}",
+                "-?[0-9][0-9a-zA-Z._:+-]{0,6}",
+                "[ -~]{0,6}",
+                "'[ -~]{0,6}'",
+                "\"[ -~]{0,6}\"",
+                prop::sample::select(vec![
+                    "yes", "No", "~", "null", "0x1F", "012", "1_000", ".inf", "1.5", "-0", "12:30",
+                    "&a x", "*a", "!x y", "|", "[x]", "{x: 1}", "{}", "[]", "-c", "--flag", "32Gi",
+                ])
+                .prop_map(str::to_owned),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// `kubetrain render --no-validate` reads a TrainJob from the fast value; it must be the TrainJob
+            /// serde-saphyr reads (the differential fuzz target `yaml_fast_path` checks the same on any text).
+            #[test]
+            fn trainjob_from_the_fast_value_is_serde_saphyrs(
+                s in prop::collection::vec(
+                    prop_oneof![
+                        3 => "[a-z][a-z0-9-]{0,6}|[1-9][0-9]{0,2}|\"[0-9]{1,2}\"|'[0-9]Gi'|true|false",
+                        1 => scalar_text(),
+                    ],
+                    12,
+                ),
+                flow_trainer in any::<bool>(),
+            ) {
+                let trainer = if flow_trainer {
+                    format!(
+                        "  trainer: {{numNodes: {}, image: {}, command: [{}, x], env: [{{name: {}, value: {}}}], resourcesPerNode: {{limits: {{cpu: {}, memory: {}}}}}}}\n",
+                        s[4], s[5], s[6], s[7], s[8], s[9], s[10]
+                    )
+                } else {
+                    format!(
+                        "  trainer:\n    numNodes: {}\n    image: {}\n    command:\n    - {}\n    env: [{{name: {}, value: {}}}]\n    resourcesPerNode: {{limits: {{cpu: {}, memory: {}}}}}\n",
+                        s[4], s[5], s[6], s[7], s[8], s[9], s[10]
+                    )
+                };
+                let doc = format!(
+                    "apiVersion: {}\nkind: TrainJob\nmetadata: {{name: {}, namespace: {}}}\nspec:\n  runtimeRef: {{name: {}}}\n{trainer}  suspend: {}\n",
+                    s[0], s[1], s[2], s[3], s[11]
+                );
+                if let Some(fast) = parse(&doc) {
+                    prop_assert_eq!(serde_saphyr::from_str::<serde_json::Value>(&doc).ok(), Some(fast), "{}", doc);
+                    if let Some(job) = from_str_typed::<TrainJob>(&doc) {
+                        let direct = serde_saphyr::from_str::<TrainJob>(&doc);
+                        prop_assert!(direct.is_ok(), "{}", doc);
+                        prop_assert_eq!(direct.unwrap(), job, "{}", doc);
+                    }
+                }
+            }
+        }
     }
 }

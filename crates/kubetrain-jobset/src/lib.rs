@@ -30,7 +30,6 @@
 //! - [`status::sync_status`]: JobSet status → TrainJob status.
 //! - [`ssh`]: MPI key material in upstream's format.
 //! - [`flux`]: the Flux entrypoint ConfigMap and CURVE certificate Secret.
-//! - [`yaml`]: the fast block-YAML writer `kubetrain render` prints with.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod builder;
@@ -43,7 +42,6 @@ mod render;
 mod runtimes;
 pub mod ssh;
 pub mod status;
-pub mod yaml;
 
 pub use kubetrain_merge::plugins::trainjobstatus::StatusServer;
 pub use object::Object;

@@ -4,7 +4,7 @@
 mod common;
 
 use kubetrain_api::{RuntimeCatalog, TrainJob};
-use kubetrain_jobset::{Observed, builtin, render, resolve, ssh::seeded_rng, yaml};
+use kubetrain_jobset::{Observed, builtin, render, resolve, ssh::seeded_rng};
 use kubetrain_merge::Info;
 use kubetrain_merge::plugins::{ml_policy_plugin, pod_group_plugin};
 use proptest::prelude::*;
@@ -90,7 +90,7 @@ proptest! {
         let runtime = resolve(&catalog, &job).unwrap();
         let text = |seed| {
             let r = render(&job, runtime, &Observed::default(), &mut seeded_rng(seed)).unwrap();
-            r.objects.iter().map(|o| yaml::to_string(&serde_json::to_value(o).unwrap())).collect::<Vec<_>>().join("---\n")
+            r.objects.iter().map(|o| kubetrain_yaml::to_string(&serde_json::to_value(o).unwrap())).collect::<Vec<_>>().join("---\n")
         };
         prop_assert_eq!(text(seed), text(seed));
     }

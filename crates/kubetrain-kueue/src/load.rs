@@ -133,7 +133,10 @@ impl Setup {
     /// what the setup keeps.
     pub fn add_yaml(&mut self, source_name: &str, text: &str) -> Result<(), LoadError> {
         let mut errors = Vec::new();
-        for (index, (line, document)) in split_documents(text).into_iter().enumerate() {
+        for (index, (line, document)) in kubetrain_yaml::split_documents(text)
+            .into_iter()
+            .enumerate()
+        {
             if document
                 .lines()
                 .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
@@ -143,11 +146,7 @@ impl Setup {
             if document.len() > MAX_DOCUMENT_BYTES {
                 return Err(LoadError::Yaml {
                     source_name: source_name.to_string(),
-                    message: format!(
-                        "document {} (from line {line}) is {} bytes: over the 3 MiB ({MAX_DOCUMENT_BYTES} bytes) the API server accepts for one object",
-                        index + 1,
-                        document.len()
-                    ),
+                    message: kubetrain_yaml::document_too_large(index + 1, line, document.len()),
                 });
             }
             let doc: Value = serde_saphyr::from_str(document).map_err(|e| LoadError::Yaml {
@@ -155,7 +154,7 @@ impl Setup {
                 message: format!(
                     "document {} (from line {line}): {}",
                     index + 1,
-                    yaml_message(&e, line)
+                    kubetrain_yaml::yaml_error(&e, line)
                 ),
             })?;
             if doc.is_null() {
@@ -541,63 +540,5 @@ impl Setup {
     }
 }
 
-/// The largest document read: the API server's 3 MiB request limit, as `kubetrain_api::MAX_DOCUMENT_BYTES`
-/// (this crate does not depend on kubetrain-api).
-pub const MAX_DOCUMENT_BYTES: usize = 3 * 1024 * 1024;
-
-/// The documents of a YAML stream with the line each starts on (1-based): split at `---` lines (content
-/// after `--- ` belongs to the new document) and ended by `...` lines. YAML forbids these markers at the
-/// start of a line inside any scalar, so the split never cuts a value. Empty documents are included.
-fn split_documents(text: &str) -> Vec<(usize, &str)> {
-    let mut documents = Vec::new();
-    let (mut start, mut start_line, mut offset) = (0usize, 1usize, 0usize);
-    for (index, raw) in text.split_inclusive('\n').enumerate() {
-        let content = raw.trim_end_matches(['\n', '\r']);
-        let opens = content == "---" || content.starts_with("--- ") || content.starts_with("---\t");
-        let closes = content == "..." || content.starts_with("... ");
-        if opens || closes {
-            documents.push((start_line, &text[start..offset]));
-            if opens {
-                start = offset + 3;
-                start_line = index + 1;
-            } else {
-                start = offset + raw.len();
-                start_line = index + 2;
-            }
-        }
-        offset += raw.len();
-    }
-    documents.push((start_line, &text[start.min(text.len())..]));
-    documents
-}
-
-/// A YAML error's message with the line counted in the file. With `trainjob` the message comes from
-/// kubetrain-api, as `validate` prints it; the pure model (no kubetrain-api) keeps serde-saphyr's own text,
-/// whose position is counted from `first_line`'s document.
-#[cfg(feature = "trainjob")]
-fn yaml_message(error: &serde_saphyr::Error, first_line: usize) -> String {
-    kubetrain_api::yaml_error(error, first_line)
-}
-
-#[cfg(not(feature = "trainjob"))]
-fn yaml_message(error: &serde_saphyr::Error, _first_line: usize) -> String {
-    error.without_snippet().to_string().trim().to_owned()
-}
-
-#[cfg(test)]
-mod split_tests {
-    use super::split_documents;
-
-    #[test]
-    fn documents_split_at_markers_with_their_first_line() {
-        let text = "a: 1\n---\nb: 2\n--- {c: 3}\n...\n---\nd: |\n  --- not a marker\n";
-        let docs = split_documents(text);
-        let bodies: Vec<&str> = docs.iter().map(|(_, d)| d.trim()).collect();
-        assert_eq!(
-            bodies,
-            ["a: 1", "b: 2", "{c: 3}", "", "d: |\n  --- not a marker"]
-        );
-        assert_eq!(docs[0].0, 1);
-        assert_eq!(docs[1].0, 2);
-    }
-}
+/// The largest document read: the API server's 3 MiB request limit (re-exported from `kubetrain-yaml`, its home).
+pub use kubetrain_yaml::MAX_DOCUMENT_BYTES;

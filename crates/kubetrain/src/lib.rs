@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | (always) | [`api`] | `kubetrain-api`: types, CRDs, validation |
 //! | `render` (default) | `merge`, `jobset` | `kubetrain-merge`, `kubetrain-jobset`: TrainJob + runtime → JobSet |
+//! | `yaml` | `yaml` | `kubetrain-yaml`: fast YAML reader and writer, streaming multi-document reading |
 //! | `kueue` | `kueue` | `kubetrain-kueue`: admission model and simulator |
 //! | `collective` | `collective` | `kubetrain-collective`: NCCL / CPU collectives |
 //! | `initializer` | `initializer` | `kubetrain-initializer`: s3:// and hf:// downloads |
@@ -55,6 +56,11 @@ pub use kubetrain_merge as merge;
 #[cfg_attr(docsrs, doc(cfg(feature = "render")))]
 #[doc(inline)]
 pub use kubetrain_jobset as jobset;
+
+#[cfg(feature = "yaml")]
+#[cfg_attr(docsrs, doc(cfg(feature = "yaml")))]
+#[doc(inline)]
+pub use kubetrain_yaml as yaml;
 
 #[cfg(feature = "kueue")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kueue")))]

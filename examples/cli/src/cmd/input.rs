@@ -347,24 +347,25 @@ pub(crate) fn check(files: &[PathBuf], runtimes: &[PathBuf]) -> Result<Checked> 
     for (path, is_target) in inputs {
         let source = display_name(path);
         let text = read(path)?;
-        let pieces = kubetrain_api::split_documents(&text)
+        let pieces = kubetrain_yaml::split_documents(&text)
             .into_iter()
             .filter(|(_, piece)| !piece.trim().is_empty());
         for (index, (line, piece)) in pieces.enumerate() {
-            if piece.len() > kubetrain_api::MAX_DOCUMENT_BYTES {
+            if piece.len() > kubetrain_yaml::MAX_DOCUMENT_BYTES {
                 checked.unreadable.push(format!(
                     "{source}: {}",
-                    kubetrain_api::document_too_large(index + 1, line, piece.len())
+                    kubetrain_yaml::document_too_large(index + 1, line, piece.len())
                 ));
                 continue;
             }
-            let value: serde_json::Value = match serde_saphyr::from_str(piece) {
+            // The fast reader for plain manifests, serde-saphyr for anything else (same value, same errors).
+            let value: serde_json::Value = match kubetrain_yaml::fast::from_str(piece) {
                 Ok(value) => value,
                 Err(e) => {
                     checked.unreadable.push(format!(
                         "{source}: invalid YAML: document {} (from line {line}): {}",
                         index + 1,
-                        kubetrain_api::yaml_error(&e, line)
+                        kubetrain_yaml::yaml_error(&e, line)
                     ));
                     continue;
                 }

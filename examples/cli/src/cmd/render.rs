@@ -5,19 +5,19 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use kubetrain_api::catalog::DEFAULT_NAMESPACE;
-use kubetrain_api::stream::DocumentStream;
 use kubetrain_api::validation::validate_trainjob;
 use kubetrain_api::{Document, FieldError, RuntimeCatalog, TrainJob};
 use kubetrain_jobset::ssh::{ChaCha20Rng, KeyPool, seed_from_text, seeded_rng};
 use kubetrain_jobset::{
     Object, Observed, RenderOptions, TrainJobStatusOptions, render_with, resolve,
 };
+use kubetrain_yaml::DocumentStream;
 use serde_json::Value;
 
 use super::input;
@@ -70,7 +70,7 @@ enum Format {
     Json,
 }
 
-fn open(path: &std::path::Path) -> Result<Box<dyn BufRead>> {
+fn open(path: &Path) -> Result<Box<dyn BufRead>> {
     if path.as_os_str() == "-" {
         return Ok(Box::new(BufReader::new(io::stdin().lock())));
     }
@@ -86,6 +86,38 @@ enum Unread {
     Fields(Vec<FieldError>, Option<input::BrokenRuntime>),
 }
 
+/// What went wrong so far and is not printed yet, and the runtimes found invalid.
+#[derive(Default)]
+struct Problems {
+    errors: Vec<FieldError>,
+    unread: Vec<String>,
+    broken: Vec<input::BrokenRuntime>,
+}
+
+impl Problems {
+    fn add(&mut self, unread: Unread) {
+        match unread {
+            Unread::Text(line) => self.unread.push(line),
+            Unread::Fields(mut errors, identity) => {
+                self.broken.extend(identity);
+                self.errors.append(&mut errors);
+            }
+        }
+    }
+
+    /// Prints what is pending; `true` when there was anything.
+    fn report(&mut self) -> bool {
+        let any = !self.unread.is_empty() || !self.errors.is_empty();
+        for line in self.unread.drain(..) {
+            eprintln!("{line}");
+        }
+        for e in self.errors.drain(..) {
+            eprintln!("{e}");
+        }
+        any
+    }
+}
+
 /// Where a document came from, for messages.
 struct Place<'a> {
     source: &'a str,
@@ -96,72 +128,95 @@ struct Place<'a> {
 }
 
 /// Parses one document; `Ok(None)` for an empty one.
-fn parse(text: &str, index: usize, place: &Place<'_>) -> Result<Option<Document>, Unread> {
+fn parse(text: &str, place: &Place<'_>) -> Result<Option<Document>, Unread> {
     if text.trim().is_empty() {
         return Ok(None);
     }
     // The fast reader for plain manifests, serde-saphyr for anything else (same value, same errors).
-    let value: Value = kubetrain_api::fast_yaml::from_str(text).map_err(|e| {
+    let value: Value = kubetrain_yaml::fast::from_str(text).map_err(|e| {
         Unread::Text(format!(
             "{}: invalid YAML: document {} (from line {}): {}",
             place.source,
             place.number,
             place.line,
-            kubetrain_api::yaml_error(&e, place.text_line)
+            kubetrain_yaml::yaml_error(&e, place.text_line)
         ))
     })?;
     if value.is_null() {
         return Ok(None);
     }
     let identity = input::BrokenRuntime::of(&value, place.source);
-    kubetrain_api::parse_value(value, index)
+    kubetrain_api::parse_value(value, place.number - 1)
         .map(Some)
         .map_err(|e| Unread::Fields(e, identity))
+}
+
+/// Reads the documents of `path` one at a time (memory stays flat) and hands each non-empty one to `each`,
+/// read or with why not. With `unchecked_trainjobs` (`--no-validate`), a TrainJob is read straight into its
+/// typed form (no unknown-field pass); anything else takes the checked path.
+fn read_documents(
+    path: &Path,
+    unchecked_trainjobs: bool,
+    mut each: impl FnMut(Result<Document, Unread>) -> Result<()>,
+) -> Result<()> {
+    let source = input::display_name(path);
+    let mut documents = DocumentStream::new(open(path)?);
+    while let Some(text) = documents.next() {
+        let place = Place {
+            source: &source,
+            number: documents.number(),
+            line: documents.start_line(),
+            text_line: documents.text_line(),
+        };
+        let text = match text.with_context(|| format!("cannot read {source}"))? {
+            Ok(text) => text,
+            Err(too_large) => {
+                each(Err(Unread::Text(format!("{source}: {too_large}"))))?;
+                continue;
+            }
+        };
+        let unchecked = if unchecked_trainjobs {
+            // The fast reader's TrainJob is the one serde-saphyr reads (a differential fuzz target checks
+            // it); when it declines, serde-saphyr's own typed read decides.
+            kubetrain_yaml::fast::from_str_typed::<TrainJob>(&text)
+                .or_else(|| serde_saphyr::from_str::<TrainJob>(&text).ok())
+        } else {
+            None
+        };
+        let parsed = match unchecked {
+            Some(job) => Ok(Some(Document::TrainJob(Box::new(job)))),
+            None => parse(&text, &place),
+        };
+        match parsed {
+            Ok(None) => {}
+            Ok(Some(document)) => each(Ok(document))?,
+            Err(unread) => each(Err(unread))?,
+        }
+    }
+    Ok(())
 }
 
 fn load_runtimes(
     paths: &[PathBuf],
     catalog: &mut RuntimeCatalog,
-    errors: &mut Vec<FieldError>,
-    unread: &mut Vec<String>,
-    broken: &mut Vec<input::BrokenRuntime>,
+    problems: &mut Problems,
 ) -> Result<()> {
     for path in paths {
         let source = input::display_name(path);
-        let mut documents = DocumentStream::new(open(path)?);
-        let mut index = 0;
-        while let Some(text) = documents.next() {
-            let place = Place {
-                source: &source,
-                number: documents.number(),
-                line: documents.start_line(),
-                text_line: documents.text_line(),
-            };
-            index += 1;
-            let text = match text.with_context(|| format!("cannot read {source}"))? {
-                Ok(text) => text,
-                Err(too_large) => {
-                    unread.push(format!("{source}: {too_large}"));
-                    continue;
-                }
-            };
-            match parse(&text, index - 1, &place) {
-                Ok(Some(doc)) => {
+        read_documents(path, false, |read| {
+            match read {
+                Ok(doc) => {
                     if !catalog.add_document(&doc) {
-                        errors.push(
+                        problems.errors.push(
                             FieldError::error("kind", format!("{source} is given with --runtime, which takes TrainingRuntime or ClusterTrainingRuntime documents"))
                                 .on(doc.kind(), doc.name()),
                         );
                     }
                 }
-                Ok(None) => {}
-                Err(Unread::Text(line)) => unread.push(line),
-                Err(Unread::Fields(mut e, identity)) => {
-                    broken.extend(identity);
-                    errors.append(&mut e);
-                }
+                Err(unread) => problems.add(unread),
             }
-        }
+            Ok(())
+        })?;
     }
     Ok(())
 }
@@ -206,7 +261,7 @@ fn seeded_rng_for(job: &TrainJob, seed: u64) -> ChaCha20Rng {
 struct Output<W: Write> {
     out: W,
     buf: String,
-    yaml: kubetrain_jobset::yaml::Writer,
+    yaml: kubetrain_yaml::Writer,
     format: Format,
     written: usize,
 }
@@ -310,18 +365,10 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
     if args.seed.is_some() {
         eprintln!("{SEED_WARNING}");
     }
-    let mut errors: Vec<FieldError> = Vec::new();
-    let mut unread: Vec<String> = Vec::new();
-    let mut broken: Vec<input::BrokenRuntime> = Vec::new();
+    let mut problems = Problems::default();
     let mut catalog = RuntimeCatalog::new();
-    load_runtimes(
-        &runtimes,
-        &mut catalog,
-        &mut errors,
-        &mut unread,
-        &mut broken,
-    )?;
-    input::add_builtins(&mut catalog, &broken);
+    load_runtimes(&runtimes, &mut catalog, &mut problems)?;
+    input::add_builtins(&mut catalog, &problems.broken);
 
     let stdout = io::stdout().lock();
     let mut out = Output {
@@ -332,82 +379,32 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
         written: 0,
     };
     out.begin()?;
-    let mut failed = false;
-    let mut report = |errors: &mut Vec<FieldError>, unread: &mut Vec<String>| {
-        for line in unread.drain(..) {
-            eprintln!("{line}");
-            failed = true;
-        }
-        for e in errors.drain(..) {
-            eprintln!("{e}");
-            failed = true;
-        }
-    };
-    report(&mut errors, &mut unread);
+    let mut failed = problems.report();
 
     for path in &files {
-        let source = input::display_name(path);
-        let mut documents = DocumentStream::new(open(path)?);
-        let mut index = 0;
-        while let Some(text) = documents.next() {
-            let place = Place {
-                source: &source,
-                number: documents.number(),
-                line: documents.start_line(),
-                text_line: documents.text_line(),
-            };
-            index += 1;
-            let text = match text.with_context(|| format!("cannot read {source}"))? {
-                Ok(text) => text,
-                Err(too_large) => {
-                    unread.push(format!("{source}: {too_large}"));
-                    report(&mut errors, &mut unread);
-                    continue;
-                }
-            };
-            // With --no-validate, a TrainJob is read straight into its typed form (no unknown-field pass);
-            // anything else takes the checked path below.
-            let fast = if args.no_validate {
-                // The fast reader's TrainJob is the one serde-saphyr reads (a differential fuzz target checks
-                // it); when it declines, serde-saphyr's own typed read decides, as before.
-                kubetrain_api::fast_yaml::from_str_typed::<TrainJob>(&text)
-                    .or_else(|| serde_saphyr::from_str::<TrainJob>(&text).ok())
-            } else {
-                None
-            };
-            let parsed = match fast {
-                Some(job) => Ok(Some(Document::TrainJob(Box::new(job)))),
-                None => parse(&text, index - 1, &place),
-            };
-            let job = match parsed {
-                Ok(None) => continue,
-                Ok(Some(Document::TrainJob(job))) => job,
-                Ok(Some(doc)) => {
+        read_documents(path, args.no_validate, |read| {
+            let job = match read {
+                Ok(Document::TrainJob(job)) => job,
+                Ok(doc) => {
                     if !catalog.add_document(&doc) {
-                        errors.push(
+                        problems.errors.push(
                             FieldError::error("kind", "expected a TrainJob (or a runtime it uses)")
                                 .on(doc.kind(), doc.name()),
                         );
                     }
-                    report(&mut errors, &mut unread);
-                    continue;
+                    failed |= problems.report();
+                    return Ok(());
                 }
-                Err(Unread::Text(line)) => {
-                    unread.push(line);
-                    report(&mut errors, &mut unread);
-                    continue;
-                }
-                Err(Unread::Fields(mut e, identity)) => {
-                    broken.extend(identity);
-                    errors.append(&mut e);
-                    report(&mut errors, &mut unread);
-                    continue;
+                Err(unread) => {
+                    problems.add(unread);
+                    failed |= problems.report();
+                    return Ok(());
                 }
             };
-            if let Some(finding) = input::broken_runtime_finding(&job, &broken) {
-                errors.push(finding);
-                report(&mut errors, &mut unread);
-                continue;
+            if let Some(finding) = input::broken_runtime_finding(&job, &problems.broken) {
+                problems.errors.push(finding);
+                failed |= problems.report();
+                return Ok(());
             }
             match render_job(&job, &catalog, &args, &options, &mut keys) {
                 Ok(objects) => {
@@ -416,11 +413,12 @@ pub(crate) fn run(args: RenderArgs) -> Result<ExitCode> {
                     }
                 }
                 Err(mut e) => {
-                    errors.append(&mut e);
-                    report(&mut errors, &mut unread);
+                    problems.errors.append(&mut e);
+                    failed |= problems.report();
                 }
             }
-        }
+            Ok(())
+        })?;
     }
     out.end()?;
     Ok(if failed {
