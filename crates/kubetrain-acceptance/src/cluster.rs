@@ -1633,6 +1633,67 @@ mod tests {
         );
     }
 
+    fn ctx<'a>(client: &Client, plan: &'a Plan) -> Ctx<'a> {
+        Ctx {
+            client: client.clone(),
+            ns: "team".into(),
+            plan,
+            trainjob_api: Api::namespaced_with(client.clone(), "team", &trainjobs()),
+            jobset_api: Api::namespaced_with(client.clone(), "team", &jobsets()),
+        }
+    }
+
+    #[tokio::test]
+    async fn admission_is_awaited_on_watches_and_a_cluster_without_kueue_is_fine() {
+        use kubetrain_controller::mock::FakeApiServer;
+        let server = FakeApiServer::start();
+        let job = |name: &str, suspend: bool| {
+            json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                   "metadata": {"name": name, "namespace": "team"}, "spec": {"suspend": suspend}})
+        };
+        server.insert(job("t-bench", false));
+        server.insert(json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                             "metadata": {"name": "t-bench", "namespace": "team"}, "spec": {"suspend": false}}));
+        server.insert(job("held", true));
+        let plan = cluster_plan();
+        let ctx = ctx(&server.client(), &plan);
+        let t = Instant::now();
+        let waited = ctx
+            .wait_admitted("t-bench", t, t + std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(waited < 10.0, "{waited}");
+        // Suspended (no Kueue to admit it): the wait ends at its deadline with the step's reason.
+        let err = ctx
+            .wait_admitted(
+                "held",
+                t,
+                Instant::now() + std::time::Duration::from_millis(300),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            err.starts_with("TrainJob team/held was not admitted within the wait")
+                && err.ends_with("suspended or no JobSet yet (no Kueue Workload found)"),
+            "{err}"
+        );
+        assert_eq!(
+            read_workload(&server.client(), "team", "held").await,
+            Ok(None)
+        );
+        // A leftover of an earlier run is deleted and its absence awaited; a missing one is not an error.
+        assert_eq!(
+            ctx.remove_leftover("held", Instant::now() + std::time::Duration::from_secs(10))
+                .await,
+            Ok(true)
+        );
+        assert_eq!(
+            ctx.remove_leftover("never", Instant::now() + std::time::Duration::from_secs(10))
+                .await,
+            Ok(false)
+        );
+    }
+
     #[test]
     fn the_training_log_keeps_changes_and_first_checkpoint_reports() {
         let mut log = TrainLog::default();
