@@ -73,7 +73,8 @@ pub enum LookupError {
     /// No runtime of that kind and name.
     #[error("{resource} {name:?} not found")]
     NotFound {
-        /// Plural resource with group, as Kubernetes prints it.
+        /// Kind with group, as upstream's webhook prints it (controller-runtime's cache reader names the kind,
+        /// not the resource: `ClusterTrainingRuntime.trainer.kubeflow.org "x" not found`).
         resource: &'static str,
         /// Name looked up.
         name: String,
@@ -151,7 +152,7 @@ impl RuntimeCatalog {
                 .get(name)
                 .map(RuntimeEntry::Cluster)
                 .ok_or_else(|| LookupError::NotFound {
-                    resource: "clustertrainingruntimes.trainer.kubeflow.org",
+                    resource: "ClusterTrainingRuntime.trainer.kubeflow.org",
                     name: name.to_owned(),
                 })
         } else {
@@ -159,7 +160,7 @@ impl RuntimeCatalog {
                 .get(&(namespace.to_owned(), name.to_owned()))
                 .map(RuntimeEntry::Namespaced)
                 .ok_or_else(|| LookupError::NotFound {
-                    resource: "trainingruntimes.trainer.kubeflow.org",
+                    resource: "TrainingRuntime.trainer.kubeflow.org",
                     name: name.to_owned(),
                 })
         }

@@ -408,22 +408,66 @@ fn runtime_patches_change_only_while_suspended() {
     );
 }
 
+/// The API server correlates `runtimePatches` items by `manager` (a `listType: map`), so a patch added before
+/// an existing one is new: `manager`'s `self == oldSelf` does not run on it, and only the webhook's rule fires
+/// (side-by-side case `tj-update-patches-active`, where Kueue's patch was first in the old object).
+#[test]
+fn added_runtime_patch_is_not_compared_with_another_manager() {
+    let parse = |spec: &str| -> TrainJob {
+        match parse_documents(&job(spec)).unwrap().remove(0).document {
+            Document::TrainJob(job) => *job,
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut catalog = RuntimeCatalog::new();
+    catalog.add_document(&parse_documents(TORCH_RUNTIME).unwrap()[0].document);
+    let kueue = "{manager: kueue.x-k8s.io/manager, trainingRuntimeSpec: {template: {spec: {}}}}";
+    let ours = "{manager: example.com/generator, trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {metadata: {labels: {a: b}}}}]}}}}";
+    let old = parse(&format!(
+        "  runtimeRef: {{name: torch-distributed}}\n  runtimePatches: [{kueue}]"
+    ));
+    let forbidden = "TrainJob/job: spec.runtimePatches: Forbidden: RuntimePatches can only be modified when the TrainJob is suspended before or after the update";
+    for patches in [
+        format!("[{ours}]"),
+        format!("[{ours}, {kueue}]"),
+        format!("[{kueue}, {ours}]"),
+    ] {
+        let new = parse(&format!(
+            "  runtimeRef: {{name: torch-distributed}}\n  runtimePatches: {patches}"
+        ));
+        let shown: Vec<String> = validate_trainjob_update(&old, &new, &catalog, None)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(shown, [forbidden], "patches {patches}");
+    }
+    // A patch that keeps its manager but changes it elsewhere is still the same item.
+    let renamed = parse(
+        "  runtimeRef: {name: torch-distributed}\n  suspend: true\n  runtimePatches: [{manager: kueue.x-k8s.io/manager, trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node}]}}}}]",
+    );
+    let suspended_old = parse(&format!(
+        "  runtimeRef: {{name: torch-distributed}}\n  suspend: true\n  runtimePatches: [{kueue}]"
+    ));
+    let shown = validate_trainjob_update(&suspended_old, &renamed, &catalog, None);
+    assert!(shown.is_empty(), "{shown:#?}");
+}
+
 #[test]
 fn runtime_lookup() {
     assert_rejected(
         &[&job("  runtimeRef: {name: nope}")],
-        "TrainJob/job: spec.RuntimeRef: clustertrainingruntimes.trainer.kubeflow.org \"nope\" not found: specified clusterTrainingRuntime must be created before the TrainJob is created",
+        "TrainJob/job: spec.RuntimeRef: Invalid value: {\"name\":\"nope\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"ClusterTrainingRuntime\"}: ClusterTrainingRuntime.trainer.kubeflow.org \"nope\" not found: specified clusterTrainingRuntime must be created before the TrainJob is created",
     );
     assert_rejected(
         &[
             TORCH_RUNTIME,
             &job("  runtimeRef: {name: nope, kind: TrainingRuntime}"),
         ],
-        "TrainJob/job: spec.runtimeRef: trainingruntimes.trainer.kubeflow.org \"nope\" not found: specified trainingRuntime must be created before the TrainJob is created",
+        "TrainJob/job: spec.runtimeRef: Invalid value: {\"name\":\"nope\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"TrainingRuntime\"}: TrainingRuntime.trainer.kubeflow.org \"nope\" not found: specified trainingRuntime must be created before the TrainJob is created",
     );
     assert_rejected(
         &[&job("  runtimeRef: {name: x, kind: Job, apiGroup: batch}")],
-        "spec.runtimeRef: unsupported runtime: Job.batch",
+        "TrainJob/job: unsupported runtime: Job.batch",
     );
     let deprecated = TORCH_RUNTIME.replace(
         "{name: torch-distributed}",
@@ -449,16 +493,16 @@ fn initializer_jobs_must_exist() {
     let tune = |init: &str| with(init).replace("RUNTIME", "torchtune-llama3.2-1b");
     assert_rejected(
         &[TORCH_RUNTIME, &torch("{dataset: {storageUri: 'hf://a/b'}}")],
-        "spec.runtimeRef: must have dataset-initializer job when trainJob is configured with input datasetConfig",
+        "spec.runtimeRef: Invalid value: {\"name\":\"torch-distributed\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"ClusterTrainingRuntime\"}: must have dataset-initializer job when trainJob is configured with input datasetConfig",
     );
     assert_rejected(
         &[TORCH_RUNTIME, &torch("{model: {storageUri: 'hf://a/b'}}")],
-        "spec.runtimeRef: must have model-initializer job when trainJob is configured with input modelConfig",
+        "spec.runtimeRef: Invalid value: {\"name\":\"torch-distributed\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"ClusterTrainingRuntime\"}: must have model-initializer job when trainJob is configured with input modelConfig",
     );
     assert_accepted(&[INIT_RUNTIME, &tune("{dataset: {storageUri: 'hf://a/b'}}")]);
     assert_rejected(
         &[INIT_RUNTIME, &tune("{model: {storageUri: 'hf://a/b'}}")],
-        "must have volumeMount with name - initializer in container model-initializer of the model-initializer job",
+        "Invalid value: {\"name\":\"torchtune-llama3.2-1b\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"ClusterTrainingRuntime\"}: must have volumeMount with name - initializer in container model-initializer of the model-initializer job",
     );
     let renamed = INIT_RUNTIME.replace(
         "[{name: model-initializer, image: init}]",
@@ -466,7 +510,7 @@ fn initializer_jobs_must_exist() {
     );
     assert_rejected(
         &[&renamed, &tune("{model: {storageUri: 'hf://a/b'}}")],
-        "must have container with name - model-initializer in the model-initializer job",
+        "Invalid value: {\"name\":\"torchtune-llama3.2-1b\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"ClusterTrainingRuntime\"}: must have container with name - model-initializer in the model-initializer job",
     );
 }
 
@@ -496,7 +540,7 @@ fn runtime_patch_targets() {
         ),
         (
             patched("a.io/m", "worker", "{}"),
-            "spec.runtimePatches: must not have replicated job that doesn't exist in the runtime job template",
+            "spec.runtimePatches: Invalid value: [{\"manager\":\"a.io/m\",\"trainingRuntimeSpec\":{\"template\":{\"spec\":{\"replicatedJobs\":[{\"name\":\"worker\",\"template\":{\"spec\":{\"template\":{\"spec\":{}}}}}]}}}}]: must not have replicated job that doesn't exist in the runtime job template",
         ),
         (
             patched("a.io/m", "node", "{containers: [{name: sidecar}]}"),
@@ -544,7 +588,7 @@ fn reserved_env_per_policy() {
                 &["PET_NODE_RANK", "FOO", "PET_MASTER_ADDR"],
             ),
         ],
-        "spec.trainer.env: must not have reserved envs, invalid envs configured: [PET_MASTER_ADDR PET_NODE_RANK]",
+        "spec.trainer.env: Invalid value: [{\"name\":\"PET_NODE_RANK\",\"value\":\"x\"},{\"name\":\"FOO\",\"value\":\"x\"},{\"name\":\"PET_MASTER_ADDR\",\"value\":\"x\"}]: must not have reserved envs, invalid envs configured: [PET_MASTER_ADDR PET_NODE_RANK]",
     );
     assert_accepted(&[TORCH_RUNTIME, &env("torch-distributed", &["FOO"])]);
     let mpi = runtime_with("mpi", "{mpi: {}}", "");
@@ -570,7 +614,7 @@ fn policy_specific_rules() {
     );
     assert_rejected(
         &[&target, &job("  runtimeRef: {name: t}")],
-        "spec.runtimeRef: envInjection target podSet \"node\" container \"sidecar\" not found in runtime template",
+        "spec.runtimeRef: Invalid value: {\"jobName\":\"node\",\"containerNames\":[\"sidecar\"]}: envInjection target podSet \"node\" container \"sidecar\" not found in runtime template",
     );
     let found = runtime_with(
         "t",
@@ -587,7 +631,7 @@ fn policy_specific_rules() {
             &no_launcher,
             &job("  runtimeRef: {name: mpi}\n  trainer: {numNodes: 2}"),
         ],
-        "spec.trainer.numNodes: must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node",
+        "spec.trainer.numNodes: Invalid value: 2: must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node",
     );
     assert_accepted(&[
         &no_launcher,
@@ -602,7 +646,7 @@ fn policy_specific_rules() {
     let flux = runtime_with("flux", "{flux: {}}", "");
     assert_rejected(
         &[&flux, &job("  runtimeRef: {name: flux}")],
-        "spec.trainer.initContainers: InitContainer 'flux-installer' is reserved",
+        "spec.trainer.initContainers: Invalid value: \"flux-installer\": InitContainer 'flux-installer' is reserved",
     );
 
     let volcano = runtime_with("v", "{jax: {}}", "podGroupPolicy: {volcano: {}}");
@@ -613,7 +657,7 @@ fn policy_specific_rules() {
     };
     assert_rejected(
         &[&volcano, &queue("")],
-        "spec.annotations[scheduling.volcano.sh/queue-name]: Volcano queue name must not be empty",
+        "spec.annotations[scheduling.volcano.sh/queue-name]: Invalid value: \"\": Volcano queue name must not be empty",
     );
     assert_accepted(&[&volcano, &queue("research")]);
 }
@@ -632,37 +676,37 @@ fn torchtune_rules() {
         (
             "torchtune-gpt-2",
             "numNodes: 1",
-            "spec.runtimeRef.name: must have a supported pretrained model, invalid model configured: gpt/2",
+            "spec.runtimeRef.name: Invalid value: \"torchtune-gpt-2\": must have a supported pretrained model, invalid model configured: gpt/2",
         ),
         (
             "torchtune-llama3.2-1b",
             "numNodes: 2",
-            "spec.trainer.numNodes: must be 1 for llama3_2/1B model",
+            "spec.trainer.numNodes: Invalid value: 2: must be 1 for llama3_2/1B model",
         ),
         (
             "torchtune-llama3.3-70b",
             "numNodes: 2, args: ['model.lora_attn_modules=[q_proj]']",
-            "spec.trainer.numNodes: LoRA fine-tuning is not supported for multi-node training in TorchTune",
+            "spec.trainer.numNodes: Invalid value: 2: LoRA fine-tuning is not supported for multi-node training in TorchTune",
         ),
         (
             "torchtune-llama3.2-1b",
             "args: [dtype=bf16, 'output_dir=/tmp']",
-            "spec.trainer.args[1]: must not set immutable config \"output_dir\" in trainer args; it is managed by the runtime",
+            "spec.trainer.args[1]: Invalid value: \"output_dir=/tmp\": must not set immutable config \"output_dir\" in trainer args; it is managed by the runtime",
         ),
         (
             "torchtune-qwen2.5-1.5b",
             "args: [model.quantize_base=True]",
-            "spec.runtimeRef.name: QLoRA is not supported for qwen2_5/1.5B model",
+            "spec.runtimeRef.name: Invalid value: \"torchtune-qwen2.5-1.5b\": QLoRA is not supported for qwen2_5/1.5B model",
         ),
         (
             "torchtune-llama3.2-3b",
             "args: [model.quantize_base=true]",
-            "spec.trainer.numProcPerNode: must be auto or 1 for llama3_2/3B model when using QLoRA",
+            "spec.trainer.numProcPerNode: Invalid value: \"auto\": must be auto or 1 for llama3_2/3B model when using QLoRA",
         ),
         (
             "torchtune-llama3.2-3b",
             "args: [model.quantize_base=true]",
-            "spec.trainer.resourcesPerNode: must have gpu resource with value 1 for llama3_2/3B model when using QLoRA",
+            "spec.trainer.resourcesPerNode: Invalid value: null: must have gpu resource with value 1 for llama3_2/3B model when using QLoRA",
         ),
     ];
     for (name, trainer, expected) in cases {
@@ -685,8 +729,8 @@ fn runtime_webhook_rules() {
             "[{name: other, image: init}]",
         );
     let found = findings(&[&bad]);
-    assert!(found.contains(&"ClusterTrainingRuntime/torchtune-llama3.2-1b: spec.template.spec.replicatedJobs[2].replicas: always must be 1".to_owned()), "{found:#?}");
-    assert!(found.contains(&"ClusterTrainingRuntime/torchtune-llama3.2-1b: spec.template.spec.replicatedJobs[1].template.spec.template.spec.containers: must contain the required container for the ancestor: model-initializer".to_owned()), "{found:#?}");
+    assert!(found.contains(&"ClusterTrainingRuntime/torchtune-llama3.2-1b: spec.template.spec.replicatedJobs[2].replicas: Invalid value: 2: always must be 1".to_owned()), "{found:#?}");
+    assert!(found.contains(&"ClusterTrainingRuntime/torchtune-llama3.2-1b: spec.template.spec.replicatedJobs[1].template.spec.template.spec.containers: Invalid value: [{\"name\":\"other\",\"image\":\"init\",\"resources\":{}}]: must contain the required container for the ancestor: model-initializer".to_owned()), "{found:#?}");
     let disabled = bad.replace("{name: torchtune-llama3.2-1b}", "{name: torchtune-llama3.2-1b, labels: {trainer.kubeflow.org/webhook-validation: disabled}}");
     assert_accepted(&[&disabled]);
 }

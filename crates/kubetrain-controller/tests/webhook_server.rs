@@ -294,7 +294,7 @@ async fn a_missing_runtime_is_denied_with_upstreams_message() {
     assert_eq!(response["allowed"], false);
     assert_eq!(
         message(&response),
-        "spec.RuntimeRef: clustertrainingruntimes.trainer.kubeflow.org \"nope\" not found: specified clusterTrainingRuntime must be created before the TrainJob is created"
+        "spec.RuntimeRef: Invalid value: {\"name\":\"nope\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"ClusterTrainingRuntime\"}: ClusterTrainingRuntime.trainer.kubeflow.org \"nope\" not found: specified clusterTrainingRuntime must be created before the TrainJob is created"
     );
     fx.stop().await;
 }
@@ -602,7 +602,7 @@ async fn runtimes_are_validated_and_deprecation_warns_on_create_only() {
     assert_eq!(response["allowed"], false);
     assert_eq!(
         message(&response),
-        "spec.template.spec.replicatedJobs[0].replicas: always must be 1"
+        "spec.template.spec.replicatedJobs[0].replicas: Invalid value: 2: always must be 1"
     );
 
     let mut deprecated = builtin("torch-distributed");

@@ -44,7 +44,7 @@ fn every_error_is_reported_with_its_path_and_exit_code_1() {
     for expected in [
         "TrainJob/bad: spec.trainer.numNodes: Invalid value: -1: should be greater than or equal to 0",
         "TrainJob/bad: spec.trainer.numProcPerNode: numProcPerNode must be greater than or equal to 1",
-        "TrainJob/bad: spec.trainer.env: must not have reserved envs, invalid envs configured: [PET_NODE_RANK]",
+        "TrainJob/bad: spec.trainer.env: Invalid value: [{\"name\":\"PET_NODE_RANK\",\"value\":\"0\"}]: must not have reserved envs, invalid envs configured: [PET_NODE_RANK]",
     ] {
         assert!(
             stderr.lines().any(|l| l == expected),

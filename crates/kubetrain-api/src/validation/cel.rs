@@ -3,7 +3,10 @@
 //! kube-cel is the reference. When every rule of a schema is of a shape [`super::cel_rules`] recognises, the
 //! native evaluator ([`super::cel_native`]) runs instead (about a hundred times faster: no CEL values are built,
 //! no regex is compiled per call, only paths that lead to rules are visited). If the native evaluator meets a
-//! value it does not model exactly, that object goes to kube-cel, so the findings are always kube-cel's.
+//! value it does not model exactly, that object goes to kube-cel, so the findings are always kube-cel's, with one
+//! exception: on updates the native evaluator hands an item of a `listType: map` list the old item with the same
+//! keys, as the API server does, where kube-cel takes the old item at the same index (a runtime patch added in
+//! front of Kueue's would otherwise be reported as `manager: field is immutable`).
 //!
 //! Without the crate feature `cel` there is no kube-cel: the native evaluator still checks the rules it
 //! recognises (every TrainJob rule) on the values it models, and the rest are skipped without a finding.

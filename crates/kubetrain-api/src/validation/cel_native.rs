@@ -70,6 +70,9 @@ pub(crate) struct Shape {
     default: Option<Value>,
     branches: Vec<Shape>,
     rules: Vec<Rule>,
+    /// `x-kubernetes-list-map-keys` of a `listType: map` array: the API server hands an item's transition rules
+    /// the old item with the same keys (none for a new item), not the old item at the same index.
+    map_keys: Vec<String>,
     /// Some rule at or below this node runs on create (without an old object).
     rules_on_create: bool,
     /// Some rule at or below this node exists at all (updates run transition rules too).
@@ -88,6 +91,7 @@ static PLAIN: Shape = Shape {
     default: None,
     branches: Vec::new(),
     rules: Vec::new(),
+    map_keys: Vec::new(),
     rules_on_create: false,
     rules_on_update: false,
 };
@@ -141,7 +145,19 @@ fn compile_node(schema: &Value, depth: usize) -> Option<Shape> {
     };
     let flag = |key: &str| schema.get(key).and_then(Value::as_bool) == Some(true);
     let preserve_unknown = flag("x-kubernetes-preserve-unknown-fields");
+    let map_keys = if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
+        schema
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut shape = Shape {
+        map_keys,
         is_map: !matches!(additional_value, None | Some(Value::Bool(false))),
         format,
         preserve_unknown,
@@ -244,6 +260,16 @@ impl Shape {
                 &PLAIN,
             )),
         }
+    }
+
+    /// The old item that item `index` of a new array at this node is checked against: the one with the same
+    /// map keys in a `listType: map` list (as the API server correlates them), else the one at the same index.
+    fn correlated<'o>(&self, old: &'o [Value], index: usize, item: &Value) -> Option<&'o Value> {
+        if self.map_keys.is_empty() {
+            return old.get(index);
+        }
+        old.iter()
+            .find(|o| self.map_keys.iter().all(|k| o.get(k) == item.get(k)))
     }
 
     /// The schema of the array items at this node.
@@ -412,7 +438,7 @@ impl<'v> Walk<'v> {
         {
             for (i, item) in array.iter().enumerate() {
                 let old_item = old.and_then(|o| match o.value {
-                    Value::Array(old_array) => old_array.get(i).map(|v| Slot {
+                    Value::Array(old_array) => shape.correlated(old_array, i, item).map(|v| Slot {
                         value: v,
                         defaulting: o.defaulting,
                     }),

@@ -285,19 +285,48 @@ fn with_old() -> impl Strategy<Value = (Value, Option<Value>)> {
     })
 }
 
+/// kube-cel correlates every list item with the old item at its index; the API server and the native evaluator
+/// correlate an item of a `listType: map` list with the old item of the same keys. The generated objects' only
+/// such difference: a runtime patch whose `manager` changed is a new item, which `manager`'s transition rule
+/// (`self == oldSelf`) does not see, so kube-cel's finding there is dropped.
+fn keyed_correlation(reference: Findings, new: &Value, old: Option<&Value>) -> Findings {
+    let managers = |v: &Value| -> Vec<Value> {
+        v["spec"]["runtimePatches"]
+            .as_array()
+            .map_or_else(Vec::new, |p| {
+                p.iter().map(|p| p["manager"].clone()).collect()
+            })
+    };
+    let Some(old) = old else { return reference };
+    let (new_managers, old_managers) = (managers(new), managers(old));
+    reference
+        .into_iter()
+        .filter(|(path, _)| {
+            let moved = new_managers.iter().enumerate().any(|(i, m)| {
+                path == &format!("spec.runtimePatches[{i}].manager")
+                    && old_managers.get(i) != Some(m)
+            });
+            !moved
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(384))]
 
     #[test]
     fn native_cel_agrees_with_kube_cel((new, old) in with_old()) {
-        let (native, reference) = both(&new, old.as_ref());
+        let (native, kube_cel) = both(&new, old.as_ref());
+        let reference = keyed_correlation(kube_cel.clone(), &new, old.as_ref());
         // Only a missing or non-string name is outside the model in these objects.
         let name_is_string = new["metadata"]["name"].is_string();
         prop_assert_eq!(native.is_ok(), name_is_string);
         if let Ok(native) = native {
             prop_assert_eq!(native, reference.clone());
         }
-        prop_assert_eq!(sorted(cel::check(SchemaKind::TrainJob, &new, old.as_ref())), reference);
+        // Where the native evaluator is unsure, kube-cel's findings stand as they are.
+        let expected = if name_is_string { reference } else { kube_cel };
+        prop_assert_eq!(sorted(cel::check(SchemaKind::TrainJob, &new, old.as_ref())), expected);
     }
 
     #[test]

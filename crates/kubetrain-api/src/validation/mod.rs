@@ -30,7 +30,7 @@
 //! let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
 //! assert!(shown.contains(&"TrainJob/Bad_Name: spec.trainer.numNodes: Invalid value: -1: should be greater than or equal to 0".to_owned()));
 //! assert!(shown.iter().any(|e| e.contains("metadata.name must match RFC 1035 DNS label format")));
-//! assert!(shown.iter().any(|e| e.starts_with("TrainJob/Bad_Name: spec.RuntimeRef: clustertrainingruntimes.trainer.kubeflow.org \"missing\" not found")));
+//! assert!(shown.iter().any(|e| e.starts_with("TrainJob/Bad_Name: spec.RuntimeRef: Invalid value: {\"name\":\"missing\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"ClusterTrainingRuntime\"}: ClusterTrainingRuntime.trainer.kubeflow.org \"missing\" not found")));
 //! ```
 
 mod cel;
@@ -39,6 +39,7 @@ mod cel_rules;
 // Native evaluator versus kube-cel: needs the reference.
 #[cfg(all(test, feature = "cel"))]
 mod differential_tests;
+mod go_json;
 mod schema;
 mod webhook;
 

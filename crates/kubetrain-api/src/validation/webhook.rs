@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
 
+use super::go_json::{self, invalid};
 use crate::catalog::{LookupError, RuntimeCatalog, RuntimeEntry};
 use crate::constants::*;
 use crate::error::FieldError;
@@ -23,10 +24,8 @@ pub(crate) fn trainjob(job: &TrainJob, catalog: &RuntimeCatalog, out: &mut Vec<F
     let runtime = match catalog.lookup(&job.spec.runtime_ref, namespace) {
         Ok(runtime) => runtime,
         Err(LookupError::Unsupported(key)) => {
-            out.push(FieldError::error(
-                "spec.runtimeRef",
-                format!("unsupported runtime: {key}"),
-            ));
+            // Upstream returns a plain error here, not a field error: its message has no path.
+            out.push(FieldError::error("", format!("unsupported runtime: {key}")));
             return;
         }
         Err(error @ LookupError::NotFound { .. }) => {
@@ -62,8 +61,11 @@ fn not_found(
     } else {
         ("spec.runtimeRef", "trainingRuntime")
     };
-    let mut message =
-        format!("{error}: specified {what} must be created before the TrainJob is created");
+    let mut message = invalid(
+        &runtime_ref_value(job),
+        &go_json::RUNTIME_REF,
+        &format!("{error}: specified {what} must be created before the TrainJob is created"),
+    );
     let known: Vec<&str> = if cluster {
         catalog.cluster_names().collect()
     } else {
@@ -73,6 +75,12 @@ fn not_found(
         message.push_str(&format!(" (known: {})", known.join(", ")));
     }
     FieldError::error(path, message)
+}
+
+/// The TrainJob's `runtimeRef` with its CRD defaults, as upstream's webhook sees the stored object.
+fn runtime_ref_value(job: &TrainJob) -> serde_json::Value {
+    let r = &job.spec.runtime_ref;
+    serde_json::json!({"name": r.name, "apiGroup": r.api_group_or_default(), "kind": r.kind_or_default()})
 }
 
 fn containers_of(job: &ReplicatedJob) -> impl Iterator<Item = &Container> {
@@ -106,13 +114,30 @@ fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<Fi
         .collect();
 
     if let Some(initializer) = &job.spec.initializer {
+        let runtime_ref = go_json::marshal(&runtime_ref_value(job), &go_json::RUNTIME_REF);
         if initializer.dataset.is_some() {
-            check_initializer(jobs, &names, DATASET_INITIALIZER, "datasetConfig", out);
+            check_initializer(
+                jobs,
+                &names,
+                DATASET_INITIALIZER,
+                "datasetConfig",
+                &runtime_ref,
+                out,
+            );
         }
         if initializer.model.is_some() {
-            check_initializer(jobs, &names, MODEL_INITIALIZER, "modelConfig", out);
+            check_initializer(
+                jobs,
+                &names,
+                MODEL_INITIALIZER,
+                "modelConfig",
+                &runtime_ref,
+                out,
+            );
         }
     }
+    // Upstream prints every patch with each finding about one of them.
+    let patches = || go_json::marshal_typed(&job.spec.runtime_patches, &go_json::RUNTIME_PATCHES);
 
     for patch in &job.spec.runtime_patches {
         out.extend(domain_prefixed_path(
@@ -132,7 +157,10 @@ fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<Fi
             let Some(containers) = names.get(rjob.name.as_str()) else {
                 out.push(FieldError::error(
                     "spec.runtimePatches",
-                    "must not have replicated job that doesn't exist in the runtime job template",
+                    format!(
+                        "Invalid value: {}: must not have replicated job that doesn't exist in the runtime job template",
+                        patches()
+                    ),
                 ));
                 continue;
             };
@@ -150,7 +178,8 @@ fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<Fi
                     out.push(FieldError::error(
                         "spec.runtimePatches",
                         format!(
-                            "must not have initContainer that doesn't exist in the runtime job {}",
+                            "Invalid value: {}: must not have initContainer that doesn't exist in the runtime job {}",
+                            patches(),
                             rjob.name
                         ),
                     ));
@@ -161,7 +190,8 @@ fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<Fi
                     out.push(FieldError::error(
                         "spec.runtimePatches",
                         format!(
-                            "must not have container that doesn't exist in the runtime job {}",
+                            "Invalid value: {}: must not have container that doesn't exist in the runtime job {}",
+                            patches(),
                             rjob.name
                         ),
                     ));
@@ -170,7 +200,10 @@ fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<Fi
                 {
                     out.push(FieldError::error(
                         "spec.runtimePatches",
-                        "must not have envs for the dataset-initializer, model-initializer, node containers",
+                        format!(
+                            "Invalid value: {}: must not have envs for the dataset-initializer, model-initializer, node containers",
+                            patches()
+                        ),
                     ));
                 }
             }
@@ -183,19 +216,20 @@ fn check_initializer(
     names: &BTreeMap<&str, BTreeSet<&str>>,
     role: &str,
     config: &str,
+    runtime_ref: &str,
     out: &mut Vec<FieldError>,
 ) {
     let Some(containers) = names.get(role) else {
         out.push(FieldError::error(
             "spec.runtimeRef",
-            format!("must have {role} job when trainJob is configured with input {config}"),
+            format!("Invalid value: {runtime_ref}: must have {role} job when trainJob is configured with input {config}"),
         ));
         return;
     };
     if !containers.contains(role) {
         out.push(FieldError::error(
             "spec.runtimeRef",
-            format!("must have container with name - {role} in the {role} job"),
+            format!("Invalid value: {runtime_ref}: must have container with name - {role} in the {role} job"),
         ));
         return;
     }
@@ -213,7 +247,7 @@ fn check_initializer(
     if !mounted {
         out.push(FieldError::error(
             "spec.runtimeRef",
-            format!("must have volumeMount with name - {INITIALIZER_VOLUME} in container {role} of the {role} job"),
+            format!("Invalid value: {runtime_ref}: must have volumeMount with name - {INITIALIZER_VOLUME} in container {role} of the {role} job"),
         ));
     }
 }
@@ -241,9 +275,13 @@ fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<Field
                     if !has_container(&spec.template.spec, &target.job_name, container) {
                         out.push(FieldError::error(
                             "spec.runtimeRef",
-                            format!(
-                                "envInjection target podSet {:?} container {container:?} not found in runtime template",
-                                target.job_name
+                            invalid(
+                                target,
+                                &go_json::ENV_INJECTION_TARGET,
+                                &format!(
+                                    "envInjection target podSet {:?} container {container:?} not found in runtime template",
+                                    target.job_name
+                                ),
                             ),
                         ));
                     }
@@ -252,7 +290,7 @@ fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<Field
             if let Some(trainer) = trainer {
                 let found = reserved(&TORCH_RESERVED_ENV);
                 if !found.is_empty() {
-                    out.push(reserved_envs(&found));
+                    out.push(reserved_envs(&trainer.env, &found));
                 }
                 if torchtune::is_torchtune_command(trainer.command.as_deref()) {
                     torchtune_rules(job, spec, out);
@@ -274,12 +312,15 @@ fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<Field
                 {
                     out.push(FieldError::error(
                         "spec.trainer.numNodes",
-                        "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node",
+                        format!(
+                            "Invalid value: {}: must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node",
+                            trainer.num_nodes.unwrap_or(1)
+                        ),
                     ));
                 }
                 let found = reserved(&MPI_RESERVED_ENV);
                 if !found.is_empty() {
-                    out.push(reserved_envs(&found));
+                    out.push(reserved_envs(&trainer.env, &found));
                 }
             }
         }
@@ -306,7 +347,7 @@ fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<Field
             if init.into_iter().any(|c| c.name == FLUX_INSTALLER) {
                 out.push(FieldError::error(
                     "spec.trainer.initContainers",
-                    "InitContainer 'flux-installer' is reserved",
+                    format!("Invalid value: {FLUX_INSTALLER:?}: InitContainer 'flux-installer' is reserved"),
                 ));
             }
         }
@@ -321,7 +362,7 @@ fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<Field
         if queue.as_deref() == Some("") {
             out.push(FieldError::error(
                 format!("spec.annotations[{VOLCANO_QUEUE_ANNOTATION}]"),
-                "Volcano queue name must not be empty",
+                "Invalid value: \"\": Volcano queue name must not be empty",
             ));
         }
     }
@@ -351,13 +392,20 @@ fn volcano_queue(job: &TrainJob, spec: &TrainingRuntimeSpec) -> Option<String> {
     queue
 }
 
-fn reserved_envs(found: &BTreeSet<String>) -> FieldError {
+fn reserved_envs(
+    env: &[k8s_openapi::api::core::v1::EnvVar],
+    found: &BTreeSet<String>,
+) -> FieldError {
     let names: Vec<&str> = found.iter().map(String::as_str).collect();
     FieldError::error(
         "spec.trainer.env",
-        format!(
-            "must not have reserved envs, invalid envs configured: [{}]",
-            names.join(" ")
+        invalid(
+            env,
+            &go_json::ENV_VARS,
+            &format!(
+                "must not have reserved envs, invalid envs configured: [{}]",
+                names.join(" ")
+            ),
         ),
     )
 }
@@ -410,14 +458,14 @@ fn torchtune_rules(job: &TrainJob, spec: &TrainingRuntimeSpec, out: &mut Vec<Fie
     if !torchtune::SUPPORTED_MODELS.contains(&model.as_str()) {
         out.push(FieldError::error(
             "spec.runtimeRef.name",
-            format!("must have a supported pretrained model, invalid model configured: {model}"),
+            format!("Invalid value: {name:?}: must have a supported pretrained model, invalid model configured: {model}"),
         ));
     }
     let nodes = trainer.num_nodes.unwrap_or(1);
     if nodes > 1 && model != torchtune::LLAMA3_3_70B {
         out.push(FieldError::error(
             "spec.trainer.numNodes",
-            format!("must be 1 for {model} model"),
+            format!("Invalid value: {nodes}: must be 1 for {model} model"),
         ));
     }
     let procs = trainer
@@ -434,26 +482,36 @@ fn torchtune_rules(job: &TrainJob, spec: &TrainingRuntimeSpec, out: &mut Vec<Fie
         if model == torchtune::QWEN2_5_1_5B {
             out.push(FieldError::error(
                 "spec.runtimeRef.name",
-                format!("QLoRA is not supported for {model} model"),
+                format!("Invalid value: {name:?}: QLoRA is not supported for {model} model"),
             ));
         }
         if !config.contains(torchtune::QLORA_SINGLE_DEVICE_SUFFIX)
             && (model == torchtune::LLAMA3_2_1B || model == torchtune::LLAMA3_2_3B)
         {
+            // Upstream's value is an IntOrString: `"auto"` or the number.
+            let procs_value = trainer
+                .num_proc_per_node
+                .map_or_else(|| "\"auto\"".to_owned(), |n| n.to_string());
             out.push(FieldError::error(
                 "spec.trainer.numProcPerNode",
-                format!("must be auto or 1 for {model} model when using QLoRA"),
+                format!("Invalid value: {procs_value}: must be auto or 1 for {model} model when using QLoRA"),
             ));
             out.push(FieldError::error(
                 "spec.trainer.resourcesPerNode",
-                format!("must have gpu resource with value 1 for {model} model when using QLoRA"),
+                invalid(
+                    &trainer.resources_per_node,
+                    &go_json::RESOURCE_REQUIREMENTS,
+                    &format!(
+                        "must have gpu resource with value 1 for {model} model when using QLoRA"
+                    ),
+                ),
             ));
         }
     }
     if nodes > 1 && (torchtune::is_lora(args) || torchtune::is_qlora(args)) {
         out.push(FieldError::error(
             "spec.trainer.numNodes",
-            "LoRA fine-tuning is not supported for multi-node training in TorchTune",
+            format!("Invalid value: {nodes}: LoRA fine-tuning is not supported for multi-node training in TorchTune"),
         ));
     }
     for (i, arg) in args.iter().enumerate() {
@@ -461,7 +519,7 @@ fn torchtune_rules(job: &TrainJob, spec: &TrainingRuntimeSpec, out: &mut Vec<Fie
         if torchtune::IMMUTABLE_CONFIGS.contains(&key) {
             out.push(FieldError::error(
                 format!("spec.trainer.args[{i}]"),
-                format!("must not set immutable config {key:?} in trainer args; it is managed by the runtime"),
+                format!("Invalid value: {arg:?}: must not set immutable config {key:?} in trainer args; it is managed by the runtime"),
             ));
         }
     }
@@ -529,16 +587,22 @@ pub(crate) fn runtime(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
             _ => continue,
         };
         let path = format!("spec.template.spec.replicatedJobs[{i}]");
-        if job.replicas_or_default() != 1 {
+        let replicas = job.replicas_or_default();
+        if replicas != 1 {
             out.push(FieldError::error(
                 format!("{path}.replicas"),
-                "always must be 1",
+                format!("Invalid value: {replicas}: always must be 1"),
             ));
         }
-        if !regular_containers(job).iter().any(|c| c.name == required) {
+        let containers = regular_containers(job);
+        if !containers.iter().any(|c| c.name == required) {
             out.push(FieldError::error(
                 format!("{path}.template.spec.template.spec.containers"),
-                format!("must contain the required container for the ancestor: {role}"),
+                invalid(
+                    containers,
+                    &go_json::CONTAINERS,
+                    &format!("must contain the required container for the ancestor: {role}"),
+                ),
             ));
         }
     }
