@@ -221,6 +221,8 @@ featureGates: {VisibilityOnDemand: false}
 integrations:
   frameworks: [batch/job, jobset.x-k8s.io/jobset, trainer.kubeflow.org/trainjob]
 YAML
+    # More Configuration fields (kueue-compare.sh --fair-sharing adds `fairSharing`).
+    [[ -z ${KUBETRAIN_E2E_KUEUE_CONFIG_EXTRA:-} ]] || echo "$KUBETRAIN_E2E_KUEUE_CONFIG_EXTRA" >>"$E2E_STATE/kueue-config.yaml"
     # With internal certificate management off, Kueue reads its metrics certificate from a fixed path
     # (cmd/kueue/main.go: /etc/kueue/metrics/certs) and exits when it is missing; give it the webhook pair.
     local metrics_certs=/etc/kueue/metrics/certs

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Kueue model against real Kueue v0.19.1 (docs/e2e.md, "Kueue model vs real Kueue"; issue 14 item 4).
 #
-#   e2e/kueue-compare.sh [--slice] [--count N] [--seed S] [--strict]
+#   e2e/kueue-compare.sh [--slice] [--count N] [--seed S] [--tie-orders K] [--fair-sharing] [--strict]
 #
 # Generates N random scenarios with `kubetrain queue generate --random N --seed S` (default 100; --slice: 10),
 # each in its own namespace with its own flavors, cohort and queues, so they run side by side without touching
@@ -11,18 +11,26 @@
 # Workloads are read back. `kubetrain queue simulate` runs on the same objects (the stored Workloads with their
 # UIDs and creation timestamps, and Kueue's feature-gate defaults of v0.19.1) and the two are compared per
 # workload: admitted or not, ClusterQueue, flavors, admitted counts, preempted or not, and the pending reason.
-# A scenario agrees when all its workloads do. Ends with `kueue: N/M agree`; the differences, workload by
-# workload, are in ${TMPDIR:-/tmp}/kubetrain-kueue-compare/differences.md. --strict exits 1 unless all agree.
+# Every Workload existed before Kueue started, so in the model they all arrive together (ordered by creation
+# time). A scenario agrees when all its workloads do, as simulated or with the Workloads' documents shuffled
+# (K more model runs, default 7): Kueue takes one head per ClusterQueue from a Go map and sorts them without
+# a final tie-break, so heads equal in borrowing, priority and creation second meet in a random order, which
+# the model takes from the document order. --fair-sharing turns fair sharing on in Kueue's Configuration
+# (`fairSharing` with both preemption strategies) and in the model's, every ClusterQueue weighted 0.5, 1 or 2.
+# Ends with `kueue: N/M agree`; the differences, workload by workload, are in
+# ${TMPDIR:-/tmp}/kubetrain-kueue-compare/differences.md. --strict exits 1 unless all agree.
 # Runs its own cluster beside others (ports shifted by 2000, state in ${TMPDIR:-/tmp}/kubetrain-e2e-kueue).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-count=100 seed=1 strict=0
+count=100 seed=1 strict=0 tie_orders=7 fair=0
 while [[ $# -gt 0 ]]; do
     case $1 in
         --slice) count=10; shift ;;
         --count) count=$2; shift 2 ;;
         --seed) seed=$2; shift 2 ;;
+        --tie-orders) tie_orders=$2; shift 2 ;;
+        --fair-sharing) fair=1; shift ;;
         --strict) strict=1; shift ;;
         *) die "unknown argument '$1'" ;;
     esac
@@ -31,6 +39,8 @@ done
 export KUBETRAIN_E2E_STATE="${KUBETRAIN_E2E_KUEUE_STATE:-${TMPDIR:-/tmp}/kubetrain-e2e-kueue}"
 export KUBETRAIN_E2E_PORT_OFFSET=${KUBETRAIN_E2E_KUEUE_PORT_OFFSET:-2000}
 OUT="${KUBETRAIN_E2E_KUEUE_OUT:-${TMPDIR:-/tmp}/kubetrain-kueue-compare}"
+fair_sharing="fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}"
+[[ $fair == 0 ]] || export KUBETRAIN_E2E_KUEUE_CONFIG_EXTRA="$fair_sharing"
 rm -rf "$OUT" && mkdir -p "$OUT"
 
 "$E2E_DIR/cluster.sh" up --operator none
@@ -42,7 +52,11 @@ KUBETRAIN="${CARGO_TARGET_DIR:-$REPO_DIR/target}/${KUBETRAIN_E2E_PROFILE:-debug}
 py() { "$VENV/bin/python" "$E2E_DIR/lib/kueue_compare.py" "$@"; }
 
 "$KUBETRAIN" queue generate --random "$count" --seed "$seed" >"$OUT/scenarios.yaml"
-log "kueue compare: $count scenarios (seed $seed), created while Kueue is stopped"
+if [[ $fair == 1 ]]; then
+    py fair-weights --scenarios "$OUT/scenarios.yaml" --seed "$seed" --out "$OUT/scenarios-fair.yaml"
+    mv "$OUT/scenarios-fair.yaml" "$OUT/scenarios.yaml"
+fi
+log "kueue compare: $count scenarios (seed $seed$([[ $fair == 1 ]] && echo ", fair sharing")), created while Kueue is stopped"
 stop kueue
 kubectl_admin delete --ignore-not-found mutatingwebhookconfiguration kueue-mutating-webhook-configuration >/dev/null
 kubectl_admin delete --ignore-not-found validatingwebhookconfiguration kueue-validating-webhook-configuration >/dev/null
@@ -56,9 +70,19 @@ apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 featureGates: {UnadmittedWorkloadsObservability: false}
 YAML
+[[ $fair == 0 ]] || echo "$fair_sharing" >>"$OUT/kueue-v0.19.1-config.yaml"
 py model-input --scenarios "$OUT/scenarios.yaml" --cluster "$OUT/cluster.json" --out "$OUT/model-input.yaml"
 "$KUBETRAIN" queue simulate -f "$OUT/model-input.yaml" -f "$OUT/kueue-v0.19.1-config.yaml" -o json >"$OUT/model.json"
-summary=$(py compare "$OUT/cluster.json" "$OUT/model.json" --report "$OUT/differences.md")
+alternatives=()
+for ((order = 1; order <= tie_orders; order++)); do
+    py model-input --scenarios "$OUT/scenarios.yaml" --cluster "$OUT/cluster.json" --order "$order" \
+        --out "$OUT/model-input-$order.yaml"
+    "$KUBETRAIN" queue simulate -f "$OUT/model-input-$order.yaml" -f "$OUT/kueue-v0.19.1-config.yaml" -o json \
+        >"$OUT/model-$order.json"
+    alternatives+=("$OUT/model-$order.json")
+done
+summary=$(py compare "$OUT/cluster.json" "$OUT/model.json" --alternatives "${alternatives[@]}" \
+    --report "$OUT/differences.md")
 log "differences, workload by workload: $OUT/differences.md"
 echo "$summary"
 if [[ $strict == 1 ]]; then

@@ -7,17 +7,24 @@
         finishes each eviction the way Kueue's own integration tests do (test/util FinishEvictionForWorkloads:
         QuotaReserved=False/Pending, admission cleared, Admitted=False/NoReservation). Writes every
         Workload as the cluster holds it.
-    kueue_compare.py model-input --scenarios FILE --cluster cluster.json --out FILE
+    kueue_compare.py model-input --scenarios FILE --cluster cluster.json --out FILE [--order N]
         The scenario objects with the Workloads as the cluster stored them (their UIDs and creation
-        timestamps: the queue order of ties), for `kubetrain queue simulate`.
-    kueue_compare.py compare cluster.json model.json [--report FILE]
+        timestamps: the queue order of ties), all arriving together (they existed before Kueue started),
+        for `kubetrain queue simulate`; --order N shuffles the Workloads' documents (seed N).
+    kueue_compare.py fair-weights --scenarios FILE [--seed S] --out FILE
+        The scenarios with a fair-sharing weight on every ClusterQueue (0.5, 1 or 2), for --fair-sharing.
+    kueue_compare.py compare cluster.json model.json [--alternatives MODEL.json...] [--report FILE]
         Per Workload: admitted or not, the ClusterQueue and flavors of an admission, whether it was
         preempted, and the QuotaReserved reason of a pending one. A scenario (namespace) agrees when
-        every Workload in it agrees. Prints `kueue: N/M agree`.
+        every Workload in it agrees, as simulated or in one of the alternatives (the model run with the
+        Workloads shuffled: another order of heads that Kueue ranks equal and orders at random). Prints
+        `kueue: N/M agree`.
 """
 
 import argparse
+import datetime
 import json
+import random
 import subprocess
 import sys
 import time
@@ -103,6 +110,23 @@ def clean_workload(w):
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta, "spec": w["spec"]}
 
 
+def fair_weights(args):
+    """Gives every ClusterQueue a fair-sharing weight (seeded: 0.5, 1 or 2) for the fair-sharing pass."""
+    rng = random.Random(args.seed)
+    with open(args.scenarios) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        if d.get("kind") == "ClusterQueue":
+            d["spec"]["fairSharing"] = {"weight": rng.choice(["500m", "1", "2"])}
+    with open(args.out, "w") as f:
+        yaml.safe_dump_all(docs, f, sort_keys=False)
+
+
+def rfc3339_ms(t):
+    return int(datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp() * 1000)
+
+
 def model_input(args):
     with open(args.cluster) as f:
         stored = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in json.load(f)}
@@ -116,6 +140,25 @@ def model_input(args):
                 if key in stored:
                     d = clean_workload(stored[key])
             out.append(d)
+    # Every Workload existed before Kueue started, so all reach its queues together, after the last was
+    # created; the model still orders them by creation time (kubetrain.dev/arrival sets the arrival only).
+    created = [rfc3339_ms(d["metadata"]["creationTimestamp"]) for d in out
+               if d.get("kind") == "Workload" and d["metadata"].get("creationTimestamp")]
+    if created:
+        arrival = f"{max(created) - min(created)}ms"
+        for d in out:
+            if d.get("kind") == "Workload":
+                d["metadata"].setdefault("annotations", {})["kubetrain.dev/arrival"] = arrival
+    # Kueue takes one head per ClusterQueue per cycle from a Go map and sorts them without a final tie-break,
+    # so heads equal in borrowing, priority and creation second are processed in a random order; the model
+    # takes them in document order. --order N shuffles the Workloads (seed N) to simulate another such order.
+    if args.order:
+        rng = random.Random(args.order)
+        slots = [i for i, d in enumerate(out) if d.get("kind") == "Workload"]
+        wls = [out[i] for i in slots]
+        rng.shuffle(wls)
+        for i, d in zip(slots, wls):
+            out[i] = d
     with open(args.out, "w") as f:
         yaml.safe_dump_all(out, f, sort_keys=False)
 
@@ -155,12 +198,22 @@ def outcome_model(w):
 FIELDS = ("admitted", "clusterQueue", "flavors", "counts", "preempted", "reason")
 
 
+def load_model(path):
+    with open(path) as f:
+        return {w["key"]: outcome_model(w) for w in json.load(f)["workloads"]}
+
+
+def scenario_agrees(cluster, model, ns):
+    keys = {k for k in set(cluster) | set(model) if k.split("/")[0] == ns}
+    return all(k in cluster and k in model and all(cluster[k][f] == model[k][f] for f in FIELDS) for k in keys)
+
+
 def compare(args):
     with open(args.cluster) as f:
         cluster = {f'{w["metadata"]["namespace"]}/{w["metadata"]["name"]}': outcome_cluster(w)
                    for w in json.load(f)}
-    with open(args.model) as f:
-        model = {w["key"]: outcome_model(w) for w in json.load(f)["workloads"]}
+    model = load_model(args.model)
+    alternatives = [load_model(p) for p in args.alternatives]
     scenarios = {}
     lines = []
     messages_same = messages_total = 0
@@ -182,15 +235,26 @@ def compare(args):
         if diffs:
             lines.append(f"- `{key}`: " + "; ".join(diffs))
     agree = sum(1 for d in scenarios.values() if not d)
-    summary = f"kueue: {agree}/{len(scenarios)} agree"
+    # A scenario that differs as simulated may agree when equal-ranked heads of different ClusterQueues are
+    # taken in another order: Kueue's order for them is random (a Go map, no tie-break), so any is Kueue's.
+    tie_order = sorted((ns for ns, d in scenarios.items()
+                        if d and any(scenario_agrees(cluster, alt, ns) for alt in alternatives)),
+                       key=lambda n: (len(n), n))
+    differ = sorted((ns for ns, d in scenarios.items() if d and ns not in tie_order), key=lambda n: (len(n), n))
+    summary = f"kueue: {agree + len(tie_order)}/{len(scenarios)} agree"
     workloads_agree = sum(1 for k in cluster if k in model and all(cluster[k][f] == model[k][f] for f in FIELDS))
-    detail = (f"workloads: {workloads_agree}/{len(set(cluster) | set(model))} agree; "
+    detail = (f"workloads: {workloads_agree}/{len(set(cluster) | set(model))} agree as simulated; "
               f"pending messages identical: {messages_same}/{messages_total}")
+    split = (f"scenarios: {agree} agree as simulated, {len(tie_order)} under another order of equal-ranked heads "
+             f"({len(alternatives)} orders tried: {' '.join(tie_order) or '-'}), {len(differ)} differ "
+             f"({' '.join(differ) or '-'})")
     if args.report:
         with open(args.report, "w") as f:
-            f.write(f"# Kueue model vs real Kueue\n\n{summary}\n\n{detail}\n\n")
+            f.write(f"# Kueue model vs real Kueue\n\n{summary}\n\n{split}\n\n{detail}\n\n")
+            f.write("Differences as simulated (document order of the Workloads):\n\n")
             f.write("\n".join(lines) + "\n")
     print(detail)
+    print(split)
     print(summary)
 
 
@@ -207,11 +271,20 @@ def main():
     m.add_argument("--scenarios", required=True)
     m.add_argument("--cluster", required=True)
     m.add_argument("--out", required=True)
+    m.add_argument("--order", type=int, default=0,
+                   help="0: Workloads in stored order; N: shuffled with seed N (another order of tied heads)")
     m.set_defaults(fn=model_input)
+    w = sub.add_parser("fair-weights")
+    w.add_argument("--scenarios", required=True)
+    w.add_argument("--seed", type=int, default=1)
+    w.add_argument("--out", required=True)
+    w.set_defaults(fn=fair_weights)
     c = sub.add_parser("compare")
     c.add_argument("cluster")
     c.add_argument("model")
     c.add_argument("--report")
+    c.add_argument("--alternatives", nargs="*", default=[],
+                   help="model outputs for other orders of equal-ranked heads (model-input --order N)")
     c.set_defaults(fn=compare)
     args = p.parse_args()
     args.fn(args)
