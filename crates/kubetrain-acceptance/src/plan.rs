@@ -377,7 +377,7 @@ impl<'de> Deserialize<'de> for Dur {
 }
 
 /// Parses `500ms`, `30s`, `5m`, `1h` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 0.001)
@@ -394,11 +394,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         Ok(v) if v.is_finite() && v >= 0.0 && v * scale < 1e9 => {
             Ok(Duration::from_secs_f64(v * scale))
         }
-        _ => Err(format!(
-            "{text:?} is not a duration: write e.g. \"500ms\", \"30s\", \"5m\" or \"1h\""
-        )),
+        _ => Err(DurationError(text.to_string())),
     }
 }
+
+/// A text [`parse_duration`] cannot read (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a duration: write e.g. \"500ms\", \"30s\", \"5m\" or \"1h\"")]
+pub struct DurationError(pub String);
+
+/// A text [`parse_size`] cannot read (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a size: write bytes, or a number with Ki, Mi or Gi")]
+pub struct SizeError(pub String);
 
 /// `1.5s`, `250ms`, `2m30s`.
 pub fn format_duration(d: Duration) -> String {
@@ -446,7 +454,7 @@ impl<'de> Deserialize<'de> for Size {
 }
 
 /// Parses `4096`, `64K`, `64Ki`, `4M`, `1Gi` (binary multiples).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let t = t.strip_suffix('i').unwrap_or(t);
     let (num, mult) = match t.chars().last() {
@@ -459,9 +467,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| {
-            format!("{text:?} is not a size: write bytes, or a number with Ki, Mi or Gi")
-        })
+        .ok_or_else(|| SizeError(text.to_string()))
 }
 
 impl Plan {
@@ -815,10 +821,16 @@ spec:
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("-1s").is_err());
+        assert_eq!(
+            parse_duration("-1s").unwrap_err().to_string(),
+            r#""-1s" is not a duration: write e.g. "500ms", "30s", "5m" or "1h""#
+        );
         assert_eq!(parse_size("4Mi").unwrap(), 4 << 20);
         assert_eq!(parse_size("64K").unwrap(), 64 << 10);
-        assert!(parse_size("1.5M").is_err());
+        assert_eq!(
+            parse_size("1.5M").unwrap_err().to_string(),
+            r#""1.5M" is not a size: write bytes, or a number with Ki, Mi or Gi"#
+        );
         assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
     }
 }

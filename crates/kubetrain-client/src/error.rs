@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// Why a TrainJob could not be turned into local processes (the JobSet → process plan step).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// The TrainJob could not be rendered against its runtime.
     #[error("rendering the TrainJob: {0}")]
@@ -75,11 +76,12 @@ pub enum PlanError {
 /// Errors of the local queue (`crate::local::queue`, feature `local`).
 #[cfg(feature = "local")]
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     /// The job needs more of a resource that cannot be shared (GPUs) than the capacity holds: it would
     /// wait forever (Kueue's message).
     #[error("the TrainJob cannot run on this machine: {0}")]
-    NeverFits(String),
+    NeverFits(Box<crate::local::capacity::CapacityError>),
     /// Reading, writing or creating the ledger failed.
     #[error("{what} {}: {source}", path.display())]
     Io {
@@ -101,8 +103,8 @@ pub enum QueueError {
         source: std::io::Error,
     },
     /// Kueue's model of the queue could not be built (the message says which object).
-    #[error("{0}")]
-    Model(String),
+    #[error(transparent)]
+    Model(Box<crate::local::queue::decide::DecideError>),
     /// The run was not admitted in time.
     #[error("TrainJob {job} was not admitted within {:.1}s: {pending}", waited.as_secs_f64())]
     Timeout {
@@ -117,6 +119,7 @@ pub enum QueueError {
 
 /// Errors of the [`TrainerClient`](crate::TrainerClient) and its backends.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// No TrainJob of that name.
     #[error("TrainJob {0:?} not found")]
@@ -188,7 +191,7 @@ impl From<QueueError> for ClientError {
     /// A job that can never fit is [`ClientError::DoesNotFit`]; the rest is [`ClientError::Queue`].
     fn from(e: QueueError) -> Self {
         match e {
-            QueueError::NeverFits(why) => ClientError::DoesNotFit(why),
+            QueueError::NeverFits(why) => ClientError::DoesNotFit(why.to_string()),
             other => ClientError::Queue(other),
         }
     }

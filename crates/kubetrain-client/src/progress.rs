@@ -174,6 +174,7 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 /// Why an update was not delivered.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReportError {
     /// The URL or the CA certificate cannot be used.
     #[error("status reporter configuration: {0}")]

@@ -1,116 +1,70 @@
-//! The Kubernetes backend against kube-rs's `tower_test` mock API server: every request the SDK makes is
-//! checked (method, path, query, body) and answered like the API server would.
+//! The Kubernetes backend against kubetrain-controller's in-memory API server (`FakeApiServer`, feature
+//! `mock`): every request the SDK makes is recorded and checked (method, path, decoded query, body), and the
+//! server answers as the API server would.
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use http::{Method, Request, Response, StatusCode};
-use kube::client::Body;
 use kubetrain_client::{
     ClientError, JobStatus, KubernetesBackend, LogOptions, TrainOptions, Trainer, TrainerClient,
 };
+use kubetrain_controller::mock::FakeApiServer;
 use serde_json::{Value, json};
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
-
-/// A check on a request body.
-type BodyCheck = Box<dyn Fn(&Value) + Send + Sync>;
-
-/// One expected request and its answer.
-struct Expect {
-    method: Method,
-    /// Path and query the request must have (query compared decoded).
-    uri: String,
-    status: StatusCode,
-    body: Value,
-    /// Checks on the request body (for creates).
-    check: Option<BodyCheck>,
-}
-
-fn expect(method: Method, uri: &str, status: u16, body: Value) -> Expect {
-    Expect {
-        method,
-        uri: uri.to_string(),
-        status: StatusCode::from_u16(status).unwrap(),
-        body,
-        check: None,
-    }
-}
-
-fn not_found(what: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-           "message": format!("{what} not found"), "reason": "NotFound", "code": 404})
-}
-
-/// The ApiServerVerifier: answers the scripted requests in order and fails on anything else.
-fn serve(mut handle: Handle, script: Vec<Expect>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        for (i, e) in script.into_iter().enumerate() {
-            let (request, send) = handle
-                .next_request()
-                .await
-                .unwrap_or_else(|| panic!("request {i} never came"));
-            let uri = request.uri().clone();
-            let got = percent_decode(uri.path_and_query().map(|p| p.as_str()).unwrap_or_default());
-            assert_eq!(
-                (request.method(), got.as_str()),
-                (&e.method, e.uri.as_str()),
-                "request {i}"
-            );
-            if let Some(check) = &e.check {
-                let bytes = request.into_body().collect_bytes().await.unwrap();
-                check(&serde_json::from_slice(&bytes).unwrap());
-            }
-            let body = match &e.body {
-                Value::String(s) => s.clone().into_bytes(),
-                v => serde_json::to_vec(v).unwrap(),
-            };
-            send.send_response(
-                Response::builder()
-                    .status(e.status)
-                    .body(Body::from(body))
-                    .unwrap(),
-            );
-        }
-    })
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
-        i += 1;
-    }
-    String::from_utf8(out).unwrap()
-}
-
-fn client() -> (TrainerClient<KubernetesBackend>, Handle) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let kube = kube::Client::new(service, "default");
+/// A client in namespace team-a on a fresh fake API server that records requests.
+fn client() -> (TrainerClient<KubernetesBackend>, FakeApiServer) {
+    let server = FakeApiServer::start();
+    server.record_requests();
     (
-        TrainerClient::new(KubernetesBackend::new(kube, "team-a")),
-        handle,
+        TrainerClient::new(KubernetesBackend::new(server.client(), "team-a")),
+        server,
     )
+}
+
+/// The requests `server` answered, as `METHOD uri` lines.
+fn requests(server: &FakeApiServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.uri))
+        .collect()
+}
+
+/// The body of the one `POST` the server saw.
+fn created(server: &FakeApiServer) -> Value {
+    let posts: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    posts[0].body.clone()
 }
 
 const TRAINJOBS: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs";
 const PODS: &str = "/api/v1/namespaces/team-a/pods";
+const RUNTIME_LOOKUP: [&str; 2] = [
+    "GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes/torch-distributed",
+    "GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed",
+];
 
 fn pods_query(job: &str) -> String {
     format!(
-        "{PODS}?&labelSelector=jobset.sigs.k8s.io/jobset-name={job},jobset.sigs.k8s.io/replicatedjob-name in \
+        "GET {PODS}?labelSelector=jobset.sigs.k8s.io/jobset-name={job},jobset.sigs.k8s.io/replicatedjob-name in \
          (dataset-initializer,model-initializer,launcher,node)"
     )
+}
+
+/// The requests of `times` calls of `get_job(job)`: the TrainJob, then its pods, each time.
+fn get_requests_n(job: &str, times: usize) -> Vec<String> {
+    (0..times)
+        .flat_map(|_| [format!("GET {TRAINJOBS}/{job}"), pods_query(job)])
+        .collect()
+}
+
+/// The requests of one `get_job(job)`.
+fn get_requests(job: &str) -> Vec<String> {
+    get_requests_n(job, 1)
 }
 
 fn runtime_json(name: &str) -> Value {
@@ -129,6 +83,7 @@ fn trainjob_json(name: &str, conditions: Value) -> Value {
 
 fn pod(job: &str, index: u32, phase: &str) -> Value {
     json!({
+        "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("{job}-node-0-{index}-abcde"), "namespace": "team-a",
             "labels": {"jobset.sigs.k8s.io/jobset-name": job, "jobset.sigs.k8s.io/replicatedjob-name": "node",
                        "batch.kubernetes.io/job-completion-index": index.to_string()}},
@@ -137,32 +92,21 @@ fn pod(job: &str, index: u32, phase: &str) -> Value {
     })
 }
 
-fn list(kind: &str, items: Vec<Value>) -> Value {
-    json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "1"}, "items": items})
-}
-
-/// The two requests `get_job("mnist")` makes: the TrainJob (with `conditions`) and its pods (one per
-/// phase, indexes in order).
-fn get_mnist(conditions: Value, phases: &[&str]) -> [Expect; 2] {
-    let pods = phases
-        .iter()
-        .enumerate()
-        .map(|(i, p)| pod("mnist", i as u32, p))
-        .collect();
-    [
-        expect(
-            Method::GET,
-            &format!("{TRAINJOBS}/mnist"),
-            200,
-            trainjob_json("mnist", conditions),
-        ),
-        expect(
-            Method::GET,
-            &pods_query("mnist"),
-            200,
-            list("PodList", pods),
-        ),
-    ]
+/// Stores TrainJob mnist (with `conditions`) and one pod per phase (indexes in order), replacing the
+/// pods stored before; a pod of another job and another namespace are stored too, which the label
+/// selector and the namespace must leave out.
+fn set_mnist(server: &FakeApiServer, conditions: Value, phases: &[&str]) {
+    server.insert(trainjob_json("mnist", conditions));
+    for i in 0..4 {
+        server.remove("v1", "pods", "team-a", &format!("mnist-node-0-{i}-abcde"));
+    }
+    for (i, phase) in phases.iter().enumerate() {
+        server.insert(pod("mnist", i as u32, phase));
+    }
+    server.insert(pod("other", 0, "Running"));
+    let mut elsewhere = pod("mnist", 9, "Running");
+    elsewhere["metadata"]["namespace"] = json!("team-b");
+    server.insert(elsewhere);
 }
 
 /// Waits for mnist to be Complete, polling every `every`.
@@ -183,14 +127,31 @@ fn condition(kind: &str, message: &str) -> Value {
 
 #[tokio::test]
 async fn train_creates_the_trainjob_the_sdk_would() {
-    let (client, handle) = client();
-    let mut create = expect(
-        Method::POST,
-        &format!("{TRAINJOBS}?"),
-        201,
-        trainjob_json("mnist", json!([])),
+    let (client, server) = client();
+    server.insert(runtime_json("torch-distributed"));
+    let trainer = Trainer::command(["torchrun", "train.py"])
+        .with_num_nodes(4)
+        .with_env("EPOCHS", "3");
+    let options = TrainOptions {
+        name: Some("mnist".into()),
+        labels: [("team".to_string(), "vision".to_string())].into(),
+        ..TrainOptions::default()
+    };
+    let name = client
+        .train_with(None, Some(&trainer), None, &options)
+        .await
+        .unwrap();
+    assert_eq!(name, "mnist");
+    assert_eq!(
+        requests(&server),
+        [
+            RUNTIME_LOOKUP[0],
+            RUNTIME_LOOKUP[1],
+            format!("POST {TRAINJOBS}").as_str()
+        ]
     );
-    create.check = Some(Box::new(|body: &Value| {
+    {
+        let body = created(&server);
         assert_eq!(body["apiVersion"], "trainer.kubeflow.org/v1alpha1");
         assert_eq!(body["kind"], "TrainJob");
         assert_eq!(body["metadata"]["name"], "mnist");
@@ -210,61 +171,31 @@ async fn train_creates_the_trainjob_the_sdk_would() {
             body["spec"]["trainer"]["env"],
             json!([{"name": "EPOCHS", "value": "3"}])
         );
-    }));
-    let server = serve(
-        handle,
-        vec![
-            expect(
-                Method::GET,
-                "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes/torch-distributed",
-                404,
-                not_found("trainingruntimes"),
-            ),
-            expect(
-                Method::GET,
-                "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed",
-                200,
-                runtime_json("torch-distributed"),
-            ),
-            create,
-        ],
+    }
+    // It is there: a second train of the same name is AlreadyExists.
+    assert!(
+        server
+            .get(
+                "trainer.kubeflow.org/v1alpha1",
+                "trainjobs",
+                "team-a",
+                "mnist"
+            )
+            .is_some()
     );
-    let trainer = Trainer::command(["torchrun", "train.py"])
-        .with_num_nodes(4)
-        .with_env("EPOCHS", "3");
-    let options = TrainOptions {
-        name: Some("mnist".into()),
-        labels: [("team".to_string(), "vision".to_string())].into(),
-        ..TrainOptions::default()
-    };
-    let name = client
+    let err = client
         .train_with(None, Some(&trainer), None, &options)
         .await
-        .unwrap();
-    assert_eq!(name, "mnist");
-    server.await.unwrap();
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::AlreadyExists(ref n) if n == "mnist"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn train_with_a_missing_runtime_creates_nothing() {
-    let (client, handle) = client();
-    let server = serve(
-        handle,
-        vec![
-            expect(
-                Method::GET,
-                "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes/nope",
-                404,
-                not_found("x"),
-            ),
-            expect(
-                Method::GET,
-                "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/nope",
-                404,
-                not_found("x"),
-            ),
-        ],
-    );
+    let (client, server) = client();
     let err = client
         .train_with(Some("nope"), None, None, &TrainOptions::default())
         .await
@@ -273,7 +204,17 @@ async fn train_with_a_missing_runtime_creates_nothing() {
         matches!(err, ClientError::RuntimeNotFound(ref n) if n == "nope"),
         "{err:?}"
     );
-    server.await.unwrap();
+    assert_eq!(
+        requests(&server),
+        [
+            "GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes/nope",
+            "GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/nope",
+        ]
+    );
+    assert_eq!(
+        server.count("trainer.kubeflow.org/v1alpha1", "trainjobs"),
+        0
+    );
 }
 
 #[tokio::test]
@@ -296,10 +237,10 @@ async fn get_job_maps_conditions_and_pods_to_statuses() {
         ),
     ];
     for (conditions, phases, want) in table {
-        let (client, handle) = client();
-        let server = serve(handle, get_mnist(conditions.clone(), &phases).into());
+        let (client, server) = client();
+        set_mnist(&server, conditions.clone(), &phases);
         let job = client.get_job("mnist").await.unwrap();
-        server.await.unwrap();
+        assert_eq!(requests(&server), get_requests("mnist"));
         assert_eq!(job.status, want, "{conditions} {phases:?}");
         assert_eq!(job.num_nodes, 2);
         assert_eq!(
@@ -323,15 +264,16 @@ async fn get_job_maps_conditions_and_pods_to_statuses() {
 
 #[tokio::test]
 async fn get_job_returns_the_trainer_status_the_training_code_reported() {
-    let (client, handle) = client();
-    let [mut job, pods] = get_mnist(json!([]), &["Running", "Running"]);
-    job.body["status"]["trainerStatus"] = json!({
+    let (client, server) = client();
+    set_mnist(&server, json!([]), &["Running", "Running"]);
+    let mut job = trainjob_json("mnist", json!([]));
+    job["status"]["trainerStatus"] = json!({
         "progressPercentage": 40, "estimatedRemainingSeconds": 600,
         "metrics": [{"name": "loss", "value": "0.25"}, {"name": "step", "value": "40"}],
         "lastUpdatedTime": "2026-12-01T14:00:00Z"});
-    let server = serve(handle, vec![job, pods]);
+    server.insert(job);
     let job = client.get_job("mnist").await.unwrap();
-    server.await.unwrap();
+    assert_eq!(requests(&server), get_requests("mnist"));
     let progress = job.trainer_status.expect("trainerStatus");
     assert_eq!(progress.progress_percentage, Some(40));
     assert_eq!(progress.estimated_remaining_seconds, Some(600));
@@ -344,27 +286,19 @@ async fn get_job_returns_the_trainer_status_the_training_code_reported() {
 
 #[tokio::test]
 async fn get_job_of_a_missing_job_is_not_found() {
-    let (client, handle) = client();
-    let server = serve(
-        handle,
-        vec![expect(
-            Method::GET,
-            &format!("{TRAINJOBS}/ghost"),
-            404,
-            not_found("ghost"),
-        )],
-    );
+    let (client, server) = client();
     let err = client.get_job("ghost").await.unwrap_err();
     assert!(
         matches!(err, ClientError::NotFound(ref n) if n == "ghost"),
         "{err:?}"
     );
-    server.await.unwrap();
+    assert_eq!(requests(&server), [format!("GET {TRAINJOBS}/ghost")]);
 }
 
 #[tokio::test]
 async fn wait_polls_until_complete() {
-    let (client, handle) = client();
+    let (client, server) = client();
+    // Each poll of the TrainJob sees the next round: the hook runs before the server answers.
     let rounds = [
         (json!([]), vec!["Pending", "Pending"]),
         (json!([]), vec!["Running", "Running"]),
@@ -373,25 +307,26 @@ async fn wait_polls_until_complete() {
             vec!["Succeeded", "Succeeded"],
         ),
     ];
-    let script = rounds
-        .into_iter()
-        .flat_map(|(conditions, phases)| get_mnist(conditions, &phases))
-        .collect();
-    let server = serve(handle, script);
+    let polls = std::sync::atomic::AtomicUsize::new(0);
+    let job_uri = format!("{TRAINJOBS}/mnist");
+    server.on_request(move |request, server| {
+        if request.method == "GET" && request.uri == job_uri {
+            let round = polls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let (conditions, phases) = &rounds[round.min(rounds.len() - 1)];
+            set_mnist(server, conditions.clone(), phases);
+        }
+    });
     let job = wait_mnist_complete(&client, Duration::from_secs(10), Duration::from_millis(1))
         .await
         .unwrap();
     assert_eq!(job.status, JobStatus::Complete);
-    server.await.unwrap();
+    assert_eq!(requests(&server), get_requests_n("mnist", 3));
 }
 
 #[tokio::test]
 async fn wait_stops_at_failed_with_its_message() {
-    let (client, handle) = client();
-    let server = serve(
-        handle,
-        get_mnist(condition("Failed", "backoff limit"), &[]).into(),
-    );
+    let (client, server) = client();
+    set_mnist(&server, condition("Failed", "backoff limit"), &[]);
     let err = wait_mnist_complete(&client, Duration::from_secs(10), Duration::from_millis(1))
         .await
         .unwrap_err();
@@ -399,16 +334,13 @@ async fn wait_stops_at_failed_with_its_message() {
         matches!(&err, ClientError::JobFailed { message, .. } if message == "backoff limit"),
         "{err:?}"
     );
-    server.await.unwrap();
+    assert_eq!(requests(&server), get_requests("mnist"));
 }
 
 #[tokio::test]
 async fn wait_times_out_with_the_current_status() {
-    let (client, handle) = client();
-    let script = (0..2)
-        .flat_map(|_| get_mnist(json!([]), &["Pending"]))
-        .collect();
-    let server = serve(handle, script);
+    let (client, server) = client();
+    set_mnist(&server, json!([]), &["Pending"]);
     let err = wait_mnist_complete(
         &client,
         Duration::from_millis(30),
@@ -420,20 +352,23 @@ async fn wait_times_out_with_the_current_status() {
         matches!(&err, ClientError::Timeout { current, .. } if current == "Created"),
         "{err:?}"
     );
-    server.await.unwrap();
+    // It polled (at least once, as often as the timer allowed) and did nothing else.
+    let seen = requests(&server);
+    assert!(!seen.is_empty() && seen.len().is_multiple_of(2), "{seen:?}");
+    assert_eq!(seen, get_requests_n("mnist", seen.len() / 2));
 }
 
 #[tokio::test]
 async fn logs_follow_the_step_container() {
-    let (client, handle) = client();
-    let mut script = Vec::from(get_mnist(json!([]), &["Running", "Running"]));
-    script.push(expect(
-        Method::GET,
-        &format!("{PODS}/mnist-node-0-1-abcde/log?&container=node&follow=true"),
-        200,
-        Value::String("epoch 1 loss 0.9\nepoch 2 loss 0.4\n".into()),
-    ));
-    let server = serve(handle, script);
+    let (client, server) = client();
+    set_mnist(&server, json!([]), &["Running", "Running"]);
+    server.set_log("team-a", "mnist-node-0-0-abcde", "node", "not this pod\n");
+    server.set_log(
+        "team-a",
+        "mnist-node-0-1-abcde",
+        "node",
+        "epoch 1 loss 0.9\nepoch 2 loss 0.4\n",
+    );
     let options = LogOptions {
         step: "node-1".into(),
         follow: true,
@@ -446,36 +381,28 @@ async fn logs_follow_the_step_container() {
         .collect()
         .await;
     assert_eq!(lines, ["epoch 1 loss 0.9", "epoch 2 loss 0.4"]);
-    server.await.unwrap();
+    let mut want = get_requests("mnist");
+    want.push(format!(
+        "GET {PODS}/mnist-node-0-1-abcde/log?container=node&follow=true"
+    ));
+    assert_eq!(requests(&server), want);
 }
 
 #[tokio::test]
 async fn list_runtimes_skips_runtimes_without_a_framework_label() {
-    let (client, handle) = client();
+    let (client, server) = client();
     let mut unlabelled = runtime_json("jax-distributed");
     unlabelled["metadata"]["labels"] = json!({});
-    let server = serve(
-        handle,
-        vec![
-            expect(
-                Method::GET,
-                "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes?",
-                200,
-                list(
-                    "ClusterTrainingRuntimeList",
-                    vec![runtime_json("torch-distributed"), unlabelled],
-                ),
-            ),
-            expect(
-                Method::GET,
-                "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes?",
-                200,
-                list("TrainingRuntimeList", vec![]),
-            ),
-        ],
-    );
+    server.insert(runtime_json("torch-distributed"));
+    server.insert(unlabelled);
     let runtimes = client.list_runtimes().await.unwrap();
-    server.await.unwrap();
+    assert_eq!(
+        requests(&server),
+        [
+            "GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes",
+            "GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes",
+        ]
+    );
     assert_eq!(runtimes.len(), 1);
     assert_eq!(runtimes[0].name, "torch-distributed");
     assert_eq!(runtimes[0].trainer.framework, "torch");
@@ -484,40 +411,54 @@ async fn list_runtimes_skips_runtimes_without_a_framework_label() {
 
 #[tokio::test]
 async fn delete_maps_not_found() {
-    let (client, handle) = client();
-    let server = serve(
-        handle,
-        vec![
-            expect(
-                Method::DELETE,
-                &format!("{TRAINJOBS}/mnist?"),
-                200,
-                trainjob_json("mnist", json!([])),
-            ),
-            expect(
-                Method::DELETE,
-                &format!("{TRAINJOBS}/mnist?"),
-                404,
-                not_found("mnist"),
-            ),
-        ],
-    );
+    let (client, server) = client();
+    server.insert(trainjob_json("mnist", json!([])));
     client.delete_job("mnist").await.unwrap();
+    assert_eq!(
+        server.count("trainer.kubeflow.org/v1alpha1", "trainjobs"),
+        0
+    );
     let err = client.delete_job("mnist").await.unwrap_err();
     assert!(matches!(err, ClientError::NotFound(_)), "{err:?}");
-    server.await.unwrap();
+    let delete = format!("DELETE {TRAINJOBS}/mnist");
+    assert_eq!(requests(&server), [delete.clone(), delete]);
 }
 
 #[tokio::test]
 async fn the_train_builder_sends_the_function_command_and_every_option() {
-    let (client, handle) = client();
-    let mut create = expect(
-        Method::POST,
-        &format!("{TRAINJOBS}?"),
-        201,
-        trainjob_json("fn-job", json!([])),
+    let (client, server) = client();
+    server.insert(runtime_json("torch-distributed"));
+    let trainer =
+        kubetrain_client::FunctionTrainer::from_source("def train(lr):\n    print(lr)\n", "train")
+            .unwrap()
+            .with_func_args([("lr", kubetrain_client::trainer::PyValue::from(0.1))])
+            .with_resources(kubetrain_client::trainer::resources([("gpu", 1)]).unwrap());
+    let patch = serde_json::from_value(
+        json!({"template": {"spec": {"replicatedJobs": [{"name": "node",
+        "template": {"spec": {"template": {"spec": {"nodeSelector": {"pool": "a100"}}}}}}]}}}),
+    )
+    .unwrap();
+    let name = client
+        .train()
+        .runtime("torch-distributed")
+        .trainer(trainer)
+        .name("fn-job")
+        .annotation("owner", "ml")
+        .active_deadline_seconds(600)
+        .runtime_patch(patch)
+        .await
+        .unwrap();
+    assert_eq!(name, "fn-job");
+    assert_eq!(
+        requests(&server),
+        [
+            RUNTIME_LOOKUP[0],
+            RUNTIME_LOOKUP[1],
+            format!("POST {TRAINJOBS}").as_str()
+        ]
     );
-    create.check = Some(Box::new(|body: &Value| {
+    {
+        let body = created(&server);
         let spec = &body["spec"];
         assert_eq!(
             spec["runtimeRef"],
@@ -543,45 +484,5 @@ async fn the_train_builder_sends_the_function_command_and_every_option() {
                     "nodeSelector": {"pool": "a100"}}}}}}]}}}}])
         );
         assert_eq!(body["metadata"]["annotations"], json!({"owner": "ml"}));
-    }));
-    let server = serve(
-        handle,
-        vec![
-            expect(
-                Method::GET,
-                "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes/torch-distributed",
-                404,
-                not_found("trainingruntimes"),
-            ),
-            expect(
-                Method::GET,
-                "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed",
-                200,
-                runtime_json("torch-distributed"),
-            ),
-            create,
-        ],
-    );
-    let trainer =
-        kubetrain_client::FunctionTrainer::from_source("def train(lr):\n    print(lr)\n", "train")
-            .unwrap()
-            .with_func_args([("lr", kubetrain_client::trainer::PyValue::from(0.1))])
-            .with_resources(kubetrain_client::trainer::resources([("gpu", 1)]).unwrap());
-    let patch = serde_json::from_value(
-        json!({"template": {"spec": {"replicatedJobs": [{"name": "node",
-        "template": {"spec": {"template": {"spec": {"nodeSelector": {"pool": "a100"}}}}}}]}}}),
-    )
-    .unwrap();
-    let name = client
-        .train()
-        .runtime("torch-distributed")
-        .trainer(trainer)
-        .name("fn-job")
-        .annotation("owner", "ml")
-        .active_deadline_seconds(600)
-        .runtime_patch(patch)
-        .await
-        .unwrap();
-    assert_eq!(name, "fn-job");
-    server.await.unwrap();
+    }
 }

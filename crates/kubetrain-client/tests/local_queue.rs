@@ -294,7 +294,8 @@ async fn a_job_that_can_never_fit_is_refused_at_once() {
     match q.enqueue(&plan(&gpu, dir.path())) {
         Err(QueueError::NeverFits(why)) => {
             assert!(
-                why.contains("insufficient quota for nvidia.com/gpu"),
+                why.to_string()
+                    .contains("insufficient quota for nvidia.com/gpu"),
                 "{why}"
             )
         }

@@ -8,10 +8,15 @@
 //!   patch of `/status`, JSON merge patch of an object (a `metadata.resourceVersion` in the patch must match,
 //!   else 409 Conflict, as on the API server), delete, and event creation;
 //! - `TokenReview`s of the tokens registered with [`FakeApiServer::add_token`], with the API server's
-//!   audience rules (the review's audiences must meet the token's; the answer lists the ones they share).
+//!   audience rules (the review's audiences must meet the token's; the answer lists the ones they share);
+//! - create (`POST` to a collection: 201, or 409 AlreadyExists), list `labelSelector`s (`k=v`, `k!=v`,
+//!   `k in (a,b)`, `k notin (a,b)`, `k`, `!k`), and pod logs (`GET .../pods/<name>/log?container=`) set
+//!   with [`FakeApiServer::set_log`].
 //!
 //! Objects are stored as JSON bytes, keyed by API path. It does not validate, default, track managed fields or
-//! garbage-collect; it counts requests by verb so callers can assert on traffic.
+//! garbage-collect; it counts requests by verb so callers can assert on traffic, records them when asked
+//! ([`FakeApiServer::record_requests`]) so an SDK's tests can check every request it makes, and runs a hook
+//! before each answer ([`FakeApiServer::on_request`]) so a test can change the world between two polls.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -77,6 +82,7 @@ const SERVED: &[(&str, &str, &str, bool)] = &[
     ("v1", "configmaps", "ConfigMap", true),
     ("v1", "secrets", "Secret", true),
     ("events.k8s.io/v1", "events", "Event", true),
+    ("v1", "pods", "Pod", true),
 ];
 
 /// Where an object lives: apiVersion, plural, namespace ("" when cluster-scoped), name.
@@ -105,7 +111,26 @@ pub struct Stats {
     pub discovery: u64,
     /// TokenReviews.
     pub token_reviews: u64,
+    /// Objects created (`POST` to a collection, events and TokenReviews aside).
+    pub creates: u64,
+    /// Pod log requests.
+    pub logs: u64,
 }
+
+/// One request the server answered, as [`FakeApiServer::requests`] returns it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    /// `GET`, `POST`, `PATCH`, `DELETE`, …
+    pub method: String,
+    /// The path and query, percent-decoded, empty query parameters dropped: e.g.
+    /// `/api/v1/namespaces/a/pods?labelSelector=app in (x,y)`.
+    pub uri: String,
+    /// The JSON body (`Null` when there is none or it is not JSON).
+    pub body: Value,
+}
+
+/// A hook run before each answer; see [`FakeApiServer::on_request`].
+type Hook = Arc<dyn Fn(&Recorded, &FakeApiServer) + Send + Sync>;
 
 /// A ServiceAccount token the fake API server's TokenReview knows.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -130,14 +155,25 @@ struct Counters {
     events: AtomicU64,
     discovery: AtomicU64,
     token_reviews: AtomicU64,
+    creates: AtomicU64,
+    logs: AtomicU64,
 }
 
 #[derive(Default)]
 struct State {
     objects: Mutex<BTreeMap<Key, Vec<u8>>>,
     tokens: Mutex<BTreeMap<String, FakeToken>>,
+    /// Container logs by (namespace, pod, container).
+    logs: Mutex<BTreeMap<(String, String, String), String>>,
+    /// `None` until [`FakeApiServer::record_requests`].
+    recorded: Mutex<Option<Vec<Recorded>>>,
+    hook: Mutex<Option<Hook>>,
     counters: Counters,
     revision: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The in-memory API server; cloning shares it.
@@ -160,11 +196,37 @@ impl FakeApiServer {
     pub fn start() -> Self {
         let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let state = Arc::new(State::default());
-        tokio::spawn(serve(handle, state.clone()));
-        Self {
+        let server = Self {
             state,
             client: Client::new(service, "default"),
-        }
+        };
+        tokio::spawn(serve(handle, server.state.clone(), server.client.clone()));
+        server
+    }
+
+    /// Records every request from now on ([`FakeApiServer::requests`]). Off by default: scale tests make
+    /// millions.
+    pub fn record_requests(&self) {
+        lock(&self.state.recorded).get_or_insert_with(Vec::new);
+    }
+
+    /// The requests recorded since [`FakeApiServer::record_requests`], in the order they arrived.
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.state.recorded).clone().unwrap_or_default()
+    }
+
+    /// Runs `hook` with each request (recorded or not) before it is answered: a test changes the stored
+    /// objects there to script what a polling client sees next, deterministically.
+    pub fn on_request(&self, hook: impl Fn(&Recorded, &FakeApiServer) + Send + Sync + 'static) {
+        *lock(&self.state.hook) = Some(Arc::new(hook));
+    }
+
+    /// Serves `text` as the log of `container` in pod `namespace/pod`.
+    pub fn set_log(&self, namespace: &str, pod: &str, container: &str, text: impl Into<String>) {
+        lock(&self.state.logs).insert(
+            (namespace.into(), pod.into(), container.into()),
+            text.into(),
+        );
     }
 
     /// A client talking to this server.
@@ -275,6 +337,8 @@ impl FakeApiServer {
             events: get(&c.events),
             discovery: get(&c.discovery),
             token_reviews: get(&c.token_reviews),
+            creates: get(&c.creates),
+            logs: get(&c.logs),
         }
     }
 }
@@ -307,6 +371,8 @@ enum Route {
     },
     /// One object, optionally its `status` subresource.
     Object { key: Key, status: bool },
+    /// A pod's `log` subresource.
+    Log { key: Key },
 }
 
 fn route(path: &str) -> Option<Route> {
@@ -327,6 +393,14 @@ fn route(path: &str) -> Option<Route> {
             plural: (*plural).to_owned(),
             namespace,
         },
+        [plural, name, "log"] => Route::Log {
+            key: (
+                api_version,
+                (*plural).to_owned(),
+                namespace.unwrap_or_default(),
+                (*name).to_owned(),
+            ),
+        },
         [plural, name] | [plural, name, "status"] => Route::Object {
             status: rest.len() == 3,
             key: (
@@ -340,11 +414,87 @@ fn route(path: &str) -> Option<Route> {
     })
 }
 
-fn query(request: &Request<Body>, key: &str) -> Option<String> {
-    request.uri().query()?.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=')?;
-        (k == key).then(|| v.to_owned())
-    })
+fn query<B>(request: &Request<B>, key: &str) -> Option<String> {
+    query_pairs(request.uri().query().unwrap_or_default())
+        .into_iter()
+        .find_map(|(k, v)| (k == key).then_some(v))
+}
+
+/// `a=1&b=x%20y` → `[(a, 1), (b, x y)]`, form-decoded, empty pairs dropped.
+fn query_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(b) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether `labels` satisfy a Kubernetes label selector (`k=v`, `k==v`, `k!=v`, `k in (a,b)`,
+/// `k notin (a,b)`, `k`, `!k`, comma-separated); `None` when the selector cannot be read.
+fn selects(selector: &str, labels: &serde_json::Map<String, Value>) -> Option<bool> {
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.checked_sub(1)?,
+            ',' if depth == 0 => {
+                terms.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&selector[start..]);
+    for term in terms.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+        let set = |rest: &str| -> Option<Vec<String>> {
+            let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
+            Some(inner.split(',').map(|v| v.trim().to_owned()).collect())
+        };
+        let ok = if let Some((k, v)) = term.split_once("!=") {
+            label(k.trim()) != Some(v.trim())
+        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            label(k.trim()) == Some(v.trim())
+        } else if let Some((k, rest)) = term.split_once(" notin ") {
+            let values = set(rest)?;
+            label(k.trim()).is_none_or(|l| !values.iter().any(|v| v == l))
+        } else if let Some((k, rest)) = term.split_once(" in ") {
+            let values = set(rest)?;
+            label(k.trim()).is_some_and(|l| values.iter().any(|v| v == l))
+        } else if let Some(k) = term.strip_prefix('!') {
+            label(k.trim()).is_none()
+        } else {
+            label(term).is_some()
+        };
+        if !ok {
+            return Some(false);
+        }
+    }
+    Some(true)
 }
 
 fn status_reply(code: u16, reason: &str, message: String) -> (StatusCode, Value) {
@@ -415,28 +565,79 @@ fn version() -> Value {
            "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"})
 }
 
-async fn serve(mut handle: Handle, state: Arc<State>) {
+async fn serve(mut handle: Handle, state: Arc<State>, client: Client) {
+    // The hook's view of the server; the client only lets the hook hand it on.
+    let server = FakeApiServer {
+        state: state.clone(),
+        client,
+    };
     // Watch requests are answered never: the watcher then waits, as on a quiet cluster.
     let mut held: Vec<Pending> = Vec::new();
     while let Some((request, send)) = handle.next_request().await {
+        let (parts, body) = request.into_parts();
+        let bytes = body
+            .collect_bytes()
+            .await
+            .map(|b| b.to_vec())
+            .unwrap_or_default();
+        let hook = lock(&state.hook).clone();
+        let recording = lock(&state.recorded).is_some();
+        if hook.is_some() || recording {
+            let pairs = query_pairs(parts.uri.query().unwrap_or_default());
+            let mut uri = percent_decode(parts.uri.path());
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                uri.push(if i == 0 { '?' } else { '&' });
+                uri.push_str(&format!("{k}={v}"));
+            }
+            let recorded = Recorded {
+                method: parts.method.to_string(),
+                uri,
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            };
+            if let Some(hook) = hook {
+                hook(&recorded, &server);
+            }
+            if let Some(log) = lock(&state.recorded).as_mut() {
+                log.push(recorded);
+            }
+        }
+        let request = Request::from_parts(parts, bytes);
         if request.method() == Method::GET && query(&request, "watch").as_deref() == Some("true") {
             state.counters.watches.fetch_add(1, Ordering::Relaxed);
             held.push(send);
             continue;
         }
-        let (status, body) = answer(request, &state).await;
+        let (status, body) = match (request.method(), route(request.uri().path())) {
+            (&Method::GET, Some(Route::Log { key })) => {
+                state.counters.logs.fetch_add(1, Ordering::Relaxed);
+                let container = query(&request, "container").unwrap_or_default();
+                match lock(&state.logs).get(&(key.2.clone(), key.3.clone(), container)) {
+                    Some(text) => (StatusCode::OK, text.clone().into_bytes()),
+                    None => {
+                        let (status, body) =
+                            status_reply(404, "NotFound", format!("pods {:?} not found", key.3));
+                        (status, serde_json::to_vec(&body).unwrap_or_default())
+                    }
+                }
+            }
+            _ => {
+                let (status, body) = answer(request, &state);
+                (status, serde_json::to_vec(&body).unwrap_or_default())
+            }
+        };
         send.send_response(
             Response::builder()
                 .status(status)
-                .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+                .body(Body::from(body))
                 .unwrap_or_else(|_| Response::new(Body::empty())),
         );
     }
 }
 
-async fn answer(request: Request<Body>, state: &State) -> (StatusCode, Value) {
+fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let selector = query(&request, "labelSelector").unwrap_or_default();
     let limit = query(&request, "limit").and_then(|l| l.parse::<usize>().ok());
     let start = query(&request, "continue")
         .and_then(|c| c.parse::<usize>().ok())
@@ -447,13 +648,7 @@ async fn answer(request: Request<Body>, state: &State) -> (StatusCode, Value) {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let bytes = request
-        .into_body()
-        .collect_bytes()
-        .await
-        .map(|b| b.to_vec())
-        .unwrap_or_default();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let body: Value = serde_json::from_slice(request.body()).unwrap_or(Value::Null);
     let counters = &state.counters;
     let not_found = |what: &str| status_reply(404, "NotFound", format!("{what} not found"));
 
@@ -489,17 +684,32 @@ async fn answer(request: Request<Body>, state: &State) -> (StatusCode, Value) {
             }),
         ) => {
             counters.lists.fetch_add(1, Ordering::Relaxed);
+            let empty = serde_json::Map::new();
+            if selects(&selector, &empty).is_none() {
+                return status_reply(
+                    400,
+                    "BadRequest",
+                    format!("unable to parse requirement: {selector:?}"),
+                );
+            }
             let objects = state.objects.lock().unwrap_or_else(|e| e.into_inner());
-            let matching = objects.iter().filter(|((v, p, ns, _), _)| {
-                *v == api_version && *p == plural && namespace.as_ref().is_none_or(|n| n == ns)
-            });
+            let matching: Vec<Value> = objects
+                .iter()
+                .filter(|((v, p, ns, _), _)| {
+                    *v == api_version && *p == plural && namespace.as_ref().is_none_or(|n| n == ns)
+                })
+                .filter_map(|(_, b)| serde_json::from_slice::<Value>(b).ok())
+                .filter(|o| {
+                    let labels = o["metadata"]["labels"].as_object().unwrap_or(&empty);
+                    selects(&selector, labels) == Some(true)
+                })
+                .collect();
+            let total = matching.len();
             let page: Vec<Value> = matching
-                .clone()
+                .into_iter()
                 .skip(start)
                 .take(limit.unwrap_or(usize::MAX))
-                .filter_map(|(_, b)| serde_json::from_slice(b).ok())
                 .collect();
-            let total = matching.count();
             let next = start + page.len();
             let mut metadata = json!({"resourceVersion": state.revision.load(Ordering::Relaxed).max(1).to_string()});
             if next < total {
@@ -523,6 +733,42 @@ async fn answer(request: Request<Body>, state: &State) -> (StatusCode, Value) {
         (Method::POST, Some(Route::Collection { plural, .. })) if plural == "events" => {
             counters.events.fetch_add(1, Ordering::Relaxed);
             (StatusCode::CREATED, body)
+        }
+        (
+            Method::POST,
+            Some(Route::Collection {
+                api_version,
+                plural,
+                namespace,
+            }),
+        ) if SERVED
+            .iter()
+            .any(|(v, p, ..)| *v == api_version && *p == plural) =>
+        {
+            counters.creates.fetch_add(1, Ordering::Relaxed);
+            let Some(name) = body["metadata"]["name"].as_str().map(str::to_owned) else {
+                return status_reply(
+                    422,
+                    "Invalid",
+                    format!("{plural}: metadata.name: Required value: name is required"),
+                );
+            };
+            let key = (api_version, plural, namespace.unwrap_or_default(), name);
+            let mut objects = state.objects.lock().unwrap_or_else(|e| e.into_inner());
+            if objects.contains_key(&key) {
+                return status_reply(
+                    409,
+                    "AlreadyExists",
+                    format!("{} {:?} already exists", key.1, key.3),
+                );
+            }
+            let mut object = body;
+            if !key.2.is_empty() {
+                object["metadata"]["namespace"] = json!(key.2);
+            }
+            state.stamp(&mut object, true);
+            objects.insert(key, serde_json::to_vec(&object).unwrap_or_default());
+            (StatusCode::CREATED, object)
         }
         (Method::GET, Some(Route::Object { key, .. })) => {
             counters.gets.fetch_add(1, Ordering::Relaxed);
@@ -680,11 +926,93 @@ mod tests {
                     status: false,
                 }),
             ),
+            (
+                "/api/v1/namespaces/a/pods/p/log",
+                Some(Route::Log {
+                    key: key("v1", "pods", "a", "p"),
+                }),
+            ),
             ("/healthz", None),
         ];
         for (path, want) in cases {
             assert_eq!(route(path), want, "{path}");
         }
+    }
+
+    #[test]
+    fn label_selectors() {
+        let labels = json!({"app": "x", "tier": "web"});
+        let labels = labels.as_object().unwrap();
+        let cases = [
+            ("", Some(true)),
+            ("app=x", Some(true)),
+            ("app==x,tier=web", Some(true)),
+            ("app=y", Some(false)),
+            ("app!=y", Some(true)),
+            ("app in (y, x)", Some(true)),
+            ("app in (y,z)", Some(false)),
+            ("app notin (y,z),tier", Some(true)),
+            ("missing notin (y)", Some(true)),
+            ("!missing", Some(true)),
+            ("!app", Some(false)),
+            ("app in x", None),
+            ("app in (x", None),
+        ];
+        for (selector, want) in cases {
+            assert_eq!(selects(selector, labels), want, "{selector:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn creates_records_and_serves_logs() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+        use kube::api::{Api, ListParams, LogParams, PostParams};
+        let server = FakeApiServer::start();
+        server.record_requests();
+        let cms: Api<ConfigMap> = Api::namespaced(server.client(), "a");
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c",
+            "labels": {"app": "x"}}}))
+        .unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+        let err = cms.create(&PostParams::default(), &cm).await.unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 409),
+            "{err:?}"
+        );
+        let selected = |s: &str| ListParams::default().labels(s);
+        assert_eq!(
+            cms.list(&selected("app in (x)")).await.unwrap().items.len(),
+            1
+        );
+        assert_eq!(cms.list(&selected("app!=x")).await.unwrap().items.len(), 0);
+
+        server.set_log("a", "p", "main", "one\ntwo\n");
+        let pods: Api<Pod> = Api::namespaced(server.client(), "a");
+        let params = LogParams {
+            container: Some("main".into()),
+            ..LogParams::default()
+        };
+        assert_eq!(pods.logs("p", &params).await.unwrap(), "one\ntwo\n");
+        assert!(pods.logs("q", &params).await.is_err());
+
+        let seen: Vec<String> = server
+            .requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.uri))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "POST /api/v1/namespaces/a/configmaps",
+                "POST /api/v1/namespaces/a/configmaps",
+                "GET /api/v1/namespaces/a/configmaps?labelSelector=app in (x)",
+                "GET /api/v1/namespaces/a/configmaps?labelSelector=app!=x",
+                "GET /api/v1/namespaces/a/pods/p/log?container=main",
+                "GET /api/v1/namespaces/a/pods/q/log?container=main",
+            ]
+        );
+        assert_eq!(server.requests()[0].body["metadata"]["name"], "c");
+        assert_eq!((server.stats().creates, server.stats().logs), (2, 2));
     }
 
     #[test]

@@ -390,7 +390,7 @@ impl Backend for LocalProcessBackend {
             match super::capacity::check(&plan, capacity) {
                 Ok(Some(warning)) => plan.notices.push(warning),
                 Ok(None) => {}
-                Err(why) => return Err(ClientError::DoesNotFit(why)),
+                Err(why) => return Err(ClientError::DoesNotFit(why.to_string())),
             }
         }
         let (cancel, mut cancel_rx) = watch::channel(false);

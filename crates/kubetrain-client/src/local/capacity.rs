@@ -5,7 +5,7 @@ use kubetrain_kueue::quantity::Quantity;
 
 use super::plan::JobPlan;
 use super::queue::QueueingStrategy;
-use super::queue::decide::{Verdict, decide};
+use super::queue::decide::{DecideError, Verdict, decide};
 use super::queue::ledger::{Entry, EntryState, PodSetEntry};
 
 /// What this machine offers to local pods.
@@ -178,10 +178,10 @@ pub fn queued_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> 
 /// let options = LocalOptions { run_dir: Some(dir.path().into()), ..LocalOptions::default() };
 /// let plan = local::prepare(yaml, &kubetrain_jobset::builtin::catalog(), &options).unwrap();
 /// assert!(admit(&plan, &Capacity { cpu: 8, memory: None, gpus: 0 }).is_ok());
-/// let why = admit(&plan, &Capacity { cpu: 4, memory: None, gpus: 0 }).unwrap_err();
+/// let why = admit(&plan, &Capacity { cpu: 4, memory: None, gpus: 0 }).unwrap_err().to_string();
 /// assert!(why.contains("insufficient quota for cpu"), "{why}");
 /// ```
-pub fn admit(plan: &JobPlan, capacity: &Capacity) -> Result<(), String> {
+pub fn admit(plan: &JobPlan, capacity: &Capacity) -> Result<(), CapacityError> {
     let entry = Entry {
         id: format!("trainjob-{}", plan.name),
         job: format!("{}/{}", plan.namespace, plan.name),
@@ -199,10 +199,41 @@ pub fn admit(plan: &JobPlan, capacity: &Capacity) -> Result<(), String> {
     )?
     .remove(&entry.id)
     {
-        Some(Verdict::Wait(why)) => Err(why),
+        Some(Verdict::Wait(why)) => Err(CapacityError::Pending(why)),
         Some(Verdict::Admit) => Ok(()),
-        None => Err("the workload was not considered".into()),
+        None => Err(CapacityError::NotConsidered),
     }
+}
+
+/// Why [`admit`] or [`check`] refuses a job.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CapacityError {
+    /// Kueue's model of the local queue could not be built.
+    #[error(transparent)]
+    Model(#[from] DecideError),
+    /// Kueue keeps the workload pending: its message (`couldn't assign flavors to pod set node: ...`).
+    #[error("{0}")]
+    Pending(String),
+    /// Kueue's scheduling cycle did not look at the workload.
+    #[error("the workload was not considered")]
+    NotConsidered,
+    /// The job needs more GPUs than the machine has ([`check`]): GPUs cannot be shared.
+    #[error(
+        "needs {total} GPU{} ({parts}); this machine has {available} (Kueue: {kueue})",
+        if *.total == 1 { "" } else { "s" }
+    )]
+    Gpus {
+        /// GPUs the job needs.
+        total: i128,
+        /// How they are made up, e.g. `2 nodes × 2`.
+        parts: String,
+        /// GPUs on this machine.
+        available: u64,
+        /// Kueue's refusal.
+        #[source]
+        kueue: Box<CapacityError>,
+    },
 }
 
 /// The GPUs `plan` needs, in the ML engineer's terms: the total and how it is made up, e.g.
@@ -277,7 +308,7 @@ pub fn gpu_demand(plan: &JobPlan) -> Option<(i128, String)> {
 /// let machine = Capacity { cpu: 2, memory: None, gpus: 0 };
 /// // A plan holds its run's lock until dropped: one plan of this job at a time.
 /// let gpu = local::prepare(&job("{nvidia.com/gpu: 1}"), &catalog, &options).unwrap();
-/// let why = check(&gpu, &machine).unwrap_err();
+/// let why = check(&gpu, &machine).unwrap_err().to_string();
 /// assert!(why.starts_with("needs 2 GPUs (2 nodes × 1); this machine has 0 (Kueue: couldn't assign"), "{why}");
 /// assert!(why.contains("insufficient quota for nvidia.com/gpu"), "{why}");
 /// drop(gpu);
@@ -287,18 +318,19 @@ pub fn gpu_demand(plan: &JobPlan) -> Option<(i128, String)> {
 /// let small = local::prepare(&job("{cpu: 1}"), &catalog, &options).unwrap();
 /// assert_eq!(check(&small, &machine), Ok(None));
 /// ```
-pub fn check(plan: &JobPlan, capacity: &Capacity) -> Result<Option<String>, String> {
+pub fn check(plan: &JobPlan, capacity: &Capacity) -> Result<Option<String>, CapacityError> {
     let gpus_only = Capacity {
         cpu: u64::from(u32::MAX),
         memory: None,
         gpus: capacity.gpus,
     };
     admit(plan, &gpus_only).map_err(|why| match gpu_demand(plan) {
-        Some((total, parts)) => format!(
-            "needs {total} GPU{} ({parts}); this machine has {} (Kueue: {why})",
-            if total == 1 { "" } else { "s" },
-            capacity.gpus
-        ),
+        Some((total, parts)) => CapacityError::Gpus {
+            total,
+            parts,
+            available: capacity.gpus,
+            kueue: Box::new(why),
+        },
         None => why,
     })?;
     Ok(admit(plan, capacity).err().map(|why| {

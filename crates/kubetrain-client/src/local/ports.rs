@@ -12,7 +12,8 @@
 //! - an exclusive `flock` on `<dir>/<port>.lock` (default dir `$TMPDIR/kubetrain-runs/ports-<uid>`), so
 //!   that another `kubetrain run` skips the number even after the socket was released.
 //!
-//! Where no port below the ephemeral range is free, the kernel's choice (port 0) is the fallback.
+//! Where no port below the ephemeral range is free, the kernel's choice (port 0) is the fallback. (A port
+//! that is merely free now, for a listener started right away, is `kubetrain_collective::rendezvous::free_port`.)
 //!
 //! ```
 //! use kubetrain_client::local::ports::reserve_port;
@@ -142,10 +143,4 @@ fn lock(
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
         Err((_, errno)) => Err(std::io::Error::from(errno)),
     }
-}
-
-/// A free loopback port, for a process started right away (the port is not kept reserved: prefer
-/// [`reserve_port`] when the process starts later).
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
 }

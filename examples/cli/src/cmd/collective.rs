@@ -254,7 +254,7 @@ pub(crate) fn run(args: CollectiveArgs) -> anyhow::Result<ExitCode> {
 
 /// A port for the local store, reserved against concurrent `kubetrain run`s until this process ends
 /// (kubetrain-client's one home for local ports); its socket is released for rank 0 to bind.
-fn free_port() -> anyhow::Result<u16> {
+fn store_port() -> anyhow::Result<u16> {
     let reservation = kubetrain_client::local::ports::reserve_port()
         .context("find a free port for the local store")?;
     reservation.release();
@@ -274,7 +274,7 @@ fn with_rank(
         if n == 0 {
             bail!("--local-ranks must be at least 1");
         }
-        let port = free_port()?;
+        let port = store_port()?;
         return launch_local(n, |rank, cmd| {
             for v in RENDEZVOUS_VARS {
                 cmd.env_remove(v);
@@ -306,7 +306,7 @@ fn with_rank(
                 local_rank: 0,
                 local_world_size: 1,
                 master_addr: "127.0.0.1".into(),
-                master_port: free_port()?,
+                master_port: store_port()?,
                 flavour: EnvFlavour::Generic,
             })
         }

@@ -628,7 +628,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
             match local::capacity::check(&plan, &capacity) {
                 Ok(Some(warning)) => plan.notices.push(warning),
                 Ok(None) => {}
-                Err(why) => return refused(&why),
+                Err(why) => return refused(&why.to_string()),
             }
         } else {
             let queue = LocalQueue::new(
@@ -644,7 +644,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
                     plan.notices.extend(t.take_notices());
                     ticket = Some(t);
                 }
-                Err(QueueError::NeverFits(why)) => return refused(&why),
+                Err(QueueError::NeverFits(why)) => return refused(&why.to_string()),
                 Err(e) => {
                     return Err(e).context(
                         "queueing the run in the local queue (choose another ledger with --queue-dir, \

@@ -9,7 +9,7 @@ use kubetrain_kueue::bridge::{PodSetInput, workload_for_trainjob};
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::quantity::Quantity;
-use kubetrain_kueue::sched::{Scheduler, conditions};
+use kubetrain_kueue::sched::Scheduler;
 
 use super::QueueingStrategy;
 use super::ledger::{Entry, EntryState, PodSetEntry};
@@ -27,18 +27,42 @@ pub enum Verdict {
     Wait(String),
 }
 
+/// Why [`decide`] could not build Kueue's model of the local queue.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecideError {
+    /// The local ClusterQueue or a Workload was refused by the model (Kueue's message).
+    #[error("local capacity queue: {0}")]
+    Model(String),
+    /// A ledger entry's request is not a Kubernetes quantity.
+    #[error(
+        "the ledger entry of TrainJob {job}: pod set {pod_set}: {resource}: {value:?}: {reason}"
+    )]
+    Quantity {
+        /// `namespace/name` of the TrainJob.
+        job: String,
+        /// The pod set.
+        pod_set: String,
+        /// The resource name.
+        resource: String,
+        /// The value as written.
+        value: String,
+        /// Why it is not a quantity.
+        reason: String,
+    },
+}
+
 /// Kueue's verdict for every waiting entry of `entries`, by entry id. `Err` when the model cannot be
 /// built (a quantity in the ledger that is not one).
 pub fn decide(
     entries: &[Entry],
     capacity: &Capacity,
     strategy: QueueingStrategy,
-) -> Result<BTreeMap<String, Verdict>, String> {
+) -> Result<BTreeMap<String, Verdict>, DecideError> {
     let yaml = cluster_queue_yaml(capacity, strategy, NAMESPACE);
-    let mut setup = Setup::from_yaml(&yaml).map_err(|e| format!("local capacity queue: {e}"))?;
+    let mut setup = Setup::from_yaml(&yaml).map_err(|e| DecideError::Model(e.to_string()))?;
     for e in entries {
-        let pod_sets = pod_set_inputs(&e.pod_sets)
-            .map_err(|why| format!("the ledger entry of TrainJob {}: {why}", e.job))?;
+        let pod_sets = pod_set_inputs(&e.job, &e.pod_sets)?;
         let mut wl = workload_for_trainjob(NAMESPACE, &e.id, CLUSTER_QUEUE, 0, &pod_sets);
         wl.metadata.name.clone_from(&e.id);
         wl.metadata
@@ -71,7 +95,7 @@ pub fn decide(
         }
         setup.workloads.push(wl);
     }
-    let model = Model::build(&setup).map_err(|e| format!("local capacity queue: {e}"))?;
+    let model = Model::build(&setup).map_err(|e| DecideError::Model(e.to_string()))?;
     let mut scheduler = Scheduler::new(model);
     scheduler.arrive_all();
     // Each cycle admits or parks one head; a few more than there are entries reach the fixed point.
@@ -79,14 +103,13 @@ pub fn decide(
     let mut verdicts = BTreeMap::new();
     for e in entries.iter().filter(|e| e.state == EntryState::Waiting) {
         let key = format!("{NAMESPACE}/{}", e.id);
-        let Some(wl) = scheduler.model.workloads.iter().position(|w| w.key == key) else {
+        let Some(wl) = scheduler.workload_id(&key) else {
             continue;
         };
-        let state = &scheduler.wls[wl];
-        let verdict = if state.admission.is_some() {
+        let verdict = if scheduler.admission(wl).is_some() {
             Verdict::Admit
         } else {
-            match conditions::find(&state.conditions, "QuotaReserved") {
+            match scheduler.condition(wl, "QuotaReserved") {
                 Some(c) if !c.message.is_empty() => Verdict::Wait(c.message.clone()),
                 _ => Verdict::Wait(format!(
                     "waiting behind earlier workloads in ClusterQueue {CLUSTER_QUEUE} ({})",
@@ -99,7 +122,7 @@ pub fn decide(
     Ok(verdicts)
 }
 
-fn pod_set_inputs(sets: &[PodSetEntry]) -> Result<Vec<PodSetInput>, String> {
+fn pod_set_inputs(job: &str, sets: &[PodSetEntry]) -> Result<Vec<PodSetInput>, DecideError> {
     sets.iter()
         .map(|p| {
             let requests = p
@@ -108,9 +131,15 @@ fn pod_set_inputs(sets: &[PodSetEntry]) -> Result<Vec<PodSetInput>, String> {
                 .map(|(k, v)| {
                     Quantity::parse(v)
                         .map(|q| (k.clone(), q))
-                        .map_err(|e| format!("pod set {}: {k}: {v:?}: {e}", p.name))
+                        .map_err(|e| DecideError::Quantity {
+                            job: job.to_string(),
+                            pod_set: p.name.clone(),
+                            resource: k.clone(),
+                            value: v.clone(),
+                            reason: e.to_string(),
+                        })
                 })
-                .collect::<Result<_, String>>()?;
+                .collect::<Result<_, DecideError>>()?;
             Ok(PodSetInput {
                 name: p.name.clone(),
                 count: p.count,

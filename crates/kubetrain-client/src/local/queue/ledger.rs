@@ -274,29 +274,70 @@ impl LedgerDir {
 }
 
 /// Parses a ledger; the error says what is wrong with it.
-pub fn parse(bytes: &[u8]) -> Result<Ledger, String> {
-    let ledger: Ledger = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+pub fn parse(bytes: &[u8]) -> Result<Ledger, LedgerError> {
+    let ledger: Ledger = serde_json::from_slice(bytes)?;
     if ledger.version != LEDGER_VERSION {
-        return Err(format!(
-            "version {} where {LEDGER_VERSION} is expected",
-            ledger.version
-        ));
+        return Err(LedgerError::Version(ledger.version));
     }
     for (i, e) in ledger.entries.iter().enumerate() {
         for (j, p) in e.pod_sets.iter().enumerate() {
             if p.count < 0 {
-                return Err(format!(
-                    "entries[{i}].podSets[{j}].count: {} is negative",
-                    p.count
-                ));
+                return Err(LedgerError::NegativeCount {
+                    entry: i,
+                    pod_set: j,
+                    count: p.count,
+                });
             }
             for (k, v) in &p.requests {
-                kubetrain_kueue::quantity::Quantity::parse(v)
-                    .map_err(|e| format!("entries[{i}].podSets[{j}].requests.{k}: {v:?}: {e}"))?;
+                kubetrain_kueue::quantity::Quantity::parse(v).map_err(|e| {
+                    LedgerError::Quantity {
+                        entry: i,
+                        pod_set: j,
+                        resource: k.clone(),
+                        value: v.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
             }
         }
     }
     Ok(ledger)
+}
+
+/// Why [`parse`] rejected a ledger.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerError {
+    /// Not the ledger's JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Written by another version of the ledger format.
+    #[error("version {0} where {LEDGER_VERSION} is expected")]
+    Version(u32),
+    /// A pod set with a negative pod count.
+    #[error("entries[{entry}].podSets[{pod_set}].count: {count} is negative")]
+    NegativeCount {
+        /// Index of the entry.
+        entry: usize,
+        /// Index of the pod set in the entry.
+        pod_set: usize,
+        /// The count as written.
+        count: i32,
+    },
+    /// A request that is not a Kubernetes quantity.
+    #[error("entries[{entry}].podSets[{pod_set}].requests.{resource}: {value:?}: {reason}")]
+    Quantity {
+        /// Index of the entry.
+        entry: usize,
+        /// Index of the pod set in the entry.
+        pod_set: usize,
+        /// The resource name.
+        resource: String,
+        /// The value as written.
+        value: String,
+        /// Why it is not a quantity.
+        reason: String,
+    },
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), QueueError> {
@@ -351,18 +392,19 @@ mod tests {
 
     #[test]
     fn wrong_versions_and_garbage_are_reported_not_panicked_on() {
-        assert!(parse(b"{").unwrap_err().contains("EOF"));
-        assert!(
+        assert!(parse(b"{").unwrap_err().to_string().contains("EOF"));
+        assert_eq!(
             parse(br#"{"version": 9, "nextSeq": 1, "entries": []}"#)
                 .unwrap_err()
-                .contains("version 9")
+                .to_string(),
+            "version 9 where 1 is expected"
         );
         assert!(parse(br#"{"version": 1, "nextSeq": 1, "entries": [{"id": 3}]}"#).is_err());
         let bad_quantity =
             br#"{"version": 1, "nextSeq": 2, "entries": [{"id": "x", "job": "default/x",
             "seq": 1, "pid": 1, "state": "admitted", "queuedAtMs": 0,
             "podSets": [{"name": "node", "count": 1, "requests": {"cpu": "lots"}}]}]}"#;
-        let why = parse(bad_quantity).unwrap_err();
+        let why = parse(bad_quantity).unwrap_err().to_string();
         assert!(
             why.starts_with("entries[0].podSets[0].requests.cpu: \"lots\""),
             "{why}"

@@ -213,7 +213,7 @@ impl LocalQueue {
     /// queued for all of it, with a notice ([`Ticket::take_notices`]).
     pub fn enqueue(&self, plan: &JobPlan) -> Result<Ticket, QueueError> {
         let mut notices = match check(plan, &self.capacity) {
-            Err(why) => return Err(QueueError::NeverFits(why)),
+            Err(why) => return Err(QueueError::NeverFits(Box::new(why))),
             Ok(warning) => warning.into_iter().collect::<Vec<_>>(),
         };
         let pid = std::process::id();
@@ -248,7 +248,7 @@ impl LocalQueue {
     pub fn runs(&self) -> Result<Vec<QueuedRun>, QueueError> {
         let (runs, _) = self.ledger.transact(|ledger| -> Result<_, QueueError> {
             let verdicts = decide(&ledger.entries, &self.capacity, self.strategy)
-                .map_err(QueueError::Model)?;
+                .map_err(|e| QueueError::Model(Box::new(e)))?;
             let mut admitted: Vec<&Entry> = ledger
                 .entries
                 .iter()
@@ -368,7 +368,7 @@ impl Ticket {
             return Ok(QueueState::Admitted);
         }
         let verdicts = decide(&ledger.entries, &self.queue.capacity, self.queue.strategy)
-            .map_err(QueueError::Model)?;
+            .map_err(|e| QueueError::Model(Box::new(e)))?;
         match verdicts.get(&self.id) {
             Some(Verdict::Wait(reason)) => {
                 let waiting = ledger.waiting();
