@@ -10,7 +10,7 @@
     kueue_compare.py model-input --scenarios FILE --cluster cluster.json --out FILE [--order N]
         The scenario objects with the Workloads as the cluster stored them (their UIDs and creation
         timestamps: the queue order of ties), all arriving together (they existed before Kueue started),
-        for `kubetrain queue simulate`; --order N shuffles the Workloads' documents (seed N).
+        for `kubetrain queue simulate`; --order N shuffles the Workloads' and ClusterQueues' documents (seed N).
     kueue_compare.py fair-weights --scenarios FILE [--seed S] --out FILE
         The scenarios with a fair-sharing weight on every ClusterQueue (0.5, 1 or 2), for --fair-sharing.
     kueue_compare.py compare cluster.json model.json [--alternatives MODEL.json...] [--report FILE]
@@ -149,16 +149,18 @@ def model_input(args):
         for d in out:
             if d.get("kind") == "Workload":
                 d["metadata"].setdefault("annotations", {})["kubetrain.dev/arrival"] = arrival
-    # Kueue takes one head per ClusterQueue per cycle from a Go map and sorts them without a final tie-break,
-    # so heads equal in borrowing, priority and creation second are processed in a random order; the model
-    # takes them in document order. --order N shuffles the Workloads (seed N) to simulate another such order.
+    # Kueue takes one head per ClusterQueue per cycle from a Go map and sorts them without a final tie-break
+    # (with fair sharing, a cohort's tournament keeps the first of equal ClusterQueues from a set's unsorted
+    # list), so equal-ranked heads are processed in a random order; the model takes them in document order
+    # (Workloads, and ClusterQueues for the tournament). --order N shuffles both (seed N): another such order.
     if args.order:
         rng = random.Random(args.order)
-        slots = [i for i, d in enumerate(out) if d.get("kind") == "Workload"]
-        wls = [out[i] for i in slots]
-        rng.shuffle(wls)
-        for i, d in zip(slots, wls):
-            out[i] = d
+        for kind in ("Workload", "ClusterQueue"):
+            slots = [i for i, d in enumerate(out) if d.get("kind") == kind]
+            docs = [out[i] for i in slots]
+            rng.shuffle(docs)
+            for i, d in zip(slots, docs):
+                out[i] = d
     with open(args.out, "w") as f:
         yaml.safe_dump_all(out, f, sort_keys=False)
 
