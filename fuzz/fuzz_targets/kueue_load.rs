@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
     let mut s = Scheduler::new(model);
     s.arrive_all();
     s.run_until_stable(Some(4));
-    for wl in 0..s.wls.len() {
+    for wl in 0..s.states().len() {
         let _ = kubetrain_kueue::explain::explain(&s, wl);
     }
 });

@@ -10,7 +10,7 @@ use crate::error::LoadError;
 use crate::explain::{Explanation, explain};
 use crate::load::{Setup, WorkloadObject};
 use crate::model::Model;
-use crate::quantity::format_amount;
+use crate::quantity::format_count;
 use crate::sched::{Phase, Scheduler};
 
 /// Scheduling cycles [`admit_workload`] runs at most before it answers.
@@ -176,7 +176,7 @@ fn verdict(s: &Scheduler, me: usize, key: String, preempted: Vec<String>) -> Ver
                     for &(r, f, v) in &ps.resources {
                         let res = &m.resources[r];
                         flavors.insert(res.clone(), m.flavors[f].name.clone());
-                        resource_usage.insert(res.clone(), format_amount(res, v));
+                        resource_usage.insert(res.clone(), format_count(res, v));
                     }
                     PodSetFlavors {
                         name: ps.name.clone(),

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::model::{QueueTarget, WlId};
-use crate::quantity::{Amount, format_amount, sub};
+use crate::quantity::{Count, format_count, sub};
 use crate::sched::assign::PMode;
 use crate::sched::conditions::find;
 use crate::sched::{Phase, Scheduler};
@@ -109,10 +109,10 @@ fn topology_note(s: &Scheduler, wl: WlId, ps: &str, f: &crate::tas::PlacementFai
             let name = &m.resources[r];
             format!(
                 "pod set {ps}: no {level} has {} free {name} for {} pods; the largest has room for {} pods ({} {name})",
-                format_amount(name, v.saturating_mul(i64::from(f.requested))),
+                format_count(name, v.saturating_mul(i64::from(f.requested))),
                 f.requested,
                 f.fits,
-                format_amount(name, v.saturating_mul(i64::from(f.fits)))
+                format_count(name, v.saturating_mul(i64::from(f.fits)))
             )
         }
         None => format!(
@@ -218,7 +218,7 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
             }
             // Shortfall per FR of the chosen (or first) flavors, against the current usage.
             let node = m.cqs[c].node;
-            let mut wanted: Vec<(usize, Amount)> = a.usage.clone();
+            let mut wanted: Vec<(usize, Count)> = a.usage.clone();
             if wanted.is_empty() {
                 // No flavor was assigned: measure against the first flavor of each group.
                 for ps in &w.pod_sets {
@@ -273,9 +273,9 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
                 shortfalls.push(Shortfall {
                     flavor: m.flavors[f].name.clone(),
                     resource: rname.clone(),
-                    requested: format_amount(rname, v),
-                    available: format_amount(rname, avail),
-                    missing: format_amount(rname, missing),
+                    requested: format_count(rname, v),
+                    available: format_count(rname, avail),
+                    missing: format_count(rname, missing),
                     blocking_workloads: blocking,
                 });
             }

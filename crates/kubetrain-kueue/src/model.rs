@@ -9,7 +9,7 @@ use crate::api::{
 };
 use crate::error::LoadError;
 use crate::load::Setup;
-use crate::quantity::{Amount, Quantity, add};
+use crate::quantity::{Count, Quantity, add};
 use crate::quota::{FrId, NodeId, Tree};
 use crate::tas::{Topology, TopologyRequest};
 
@@ -228,7 +228,7 @@ pub struct NodeInfo {
     /// Taints.
     pub taints: Vec<Taint>,
     /// Allocatable per resource.
-    pub allocatable: Vec<(ResId, Amount)>,
+    pub allocatable: Vec<(ResId, Count)>,
     /// Not schedulable (cordoned or not ready).
     pub unschedulable: bool,
 }
@@ -243,7 +243,7 @@ pub struct PodSetReq {
     /// Minimum count for partial admission.
     pub min_count: Option<i32>,
     /// Requests of one pod, in Kueue's resource iteration order.
-    pub per_pod: Vec<(ResId, Amount)>,
+    pub per_pod: Vec<(ResId, Count)>,
     /// Pod node selector.
     pub node_selector: BTreeMap<String, String>,
     /// Pod tolerations.
@@ -419,18 +419,18 @@ pub fn resource_order_key(name: &str) -> (u64, &str) {
 }
 
 /// Per-pod requests of a pod spec: max(sum of containers, each init container) plus overhead.
-pub fn pod_requests(spec: &PodSpec) -> BTreeMap<String, Amount> {
-    fn container_requests(c: &crate::api::Container) -> BTreeMap<String, Amount> {
+pub fn pod_requests(spec: &PodSpec) -> BTreeMap<String, Count> {
+    fn container_requests(c: &crate::api::Container) -> BTreeMap<String, Count> {
         let mut out = BTreeMap::new();
         for (r, q) in &c.resources.limits {
-            out.insert(r.clone(), q.amount_for(r));
+            out.insert(r.clone(), q.count_for(r));
         }
         for (r, q) in &c.resources.requests {
-            out.insert(r.clone(), q.amount_for(r));
+            out.insert(r.clone(), q.count_for(r));
         }
         out
     }
-    let mut sum: BTreeMap<String, Amount> = BTreeMap::new();
+    let mut sum: BTreeMap<String, Count> = BTreeMap::new();
     for c in spec.containers.iter().chain(
         spec.init_containers
             .iter()
@@ -453,7 +453,7 @@ pub fn pod_requests(spec: &PodSpec) -> BTreeMap<String, Amount> {
     }
     for (r, q) in &spec.overhead {
         let e = sum.entry(r.clone()).or_insert(0);
-        *e = add(*e, q.amount_for(r));
+        *e = add(*e, q.count_for(r));
     }
     sum
 }
@@ -771,7 +771,7 @@ impl Model {
             });
             let mut pod_sets = Vec::new();
             for ps in &w.spec.pod_sets {
-                let mut per_pod: Vec<(ResId, Amount)> = pod_requests(&ps.template.spec)
+                let mut per_pod: Vec<(ResId, Count)> = pod_requests(&ps.template.spec)
                     .into_iter()
                     .map(|(r, v)| (i.res(&r), v))
                     .collect();
@@ -1021,7 +1021,7 @@ fn intern_tas(i: &mut Interner<'_>, setup: &Setup) {
             allocatable: n
                 .allocatable
                 .iter()
-                .map(|(r, q)| (i.res(r), q.amount_for(r)))
+                .map(|(r, q)| (i.res(r), q.count_for(r)))
                 .collect(),
             unschedulable: n.unschedulable,
         })
@@ -1370,8 +1370,8 @@ fn set_quotas(tree: &mut Tree, i: &mut Interner<'_>, n: NodeId, groups: &[Resour
                 let fr = i.fr(&f.name, &r.name);
                 let ix = tree.ix(n, fr);
                 let name = r.name.as_str();
-                let amount = |q: &Quantity| q.amount_for(name);
-                tree.nominal[ix] = r.nominal_quota.amount_for(name);
+                let amount = |q: &Quantity| q.count_for(name);
+                tree.nominal[ix] = r.nominal_quota.count_for(name);
                 tree.borrowing_limit[ix] = r.borrowing_limit.as_ref().map(amount);
                 tree.lending_limit[ix] = r.lending_limit.as_ref().map(amount);
             }

@@ -1,7 +1,7 @@
 //! The cohort forest and its quota arithmetic (kueue.md §2.1): subtree quota, local (unlendable)
 //! quota, usage propagation, `available`, `potentialAvailable` and the borrowing height.
 
-use crate::quantity::{Amount, add, sub};
+use crate::quantity::{Count, add, sub};
 
 /// Index of a node (ClusterQueue or Cohort) in the forest.
 pub type NodeId = usize;
@@ -24,21 +24,21 @@ pub struct Tree {
     /// Height: 0 for a ClusterQueue, 1 for a flat cohort.
     pub height: Vec<u32>,
     /// Nominal quota per node × FR.
-    pub nominal: Vec<Amount>,
+    pub nominal: Vec<Count>,
     /// Borrowing limit per node × FR (`None` = unlimited).
-    pub borrowing_limit: Vec<Option<Amount>>,
+    pub borrowing_limit: Vec<Option<Count>>,
     /// Lending limit per node × FR (`None` = all nominal lendable).
-    pub lending_limit: Vec<Option<Amount>>,
+    pub lending_limit: Vec<Option<Count>>,
     /// Subtree quota per node × FR.
-    pub subtree: Vec<Amount>,
+    pub subtree: Vec<Count>,
     /// Local (never lent) quota per node × FR.
-    pub local: Vec<Amount>,
+    pub local: Vec<Count>,
     /// Fair-sharing weight in milli-units.
     pub weight_milli: Vec<i64>,
 }
 
 /// Usage per node × FR; the mutable half of the quota state, cheap to clone for a snapshot.
-pub type Usage = Vec<Amount>;
+pub type Usage = Vec<Count>;
 
 impl Tree {
     /// Adds a node with zero quota and returns its id.
@@ -119,12 +119,12 @@ impl Tree {
     }
 
     /// `max(0, localQuota − usage)`.
-    pub fn local_available(&self, u: &Usage, n: NodeId, fr: FrId) -> Amount {
+    pub fn local_available(&self, u: &Usage, n: NodeId, fr: FrId) -> Count {
         let i = self.ix(n, fr);
         sub(self.local[i], u[i]).max(0)
     }
 
-    fn available_raw(&self, u: &Usage, n: NodeId, fr: FrId) -> Amount {
+    fn available_raw(&self, u: &Usage, n: NodeId, fr: FrId) -> Count {
         let i = self.ix(n, fr);
         let Some(p) = self.parent[n] else {
             return sub(self.subtree[i], u[i]);
@@ -140,12 +140,12 @@ impl Tree {
     }
 
     /// Unused quota a node can use now, including what it may borrow (never negative).
-    pub fn available(&self, u: &Usage, n: NodeId, fr: FrId) -> Amount {
+    pub fn available(&self, u: &Usage, n: NodeId, fr: FrId) -> Count {
         self.available_raw(u, n, fr).max(0)
     }
 
     /// The most a node could ever use with zero usage everywhere ("maximum capacity").
-    pub fn potential_available(&self, n: NodeId, fr: FrId) -> Amount {
+    pub fn potential_available(&self, n: NodeId, fr: FrId) -> Count {
         let i = self.ix(n, fr);
         let Some(p) = self.parent[n] else {
             return self.subtree[i];
@@ -158,7 +158,7 @@ impl Tree {
     }
 
     /// Books `v` of usage on `n` and the part above its local quota on its ancestors.
-    pub fn add_usage(&self, u: &mut Usage, n: NodeId, fr: FrId, v: Amount) {
+    pub fn add_usage(&self, u: &mut Usage, n: NodeId, fr: FrId, v: Count) {
         let la = self.local_available(u, n, fr);
         let i = self.ix(n, fr);
         u[i] = add(u[i], v);
@@ -170,7 +170,7 @@ impl Tree {
     }
 
     /// Releases `v` of usage from `n` and what it had charged to its ancestors.
-    pub fn remove_usage(&self, u: &mut Usage, n: NodeId, fr: FrId, v: Amount) {
+    pub fn remove_usage(&self, u: &mut Usage, n: NodeId, fr: FrId, v: Count) {
         let i = self.ix(n, fr);
         let stored = sub(u[i], self.local[i]);
         u[i] = sub(u[i], v);
@@ -182,7 +182,7 @@ impl Tree {
     }
 
     /// Whether using `v` more would exceed the node's own (subtree) quota.
-    pub fn borrowing_with(&self, u: &Usage, n: NodeId, fr: FrId, v: Amount) -> bool {
+    pub fn borrowing_with(&self, u: &Usage, n: NodeId, fr: FrId, v: Count) -> bool {
         let i = self.ix(n, fr);
         self.subtree[i] < add(u[i], v)
     }
@@ -199,7 +199,7 @@ impl Tree {
         u: &Usage,
         cq: NodeId,
         fr: FrId,
-        v: Amount,
+        v: Count,
     ) -> (u32, bool) {
         let has_parent = self.parent[cq].is_some();
         if !self.borrowing_with(u, cq, fr, v) || !has_parent {
@@ -223,8 +223,8 @@ impl Tree {
         &self,
         u: &Usage,
         n: NodeId,
-        requests: &[(FrId, Amount)],
-    ) -> (bool, Vec<(FrId, Amount)>) {
+        requests: &[(FrId, Count)],
+    ) -> (bool, Vec<(FrId, Count)>) {
         let mut fits = true;
         let mut remaining = Vec::with_capacity(requests.len());
         for &(fr, v) in requests {
@@ -247,9 +247,9 @@ mod tests {
         &'a str,
         Option<usize>,
         bool,
-        Amount,
-        Option<Amount>,
-        Option<Amount>,
+        Count,
+        Option<Count>,
+        Option<Count>,
     );
 
     fn tree(spec: &[NodeSpec<'_>]) -> Tree {

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::api::{Taint, Toleration};
 use crate::error::{FieldError, LoadError};
 use crate::model::{PodSetReq, ResId};
-use crate::quantity::{Amount, Quantity};
+use crate::quantity::{Count, Quantity};
 
 /// A node as the model reads it from a `v1` `Node` document.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -197,7 +197,7 @@ pub struct NodeView<'a> {
     /// Taints.
     pub taints: &'a [Taint],
     /// Free amount per resource.
-    pub free: Vec<(ResId, Amount)>,
+    pub free: Vec<(ResId, Count)>,
 }
 
 /// Finds a placement of `count` pods of `ps` (its per-pod requests plus one `pods`) on the `nodes` of a flavor
@@ -407,8 +407,8 @@ fn pods_fitting(
     flavor_tolerations: &[Toleration],
     labels: &BTreeMap<String, String>,
     taints: &[Taint],
-    free: &[(ResId, Amount)],
-    requests: &[(ResId, Amount)],
+    free: &[(ResId, Count)],
+    requests: &[(ResId, Count)],
     pods_res: Option<ResId>,
 ) -> i32 {
     let selector_ok = ps

@@ -314,7 +314,7 @@ fn quantities(
             message,
         };
         let text = &q.0;
-        let nanos = kubetrain_api::quantity::Nanos::parse(text)
+        let nanos = kubetrain_quantity::Nanos::parse(text)
             .map_err(|e| err(format!("Invalid value: {text:?}: {e}")))?;
         if nanos.0 < 0 {
             return Err(err(format!(

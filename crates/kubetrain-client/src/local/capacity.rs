@@ -141,7 +141,7 @@ pub fn queued_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> 
     ];
     let amount = |set: &PodSetEntry, resource: &str| {
         let q = Quantity::parse(set.requests.get(resource)?).ok()?;
-        Some(i128::from(q.amount_for(resource)))
+        Some(i128::from(q.count_for(resource)))
     };
     for (resource, limit) in limits {
         let total: i128 = sets
@@ -275,7 +275,7 @@ pub fn gpu_demand(plan: &JobPlan) -> Option<(i128, String)> {
             .requests
             .get(GPU)
             .and_then(|v| Quantity::parse(v).ok())
-            .map(|q| i128::from(q.amount_for(GPU)))
+            .map(|q| i128::from(q.count_for(GPU)))
             .filter(|&g| g > 0)
         else {
             continue;

@@ -135,7 +135,7 @@ fn kueue_pod_sets(
                 requests: kubetrain_kueue::model::pod_requests(&ps.template.spec)
                     .into_iter()
                     .map(|(r, v)| {
-                        let text = kubetrain_kueue::quantity::format_amount(&r, v);
+                        let text = kubetrain_kueue::quantity::format_count(&r, v);
                         (r, text)
                     })
                     .collect(),

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::Scheduler;
 use crate::model::{CqId, FlavorId, Preference, ResId, WlId};
-use crate::quantity::{Amount, add, format_amount, sub};
+use crate::quantity::{Count, add, format_count, sub};
 use crate::quota::{FrId, Usage};
 
 /// The internal preemption mode of a flavor attempt, worst first.
@@ -97,7 +97,7 @@ pub struct ResourceFlavor {
     /// Borrowing level.
     pub borrow: u32,
     /// Total request of the pod set for this resource.
-    pub amount: Amount,
+    pub amount: Count,
 }
 
 /// One attempted flavor, for explanations.
@@ -144,7 +144,7 @@ pub struct Assignment {
     /// Highest borrowing level.
     pub borrowing: u32,
     /// Total usage per FR.
-    pub usage: Vec<(FrId, Amount)>,
+    pub usage: Vec<(FrId, Count)>,
     /// Whether every pod set was evaluated.
     pub complete: bool,
 }
@@ -262,8 +262,8 @@ impl Scheduler {
         wl: WlId,
         cq: CqId,
         fr: FrId,
-        already: Amount,
-        request: Amount,
+        already: Count,
+        request: Count,
     ) -> (Granular, Option<(NoFitReason, String)>) {
         let m = &self.model;
         let node = m.cqs[cq].node;
@@ -283,9 +283,9 @@ impl Scheduler {
                     NoFitReason::ExceedsMaxQuota,
                     format!(
                         "insufficient quota for {rname} in flavor {fname}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
-                        format_amount(rname, already),
-                        format_amount(rname, request),
-                        format_amount(rname, max_cap)
+                        format_count(rname, already),
+                        format_count(rname, request),
+                        format_count(rname, max_cap)
                     ),
                 )),
             );
@@ -302,7 +302,7 @@ impl Scheduler {
         }
         let msg = format!(
             "insufficient unused quota for {rname} in flavor {fname}, {} more needed",
-            format_amount(rname, sub(val, available))
+            format_count(rname, sub(val, available))
         );
         let c = &m.cqs[cq];
         let can_preempt_while_borrowing = c.borrow_within.is_some()
@@ -335,7 +335,7 @@ impl Scheduler {
         let m = &self.model;
         let c = &m.cqs[cq];
         let w = &m.workloads[wl];
-        let mut assigned: HashMap<FrId, Amount> = HashMap::new();
+        let mut assigned: HashMap<FrId, Count> = HashMap::new();
         let mut out = Assignment {
             pod_sets: Vec::new(),
             borrowing: 0,
@@ -355,7 +355,7 @@ impl Scheduler {
                 topology: None,
                 topology_failure: None,
             };
-            let requests: Vec<(ResId, Amount)> = ps
+            let requests: Vec<(ResId, Count)> = ps
                 .per_pod
                 .iter()
                 .map(|&(r, v)| (r, v.saturating_mul(i64::from(count))))
@@ -381,7 +381,7 @@ impl Scheduler {
                 }
                 done_groups.push(g);
                 let group = &c.groups[g];
-                let in_group: Vec<(ResId, Amount)> = requests
+                let in_group: Vec<(ResId, Count)> = requests
                     .iter()
                     .copied()
                     .filter(|(res, _)| group.resources.contains(res))
@@ -536,7 +536,7 @@ impl Scheduler {
                 break;
             }
         }
-        let mut usage: Vec<(FrId, Amount)> = assigned.into_iter().collect();
+        let mut usage: Vec<(FrId, Count)> = assigned.into_iter().collect();
         usage.sort_unstable();
         out.usage = usage;
         if m.settings.tas && out.complete {
@@ -553,7 +553,7 @@ impl Scheduler {
         cq: CqId,
         ps: &crate::model::PodSetReq,
         f: FlavorId,
-        in_group: &[(ResId, Amount)],
+        in_group: &[(ResId, Count)],
     ) -> Option<String> {
         let m = &self.model;
         if !m.settings.tas {
@@ -661,7 +661,7 @@ impl Scheduler {
         let m = &self.model;
         let w = &m.workloads[wl];
         let pods_res = m.res_id("pods");
-        let mut assumed: HashMap<usize, Vec<(ResId, Amount)>> = HashMap::new();
+        let mut assumed: HashMap<usize, Vec<(ResId, Count)>> = HashMap::new();
         let mut placed = Vec::new();
         for (pi, psa) in out.pod_sets.iter().enumerate() {
             let Some(ps) = w.pod_sets.get(pi) else {
@@ -679,16 +679,16 @@ impl Scheduler {
                 None if m.cqs[cq].tas_only => crate::tas::TopologyRequest::Unconstrained,
                 None => continue,
             };
-            let free = |id: usize| -> Vec<(ResId, Amount)> {
+            let free = |id: usize| -> Vec<(ResId, Count)> {
                 let n = &m.nodes[id];
                 n.allocatable
                     .iter()
                     .map(|&(r, a)| {
-                        let used = |list: &[(ResId, Amount)]| {
+                        let used = |list: &[(ResId, Count)]| {
                             list.iter()
                                 .filter(|(x, _)| *x == r)
                                 .map(|(_, v)| *v)
-                                .sum::<Amount>()
+                                .sum::<Count>()
                         };
                         let mut left = a - used(assumed.get(&id).map_or(&[][..], |v| v.as_slice()));
                         if !empty {

@@ -3,7 +3,7 @@
 
 use super::{Entry, PreemptReason, Scheduler};
 use crate::model::{CqId, ReclaimPolicy, WithinPolicy, WlId};
-use crate::quantity::{Amount, add, sub};
+use crate::quantity::{Count, add, sub};
 use crate::quota::{FrId, NodeId, Usage};
 
 /// The share of a zero-weight borrower with no unweighted share: above any weighted share (those are
@@ -22,8 +22,8 @@ impl Scheduler {
         let Some(parent) = t.parent[n] else {
             return 0.0;
         };
-        let mut borrowed: Vec<Amount> = vec![0; m.resources.len()];
-        let mut lendable: Vec<Amount> = vec![0; m.resources.len()];
+        let mut borrowed: Vec<Count> = vec![0; m.resources.len()];
+        let mut lendable: Vec<Count> = vec![0; m.resources.len()];
         let mut any = false;
         for (fr, &(_, res)) in m.frs.iter().enumerate() {
             let i = t.ix(n, fr);
@@ -50,7 +50,7 @@ impl Scheduler {
         ratio * 1000.0 / w as f64
     }
 
-    fn drs_with(&self, u: &mut Usage, n: NodeId, cq: CqId, usage: &[(FrId, Amount)]) -> f64 {
+    fn drs_with(&self, u: &mut Usage, n: NodeId, cq: CqId, usage: &[(FrId, Count)]) -> f64 {
         let node = self.model.cqs[cq].node;
         for &(fr, v) in usage {
             self.model.tree.add_usage(u, node, fr, v);
@@ -157,7 +157,7 @@ impl Scheduler {
         u: &mut Usage,
         wl: WlId,
         cq: CqId,
-        requests: &[(FrId, Amount)],
+        requests: &[(FrId, Count)],
         needed: &[FrId],
     ) -> Vec<(WlId, PreemptReason)> {
         let m = &self.model;

@@ -14,7 +14,7 @@ use std::collections::{BinaryHeap, HashSet};
 use serde::Serialize;
 
 use crate::model::{CqId, Model, QueueTarget, WlId};
-use crate::quantity::{Amount, add};
+use crate::quantity::{Count, add};
 use crate::quota::{FrId, Usage};
 use assign::{Assignment, Mode};
 use conditions::Condition;
@@ -86,7 +86,7 @@ pub struct PodSetAdmission {
     /// Admitted count.
     pub count: i32,
     /// (resource, flavor, total usage).
-    pub resources: Vec<(usize, usize, Amount)>,
+    pub resources: Vec<(usize, usize, Count)>,
     /// Where its pods go (TAS flavors only).
     pub topology: Option<crate::tas::TopologyAssignment>,
 }
@@ -99,7 +99,7 @@ pub struct Admission {
     /// Per pod set.
     pub pod_sets: Vec<PodSetAdmission>,
     /// Usage per FR.
-    pub usage: Vec<(FrId, Amount)>,
+    pub usage: Vec<(FrId, Count)>,
     /// When the reservation was made (virtual ms).
     pub reserved_ms: i64,
 }
@@ -139,7 +139,7 @@ pub struct WlState {
     /// Last scheduling attempt.
     pub last: Option<LastAttempt>,
     /// Usage released by the last eviction.
-    pub evicted_usage: Vec<(FrId, Amount)>,
+    pub evicted_usage: Vec<(FrId, Count)>,
     /// The admission a finished workload held.
     pub finished_admission: Option<Admission>,
 }
@@ -165,28 +165,33 @@ impl CycleResult {
 }
 
 /// The scheduler state: the model plus usage, queues and workload states.
+///
+/// The state is private; read it with the methods ([`Scheduler::model`], [`Scheduler::workload_id`],
+/// [`Scheduler::state`], [`Scheduler::condition`], [`Scheduler::admission`], [`Scheduler::usage`], ...) and
+/// change it with the operations ([`Scheduler::arrive`], [`Scheduler::cycle`], [`Scheduler::finish`],
+/// [`Scheduler::advance_to`], [`Scheduler::run_timers`]).
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     /// The model.
-    pub model: Model,
+    pub(crate) model: Model,
     /// Usage of admitted workloads (the cache).
-    pub usage: Usage,
+    pub(crate) usage: Usage,
     /// Workload states, by workload id.
-    pub wls: Vec<WlState>,
+    pub(crate) wls: Vec<WlState>,
     /// Per-ClusterQueue queues.
-    pub queues: Vec<CqQueue>,
+    pub(crate) queues: Vec<CqQueue>,
     /// Admitted workloads per ClusterQueue.
-    pub admitted: Vec<Vec<WlId>>,
+    pub(crate) admitted: Vec<Vec<WlId>>,
     /// Cycles run.
-    pub cycle: u64,
+    pub(crate) cycle: u64,
     /// Virtual time (ms).
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     /// Heads popped per ClusterQueue per cycle (Kueue: 1; more is a what-if).
-    pub heads_per_cycle: usize,
+    pub(crate) heads_per_cycle: usize,
     /// The ClusterQueues of each queue's cohort tree (just itself without a cohort).
     tree_members: Vec<std::sync::Arc<[CqId]>>,
     /// Delay for retrying parked workloads after quota is freed (0 = at once).
-    pub requeue_batch_ms: i64,
+    pub(crate) requeue_batch_ms: i64,
     /// Batched flushes: (due time, tree root, a queue of the tree).
     pending_flushes: Vec<(i64, usize, CqId)>,
     /// Lifecycle timers: (due, sequence, event).
@@ -197,7 +202,7 @@ pub struct Scheduler {
     /// ClusterQueues of lifecycle evictions since the simulator last asked.
     lifecycle_evictions: Vec<CqId>,
     /// Per node, what admitted TAS workloads use: (resource, amount).
-    pub node_used: Vec<Vec<(usize, Amount)>>,
+    pub(crate) node_used: Vec<Vec<(usize, Count)>>,
     /// Each workload's rank among the UIDs: the last tie-break of the queue order.
     uid_rank: Vec<usize>,
 }
@@ -330,7 +335,7 @@ impl Scheduler {
             return;
         };
         let w = &self.model.workloads[wl];
-        let mut usage: Vec<(FrId, Amount)> = Vec::new();
+        let mut usage: Vec<(FrId, Count)> = Vec::new();
         let mut pod_sets = Vec::new();
         for psa in &spec.pod_set_assignments {
             let mut resources = Vec::new();
@@ -351,7 +356,7 @@ impl Scheduler {
                 let amount = psa
                     .resource_usage
                     .get(res)
-                    .map(|q| q.amount_for(res))
+                    .map(|q| q.count_for(res))
                     .or_else(|| {
                         w.pod_sets
                             .iter()
@@ -690,7 +695,7 @@ impl Scheduler {
         e
     }
 
-    fn fits(&self, u: &Usage, cq: CqId, usage: &[(FrId, Amount)]) -> bool {
+    fn fits(&self, u: &Usage, cq: CqId, usage: &[(FrId, Count)]) -> bool {
         let node = self.model.cqs[cq].node;
         usage
             .iter()
@@ -806,7 +811,7 @@ impl Scheduler {
     }
 
     /// `quotaResourcesToReserve`: what a Preempt entry without candidates holds back.
-    fn reserve(&self, snap: &Usage, cq: CqId, usage: &[(FrId, Amount)]) -> Vec<(FrId, Amount)> {
+    fn reserve(&self, snap: &Usage, cq: CqId, usage: &[(FrId, Count)]) -> Vec<(FrId, Count)> {
         let t = &self.model.tree;
         let node = self.model.cqs[cq].node;
         usage
@@ -928,6 +933,51 @@ impl Scheduler {
         }
     }
 
+    /// The resolved model the scheduler runs on.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The state of every workload, indexed by [`WlId`].
+    pub fn states(&self) -> &[WlState] {
+        &self.wls
+    }
+
+    /// One workload's state (phase, reservation, conditions, lifecycle, times).
+    ///
+    /// # Panics
+    /// If `wl` is not a workload of this scheduler's model (ids come from [`Scheduler::workload_id`]).
+    pub fn state(&self, wl: WlId) -> &WlState {
+        &self.wls[wl]
+    }
+
+    /// The usage of admitted workloads per (quota-tree node, flavor-resource), indexed by
+    /// [`QuotaTree::ix`](crate::quota::QuotaTree::ix).
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
+
+    /// The workloads admitted in ClusterQueue `cq`, in admission order.
+    pub fn admitted_in(&self, cq: CqId) -> &[WlId] {
+        self.admitted.get(cq).map_or(&[], Vec::as_slice)
+    }
+
+    /// How many scheduling cycles have run.
+    pub fn cycles_run(&self) -> u64 {
+        self.cycle
+    }
+
+    /// The virtual clock (ms).
+    pub fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
+    /// Moves the virtual clock forward to `now_ms` (never backwards); timers due by then fire on
+    /// [`Scheduler::run_timers`], and cycles see the new time.
+    pub fn advance_to(&mut self, now_ms: i64) {
+        self.now_ms = self.now_ms.max(now_ms);
+    }
+
     /// The workload `namespace/name`, if the model has it.
     pub fn workload_id(&self, key: &str) -> Option<WlId> {
         self.model.workloads.iter().position(|w| w.key == key)
@@ -967,13 +1017,13 @@ impl Scheduler {
     }
 
     /// The usage a workload released when it was last evicted.
-    pub fn last_evicted_usage(&self, wl: WlId) -> Option<&[(FrId, Amount)]> {
+    pub fn last_evicted_usage(&self, wl: WlId) -> Option<&[(FrId, Count)]> {
         let u = &self.wls[wl].evicted_usage;
         (!u.is_empty()).then_some(u.as_slice())
     }
 
     /// Usage of a ClusterQueue for one FR in the cache.
-    pub fn cq_usage(&self, cq: CqId, fr: FrId) -> Amount {
+    pub fn cq_usage(&self, cq: CqId, fr: FrId) -> Count {
         self.usage[self.model.tree.ix(self.model.cqs[cq].node, fr)]
     }
 }

@@ -5,7 +5,7 @@
 use super::assign::{Assignment, PMode};
 use super::{PreemptReason, Scheduler, Target};
 use crate::model::{CqId, ReclaimPolicy, WithinPolicy, WlId};
-use crate::quantity::Amount;
+use crate::quantity::Count;
 use crate::quota::{FrId, NodeId, Usage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +80,7 @@ impl Scheduler {
         u: &Usage,
         wl: WlId,
         cq: CqId,
-        requests: &[(FrId, Amount)],
+        requests: &[(FrId, Count)],
         needed: &[FrId],
     ) -> Vec<Candidate> {
         let m = &self.model;
@@ -174,7 +174,7 @@ impl Scheduler {
         &self,
         u: &Usage,
         cq: CqId,
-        requests: &[(FrId, Amount)],
+        requests: &[(FrId, Count)],
         allow_borrow: bool,
     ) -> bool {
         let t = &self.model.tree;
@@ -225,7 +225,7 @@ impl Scheduler {
         u: &mut Usage,
         wl: WlId,
         cq: CqId,
-        requests: &[(FrId, Amount)],
+        requests: &[(FrId, Count)],
         needed: &[FrId],
     ) -> Vec<(WlId, PreemptReason)> {
         let cands = self.candidates(u, wl, cq, requests, needed);
@@ -307,7 +307,7 @@ impl Scheduler {
         wl: WlId,
         cq: CqId,
         fr: FrId,
-        val: Amount,
+        val: Count,
     ) -> (PMode, u32) {
         let requests = [(fr, val)];
         let targets = if self.model.settings.fair_sharing.is_some() {

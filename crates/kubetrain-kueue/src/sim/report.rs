@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::engine::{Metrics, Outcome, Sample};
-use crate::quantity::format_amount;
+use crate::quantity::format_count;
 use crate::sched::conditions::Condition;
 use crate::sched::{Phase, Scheduler};
 
@@ -96,7 +96,7 @@ pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
                                 .resources
                                 .iter()
                                 .map(|&(r, _, v)| {
-                                    (m.resources[r].clone(), format_amount(&m.resources[r], v))
+                                    (m.resources[r].clone(), format_count(&m.resources[r], v))
                                 })
                                 .collect(),
                             topology_assignment: p.topology.clone(),

@@ -68,14 +68,14 @@ fn run(yaml: &str, cycles: u64) -> Scheduler {
 
 fn state(s: &Scheduler, key: &str) -> (Phase, String, String) {
     let i = s
-        .model
+        .model()
         .workloads
         .iter()
         .position(|w| w.key == key)
         .unwrap_or_else(|| panic!("no workload {key}"));
-    let c = find(&s.wls[i].conditions, "QuotaReserved").cloned();
+    let c = find(&s.state(i).conditions, "QuotaReserved").cloned();
     (
-        s.wls[i].phase,
+        s.state(i).phase,
         c.as_ref().map(|c| c.reason.clone()).unwrap_or_default(),
         c.map(|c| c.message).unwrap_or_default(),
     )
@@ -259,12 +259,12 @@ fn preemption_within_queue_then_admission() {
         "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor a100, 4 more needed. Pending the preemption of 1 workload(s)"
     );
     let low = s
-        .model
+        .model()
         .workloads
         .iter()
         .position(|w| w.key == "ml/low")
         .unwrap();
-    let p = find(&s.wls[low].conditions, "Preempted").unwrap();
+    let p = find(&s.state(low).conditions, "Preempted").unwrap();
     assert_eq!(p.reason, "InClusterQueue");
     assert!(
         p.message
@@ -297,13 +297,13 @@ fn reclaim_within_cohort() {
     );
     let mut s = run(&yaml, 1);
     let b = s
-        .model
+        .model()
         .workloads
         .iter()
         .position(|w| w.key == "ml/borrower")
         .unwrap();
     assert_eq!(
-        find(&s.wls[b].conditions, "Preempted").unwrap().reason,
+        find(&s.state(b).conditions, "Preempted").unwrap().reason,
         "InCohortReclamation"
     );
     s.cycle();
@@ -326,8 +326,8 @@ fn partial_admission_reduces_count() {
     );
     let s = run(&yaml, 1);
     let i = 0;
-    assert_eq!(s.wls[i].phase, Phase::Admitted);
-    assert_eq!(s.wls[i].admission.as_ref().unwrap().pod_sets[0].count, 8);
+    assert_eq!(s.state(i).phase, Phase::Admitted);
+    assert_eq!(s.state(i).admission.as_ref().unwrap().pod_sets[0].count, 8);
 }
 
 #[test]
@@ -385,12 +385,12 @@ fn flavor_order_and_fungibility() {
     );
     let s = run(&yaml, 1);
     let i = s
-        .model
+        .model()
         .workloads
         .iter()
         .position(|w| w.key == "ml/w")
         .unwrap();
-    let a = s.wls[i].admission.as_ref().expect("admitted");
+    let a = s.state(i).admission.as_ref().expect("admitted");
     let flavor = a.pod_sets[0].resources[0].1;
-    assert_eq!(s.model.flavors[flavor].name, "spot");
+    assert_eq!(s.model().flavors[flavor].name, "spot");
 }

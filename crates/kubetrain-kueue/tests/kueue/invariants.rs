@@ -170,11 +170,11 @@ fn build(queues: &[QueueSpec], wls: &[WlSpec], fair: bool) -> Option<Scheduler> 
 /// No ClusterQueue uses more than nominal + borrowingLimit or its maximum capacity, and no
 /// cohort more than its subtree quota.
 fn quota_respected(s: &Scheduler) -> bool {
-    let t = &s.model.tree;
+    let t = &s.model().tree;
     (0..t.names.len()).all(|n| {
         (0..t.nfr).all(|fr| {
             let i = t.ix(n, fr);
-            let used = s.usage[i];
+            let used = s.usage()[i];
             if t.is_cq[n] {
                 used <= t.potential_available(n, fr)
                     && t.borrowing_limit[i].is_none_or(|bl| used <= t.nominal[i] + bl)
@@ -196,19 +196,19 @@ proptest! {
         s.arrive_all();
         for _ in 0..12 {
             let r = s.cycle();
-            prop_assert!(quota_respected(&s), "quota exceeded after cycle {}", s.cycle);
+            prop_assert!(quota_respected(&s), "quota exceeded after cycle {}", s.cycles_run());
             for &w in &r.admitted {
-                let adm = s.wls[w].admission.as_ref().unwrap();
-                let wl = &s.model.workloads[w];
+                let adm = s.state(w).admission.as_ref().unwrap();
+                let wl = &s.model().workloads[w];
                 for (ps, req) in adm.pod_sets.iter().zip(&wl.pod_sets) {
                     prop_assert!(ps.count <= req.count && req.min_count.is_none_or(|m| ps.count >= m));
                     for &(res, flavor, amount) in &ps.resources {
                         let per_pod = req.per_pod.iter().find(|(r, _)| *r == res).unwrap().1;
                         prop_assert_eq!(amount, per_pod * i64::from(ps.count));
-                        let f = &s.model.flavors[flavor];
+                        let f = &s.model().flavors[flavor];
                         let tolerated = f.taints.iter().all(|t| req.tolerations.iter().any(|tol| tol.tolerates(t)));
                         prop_assert!(tolerated, "admitted onto an untolerated flavor");
-                        let cq = &s.model.cqs[adm.cq];
+                        let cq = &s.model().cqs[adm.cq];
                         prop_assert!(cq.groups.iter().any(|g| g.flavors.contains(&flavor)));
                     }
                 }
@@ -225,19 +225,19 @@ proptest! {
             if r.preempted.is_empty() {
                 continue;
             }
-            for w in 0..s.wls.len() {
-                let waiting = find(&s.wls[w].conditions, "QuotaReserved")
+            for w in 0..s.states().len() {
+                let waiting = find(&s.state(w).conditions, "QuotaReserved")
                     .is_some_and(|c| c.reason == "WaitingForPreemptedWorkloads" && c.message.contains("Pending the preemption"));
-                let Some(last) = s.wls[w].last.as_ref().filter(|l| l.cycle == s.cycle) else { continue };
-                if !waiting || s.wls[w].phase != Phase::Pending {
+                let Some(last) = s.state(w).last.as_ref().filter(|l| l.cycle == s.cycles_run()) else { continue };
+                if !waiting || s.state(w).phase != Phase::Pending {
                     continue;
                 }
                 let a = last.assignment.as_ref().unwrap();
-                let cq = s.model.workloads[w].target.clone().into_queue().unwrap();
-                let node = s.model.cqs[cq].node;
+                let cq = s.model().workloads[w].target.clone().into_queue().unwrap();
+                let node = s.model().cqs[cq].node;
                 for &(fr, v) in &a.usage {
-                    prop_assert!(v <= s.model.tree.available(&s.usage, node, fr),
-                        "preemptor {} still does not fit after its victims left", s.model.workloads[w].key);
+                    prop_assert!(v <= s.model().tree.available(s.usage(), node, fr),
+                        "preemptor {} still does not fit after its victims left", s.model().workloads[w].key);
                 }
             }
         }

@@ -50,7 +50,7 @@ fn sim(yaml: &str, max_cycles: Option<u64>) -> Outcome {
 }
 
 fn cond<'a>(s: &'a Scheduler, i: usize, t: &str) -> Option<&'a Condition> {
-    find(&s.wls[i].conditions, t)
+    find(&s.state(i).conditions, t)
 }
 
 fn triple(c: Option<&Condition>) -> (String, String, String) {
@@ -70,7 +70,7 @@ fn missing_or_inactive_check_makes_the_queue_inactive() {
             + &wl("w", 1, "0s", "")),
     );
     assert_eq!(
-        s.model.cqs[0].inactive,
+        s.model().cqs[0].inactive,
         Some((
             "AdmissionCheckNotFound".to_string(),
             "Can't admit new workloads: references missing AdmissionCheck(s): prov.".to_string()
@@ -81,7 +81,7 @@ fn missing_or_inactive_check_makes_the_queue_inactive() {
         + "status: {conditions: [{type: Active, status: \"False\", reason: BadParameters, message: x}]}\n";
     let s = scheduler(&inactive);
     assert_eq!(
-        s.model.cqs[0].inactive.as_ref().map(|i| i.0.as_str()),
+        s.model().cqs[0].inactive.as_ref().map(|i| i.0.as_str()),
         Some("AdmissionCheckInactive")
     );
 }
@@ -94,7 +94,7 @@ fn reservation_waits_for_checks() {
     let yaml = base("  admissionChecks: [prov]\n") + &check("prov", "") + &wl("w", 1, "0s", "");
     let o = sim(&yaml, None);
     let s = &o.sched;
-    assert_eq!(s.wls[0].phase, Phase::Admitted);
+    assert_eq!(s.state(0).phase, Phase::Admitted);
     assert_eq!(triple(cond(s, 0, "QuotaReserved")).0, "True");
     assert_eq!(
         triple(cond(s, 0, "Admitted")),
@@ -104,7 +104,7 @@ fn reservation_waits_for_checks() {
             "The workload has not all checks ready"
         )
     );
-    assert_eq!(s.wls[0].first_admitted_ms, None);
+    assert_eq!(s.state(0).first_admitted_ms, None);
     let text = kubetrain_kueue::explain::explain(s, 0).to_text();
     assert!(
         text.contains("Quota reserved; waiting for admission check(s): prov (Pending)"),
@@ -122,9 +122,9 @@ fn ready_answer_admits_and_the_job_starts_then() {
         base("  admissionChecks: [prov]\n") + &check("prov", "Ready@30s") + &wl("w", 1, "0s", "");
     let o = sim(&yaml, None);
     let s = &o.sched;
-    assert_eq!(s.wls[0].first_admitted_ms, Some(30_000));
-    assert_eq!(s.wls[0].finished_ms, Some(30_000 + 600_000));
-    assert_eq!(s.wls[0].life.check_wait_ms, 30_000);
+    assert_eq!(s.state(0).first_admitted_ms, Some(30_000));
+    assert_eq!(s.state(0).finished_ms, Some(30_000 + 600_000));
+    assert_eq!(s.state(0).life.check_wait_ms, 30_000);
 }
 
 #[test]
@@ -155,8 +155,8 @@ fn retry_evicts_and_requeues_rejected_deactivates() {
         + &wl("r", 1, "0s", "kubetrain.dev/check.prov: Rejected@20s");
     let o = sim(&yaml, None);
     let s = &o.sched;
-    assert_eq!(s.wls[0].life.check_retries, 1);
-    assert_eq!(s.wls[0].life.reservations, 2);
+    assert_eq!(s.state(0).life.check_retries, 1);
+    assert_eq!(s.state(0).life.reservations, 2);
     // Re-admitted: the eviction is history (SetQuotaReservation's "Previously: ...").
     assert_eq!(
         triple(cond(s, 0, "Evicted")),
@@ -167,7 +167,7 @@ fn retry_evicts_and_requeues_rejected_deactivates() {
         )
     );
     assert_eq!(triple(cond(s, 0, "Requeued")).1, "AdmissionCheck");
-    assert!(s.wls[0].first_admitted_ms.is_some_and(|t| t >= 15_000));
+    assert!(s.state(0).first_admitted_ms.is_some_and(|t| t >= 15_000));
     assert_eq!(
         triple(cond(s, 1, "Evicted")),
         t(
@@ -176,9 +176,9 @@ fn retry_evicts_and_requeues_rejected_deactivates() {
             "The workload is deactivated due to AdmissionCheck in Rejected state: \"prov\""
         )
     );
-    assert!(s.wls[1].life.deactivated);
-    assert_eq!(s.wls[1].first_admitted_ms, None);
-    assert!(s.wls[1].admission.is_none());
+    assert!(s.state(1).life.deactivated);
+    assert_eq!(s.state(1).first_admitted_ms, None);
+    assert!(s.state(1).admission.is_none());
 }
 
 #[test]
@@ -194,9 +194,9 @@ fn pods_ready_timeout_evicts_backs_off_and_deactivates() {
     let s = &o.sched;
     // Admitted at 0, evicted at 60 s, requeued after 30 s, admitted again, evicted at the
     // second timeout past the limit: deactivated.
-    assert_eq!(s.wls[0].life.pods_ready_timeouts, 1);
-    assert_eq!(s.wls[0].life.reservations, 2);
-    assert!(s.wls[0].life.deactivated);
+    assert_eq!(s.state(0).life.pods_ready_timeouts, 1);
+    assert_eq!(s.state(0).life.reservations, 2);
+    assert!(s.state(0).life.deactivated);
     assert_eq!(
         triple(cond(s, 0, "Evicted")),
         t(
@@ -231,7 +231,7 @@ fn pods_ready_timeout_message_and_backoff() {
             "Not all pods are ready or succeeded"
         )
     );
-    s.now_ms = 60_000;
+    s.advance_to(60_000);
     s.run_timers();
     assert_eq!(
         triple(cond(&s, 0, "Evicted")),
@@ -242,14 +242,14 @@ fn pods_ready_timeout_message_and_backoff() {
         )
     );
     assert_eq!(
-        s.wls[0].life.backoff_until,
+        s.state(0).life.backoff_until,
         Some(120_000),
         "60 s × 2^0 backoff"
     );
-    s.now_ms = 119_999;
+    s.advance_to(119_999);
     s.run_timers();
     assert!(s.cycle().admitted.is_empty(), "still backing off");
-    s.now_ms = 120_000;
+    s.advance_to(120_000);
     s.run_timers();
     assert_eq!(
         triple(cond(&s, 0, "Requeued")),
@@ -273,7 +273,7 @@ fn block_admission_waits_for_ready_pods() {
     let mut s = scheduler(&yaml);
     s.arrive(0);
     assert_eq!(s.cycle().admitted, vec![0]);
-    s.now_ms = 1_000;
+    s.advance_to(1_000);
     s.arrive(1);
     assert!(s.cycle().admitted.is_empty());
     assert_eq!(
@@ -284,7 +284,7 @@ fn block_admission_waits_for_ready_pods() {
             "waiting for all admitted workloads to be in PodsReady condition"
         )
     );
-    s.now_ms = 30_000;
+    s.advance_to(30_000);
     assert_eq!(s.cycle().admitted, vec![1]);
     assert_eq!(triple(cond(&s, 0, "PodsReady")).1, "Started");
 }
@@ -304,7 +304,7 @@ fn recovery_timeout_after_a_lost_pod() {
     let mut s = scheduler(&yaml);
     s.arrive_all();
     s.cycle();
-    s.now_ms = 10_000;
+    s.advance_to(10_000);
     s.run_timers();
     assert_eq!(
         triple(cond(&s, 0, "PodsReady")),
@@ -314,7 +314,7 @@ fn recovery_timeout_after_a_lost_pod() {
             "At least one pod has failed, waiting for recovery"
         )
     );
-    s.now_ms = 30_000;
+    s.advance_to(30_000);
     s.run_timers();
     assert_eq!(triple(cond(&s, 0, "Evicted")).1, "PodsReadyTimeout");
     // With a replacement in time it recovers instead.
@@ -322,7 +322,7 @@ fn recovery_timeout_after_a_lost_pod() {
     let mut s = scheduler(&yaml);
     s.arrive_all();
     s.cycle();
-    s.now_ms = 60_000;
+    s.advance_to(60_000);
     s.run_timers();
     assert_eq!(triple(cond(&s, 0, "PodsReady")).1, "Recovered");
     assert!(cond(&s, 0, "Evicted").is_none());

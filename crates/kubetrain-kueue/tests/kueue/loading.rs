@@ -1,7 +1,6 @@
 //! Loading and validation: field-path errors (kueue.md §1) and the upstream example setups.
 
-#[path = "../../../tests/support/shared_data.rs"]
-mod shared_data;
+use crate::shared_data;
 
 use kubetrain_kueue::error::LoadError;
 use kubetrain_kueue::load::Setup;

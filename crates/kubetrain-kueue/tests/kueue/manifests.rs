@@ -53,8 +53,8 @@ fn fair_split(weight_a: &str) -> (usize, usize, usize) {
     let mut s = Scheduler::new(model);
     s.arrive_all();
     s.run_until_stable(Some(100));
-    let admitted = |cq: &str| s.admitted[s.model.cq_id(cq).unwrap()].len();
-    let preemptions = s.wls.iter().map(|w| w.preemptions as usize).sum();
+    let admitted = |cq: &str| s.admitted_in(s.model().cq_id(cq).unwrap()).len();
+    let preemptions = s.states().iter().map(|w| w.preemptions as usize).sum();
     (admitted("team-a"), admitted("team-b"), preemptions)
 }
 
@@ -89,14 +89,14 @@ fn gpu_tas_places_checks_and_requeues() {
     );
     let s = &o.sched;
     let idx = |name: &str| {
-        s.model
+        s.model()
             .workloads
             .iter()
             .position(|w| w.key == format!("ml/{name}"))
             .unwrap()
     };
     // The fine-tune waited two minutes for the capacity check, then ran in one rack.
-    let ft = &s.wls[idx("finetune-32")];
+    let ft = &s.state(idx("finetune-32"));
     assert_eq!(ft.first_admitted_ms, Some(120_000));
     let placement = ft.finished_admission.as_ref().unwrap().pod_sets[0]
         .topology
@@ -110,11 +110,11 @@ fn gpu_tas_places_checks_and_requeues() {
             .all(|(v, n)| v[1] == placement.domains[0].0[1] && *n == 1)
     );
     // Pods never ready: two timeouts, then deactivated at the backoff limit.
-    let pt = &s.wls[idx("pretrain-64")];
+    let pt = &s.state(idx("pretrain-64"));
     assert_eq!(pt.life.pods_ready_timeouts, 2);
     assert!(pt.life.deactivated);
     // 8 nodes in one rack of 4: never placed.
-    let llm = &s.wls[idx("llm-64")];
+    let llm = &s.state(idx("llm-64"));
     assert!(llm.first_admitted_ms.is_none());
     let text = kubetrain_kueue::explain::explain(s, idx("llm-64")).to_text();
     assert!(

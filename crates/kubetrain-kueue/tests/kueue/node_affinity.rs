@@ -55,10 +55,10 @@ fn assign(flavors: &[&str], pod_spec_extra: &str) -> (String, String, Option<Str
     let mut s = Scheduler::new(Model::build(&setup).unwrap());
     s.arrive_all();
     s.cycle();
-    let c = find(&s.wls[0].conditions, "QuotaReserved").expect("QuotaReserved");
-    let flavor = s.wls[0].admission.as_ref().map(|a| {
+    let c = find(&s.state(0).conditions, "QuotaReserved").expect("QuotaReserved");
+    let flavor = s.state(0).admission.as_ref().map(|a| {
         let (_, f, _) = a.pod_sets[0].resources[0];
-        s.model.flavors[f].name.clone()
+        s.model().flavors[f].name.clone()
     });
     (c.reason.clone(), c.message.clone(), flavor)
 }

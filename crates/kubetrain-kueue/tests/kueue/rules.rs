@@ -60,7 +60,7 @@ fn run(yaml: &str, cycles: u64) -> Scheduler {
 }
 
 fn get(s: &Scheduler, name: &str) -> usize {
-    s.model
+    s.model()
         .workloads
         .iter()
         .position(|w| w.key == format!("ns/{name}"))
@@ -68,15 +68,15 @@ fn get(s: &Scheduler, name: &str) -> usize {
 }
 
 fn reason(s: &Scheduler, name: &str) -> (String, String) {
-    let c = find(&s.wls[get(s, name)].conditions, "QuotaReserved")
+    let c = find(&s.state(get(s, name)).conditions, "QuotaReserved")
         .cloned()
         .unwrap();
     (c.reason, c.message)
 }
 
 fn flavor(s: &Scheduler, name: &str) -> Option<String> {
-    let a = s.wls[get(s, name)].admission.as_ref()?;
-    Some(s.model.flavors[a.pod_sets[0].resources[0].1].name.clone())
+    let a = s.state(get(s, name)).admission.as_ref()?;
+    Some(s.model().flavors[a.pod_sets[0].resources[0].1].name.clone())
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn hierarchical_cohorts_share_cohort_quota() {
     );
     let s = run(&format!("{base}{}", wl("w", "q", 4, 0, None)), 1);
     assert_eq!(
-        s.wls[get(&s, "w")].phase,
+        s.state(get(&s, "w")).phase,
         Phase::Admitted,
         "borrows 4 from the root"
     );
@@ -178,7 +178,7 @@ fn within_queue_policy_table() {
             yaml
         };
         let s = run(&yaml, 1);
-        let old = &s.wls[get(&s, "old")];
+        let old = &s.state(get(&s, "old"));
         assert_eq!(
             find(&old.conditions, "Preempted").is_some(),
             preempts,
@@ -201,7 +201,7 @@ fn borrow_within_cohort_allows_reclaim_while_borrowing() {
         )
     };
     let s = run(&base(policy), 1);
-    let hog = &s.wls[get(&s, "hog")];
+    let hog = &s.state(get(&s, "hog"));
     assert_eq!(
         find(&hog.conditions, "Preempted").unwrap().reason,
         "InCohortReclaimWhileBorrowing"
@@ -213,7 +213,7 @@ fn borrow_within_cohort_allows_reclaim_while_borrowing() {
         1,
     );
     assert_eq!(reason(&s, "w").0, "WaitingForQuota");
-    assert!(find(&s.wls[get(&s, "hog")].conditions, "Preempted").is_none());
+    assert!(find(&s.state(get(&s, "hog")).conditions, "Preempted").is_none());
 }
 
 #[test]
@@ -251,7 +251,7 @@ fn preempting_entry_without_candidates_reserves_capacity() {
         1,
     );
     assert_eq!(
-        find(&s.wls[get(&s, "lent")].conditions, "Preempted")
+        find(&s.state(get(&s, "lent")).conditions, "Preempted")
             .unwrap()
             .reason,
         "InCohortReclamation"
@@ -268,11 +268,11 @@ fn legacy_reasons_without_observability_gate() {
     );
     let s = run(&yaml, 1);
     assert_eq!(reason(&s, "w").0, "Pending");
-    assert!(find(&s.wls[0].conditions, "Admitted").is_none());
+    assert!(find(&s.state(0).conditions, "Admitted").is_none());
     let s = run(&yaml.replace(cfg, ""), 1);
     assert_eq!(reason(&s, "w").0, "ExceedsMaxQuota");
     assert_eq!(
-        find(&s.wls[0].conditions, "Admitted").unwrap().reason,
+        find(&s.state(0).conditions, "Admitted").unwrap().reason,
         "NoReservation"
     );
 }
@@ -291,7 +291,7 @@ fn hold_and_drain_evicts_admitted_workloads() {
             wl("w", "q", 2, 0, Some("a"))
         );
         let s = run(&yaml, 1);
-        let st = &s.wls[0];
+        let st = &s.state(0);
         assert_eq!(st.phase == Phase::Admitted, !evicted, "{policy}");
         if evicted {
             assert_eq!(
@@ -314,7 +314,8 @@ fn batch_job_with_min_parallelism_is_partially_admitted() {
     let job = "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: train\n  namespace: ns\n  labels: {kueue.x-k8s.io/queue-name: q}\n  annotations: {kueue.x-k8s.io/job-min-parallelism: \"3\"}\nspec:\n  parallelism: 10\n  completions: 10\n  template:\n    spec:\n      containers: [{name: c, image: x, resources: {requests: {gpu: 1}}}]\n";
     let yaml = format!("{HEAD}{}{job}", cq("q", "", &[("a", 4, None, None)], ""));
     let s = run(&yaml, 1);
-    let a = s.wls[get(&s, "job-train")]
+    let a = s
+        .state(get(&s, "job-train"))
         .admission
         .as_ref()
         .expect("admitted");
@@ -329,14 +330,14 @@ fn jobset_becomes_one_pod_set_per_replicated_job() {
     let js = "---\napiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata:\n  name: js\n  namespace: ns\n  labels: {kueue.x-k8s.io/queue-name: q}\nspec:\n  replicatedJobs:\n  - name: Workers\n    replicas: 2\n    template:\n      spec:\n        parallelism: 3\n        template:\n          spec:\n            containers: [{name: c, resources: {requests: {gpu: 1}}}]\n  - name: driver\n    template:\n      spec:\n        template:\n          spec:\n            containers: [{name: c, resources: {requests: {gpu: 1}}}]\n";
     let yaml = format!("{HEAD}{}{js}", cq("q", "", &[("a", 8, None, None)], ""));
     let s = run(&yaml, 1);
-    let w = &s.model.workloads[get(&s, "jobset-js")];
+    let w = &s.model().workloads[get(&s, "jobset-js")];
     let sets: Vec<(&str, i32)> = w
         .pod_sets
         .iter()
         .map(|p| (p.name.as_str(), p.count))
         .collect();
     assert_eq!(sets, vec![("workers", 6), ("driver", 1)]);
-    assert_eq!(s.wls[get(&s, "jobset-js")].phase, Phase::Admitted);
+    assert_eq!(s.state(get(&s, "jobset-js")).phase, Phase::Admitted);
 }
 
 #[test]
@@ -371,11 +372,11 @@ fn priority_sorting_within_cohort_gate() {
         )
     };
     let s = run(&yaml(true), 1);
-    assert_eq!(s.wls[get(&s, "urgent")].phase, Phase::Admitted);
+    assert_eq!(s.state(get(&s, "urgent")).phase, Phase::Admitted);
     assert_eq!(
         reason(&s, "early").1,
         "Workload no longer fits after processing another workload"
     );
     let s = run(&yaml(false), 1);
-    assert_eq!(s.wls[get(&s, "early")].phase, Phase::Admitted);
+    assert_eq!(s.state(get(&s, "early")).phase, Phase::Admitted);
 }

@@ -204,7 +204,7 @@ fn explain_names_position_shortfall_and_blockers() {
     s.arrive_all();
     s.run_until_stable(Some(10));
     let wl = s
-        .model
+        .model()
         .workloads
         .iter()
         .position(|w| w.key == "ml/waiting")
@@ -264,8 +264,8 @@ spec: {clusterQueue: team}
     let mut s = Scheduler::new(Model::build(&setup).unwrap());
     s.arrive_all();
     s.cycle();
-    let adm = s.wls[0].admission.as_ref().expect("admitted");
-    let patch = runtime_patch(&s.model, adm, &["Node".to_string()]);
+    let adm = s.state(0).admission.as_ref().expect("admitted");
+    let patch = runtime_patch(s.model(), adm, &["Node".to_string()]);
     assert_eq!(patch["manager"], "kueue.x-k8s.io/manager");
     let rj = &patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0];
     assert_eq!(rj["name"], "Node");

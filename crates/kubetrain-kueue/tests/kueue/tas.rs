@@ -74,12 +74,12 @@ fn run(yaml: &str) -> Scheduler {
 /// The placement of workload `i` as (last-level values joined by `/`, pods), or its
 /// QuotaReserved message when pending.
 fn placement(s: &Scheduler, i: usize) -> Result<Vec<(String, i32)>, String> {
-    match &s.wls[i].admission {
+    match &s.state(i).admission {
         Some(a) => {
             let t = a.pod_sets[0].topology.as_ref().expect("a TAS placement");
             Ok(t.domains.iter().map(|(v, n)| (v.join("/"), *n)).collect())
         }
-        None => Err(find(&s.wls[i].conditions, "QuotaReserved")
+        None => Err(find(&s.state(i).conditions, "QuotaReserved")
             .map(|c| format!("{}: {}", c.reason, c.message))
             .unwrap_or_default()),
     }
@@ -200,7 +200,7 @@ fn admitted_placements_use_the_nodes() {
         placement(&s, 1),
         Err("WaitingForQuota: couldn't assign flavors to pod set second: topology \"default\" allows to fit only 2 out of 3 pod(s)".replace("second", "main"))
     );
-    assert_eq!(s.wls[1].phase, Phase::Pending);
+    assert_eq!(s.state(1).phase, Phase::Pending);
     let e = kubetrain_kueue::explain::explain(&s, 1);
     assert_eq!(
         e.topology,
@@ -234,11 +234,15 @@ fn tas_flavor_matching() {
     );
     let plain = yaml.replace("topologyRequest: {required: zone}", "topologyRequest: null");
     let s = run(&plain);
-    let a = s.wls[0]
+    let a = s
+        .state(0)
         .admission
         .as_ref()
         .expect("admitted on the plain flavor");
-    assert_eq!(s.model.flavors[a.pod_sets[0].resources[0].1].name, "plain");
+    assert_eq!(
+        s.model().flavors[a.pod_sets[0].resources[0].1].name,
+        "plain"
+    );
     assert!(a.pod_sets[0].topology.is_none());
 }
 
@@ -247,7 +251,7 @@ fn missing_topology_makes_the_queue_inactive() {
     let yaml = setup(&[BLOCK], &default_nodes(), &[("w", 1, "{required: x}")])
         .replace("topologyName: default", "topologyName: nowhere");
     let s = run(&yaml);
-    let (reason, message) = s.model.cqs[0].inactive.clone().expect("inactive");
+    let (reason, message) = s.model().cqs[0].inactive.clone().expect("inactive");
     assert_eq!(reason, "TopologyNotFound");
     assert_eq!(
         message,
@@ -278,8 +282,8 @@ proptest! {
             .map(|((count, kind), name)| (name.as_str(), *count, requests[*kind].as_str()))
             .collect();
         let s = run(&setup(&[BLOCK, RACK, HOST], &nodes, &specs));
-        let mut pods_on = vec![0i32; s.model.nodes.len()];
-        for st in &s.wls {
+        let mut pods_on = vec![0i32; s.model().nodes.len()];
+        for st in s.states() {
             let Some(a) = &st.admission else { continue };
             let t = a.pod_sets[0].topology.as_ref().expect("admitted with a placement");
             prop_assert_eq!(t.domains.iter().map(|d| d.1).sum::<i32>(), a.pod_sets[0].count);
@@ -287,7 +291,7 @@ proptest! {
                 pods_on[n] += pods;
             }
         }
-        for (i, n) in s.model.nodes.iter().enumerate() {
+        for (i, n) in s.model().nodes.iter().enumerate() {
             let cpu = i32::try_from(cpus[i]).unwrap();
             prop_assert!(pods_on[i] <= cpu.min(10), "node {} holds {} pods with {} cpu", n.name, pods_on[i], cpu);
         }

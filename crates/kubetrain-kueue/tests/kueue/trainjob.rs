@@ -1,7 +1,6 @@
 //! TrainJobs in the model (issue 15, item 1): the Workload Kueue's TrainJob integration builds
 //! (kueue v0.19.1 `pkg/controller/jobs/trainjob`: the child JobSet's pod sets, one per replicatedJob,
 //! count = replicas × min(parallelism, completions)), and `admit`'s typed verdicts.
-#![cfg(feature = "trainjob")]
 
 use kubetrain_api::{Document, RuntimeCatalog, TrainJob, parse_documents};
 use kubetrain_kueue::load::Setup;

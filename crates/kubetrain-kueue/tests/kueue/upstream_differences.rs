@@ -48,7 +48,7 @@ fn run(yaml: &str, cycles: u64) -> Scheduler {
 
 fn idx(s: &Scheduler, name: &str) -> usize {
     let key = format!("ns/{name}");
-    s.model
+    s.model()
         .workloads
         .iter()
         .position(|w| w.key == key)
@@ -56,11 +56,11 @@ fn idx(s: &Scheduler, name: &str) -> usize {
 }
 
 fn phase(s: &Scheduler, name: &str) -> Phase {
-    s.wls[idx(s, name)].phase
+    s.state(idx(s, name)).phase
 }
 
 fn condition(s: &Scheduler, name: &str, ty: &str) -> Option<(String, String)> {
-    find(&s.wls[idx(s, name)].conditions, ty).map(|c| (c.reason.clone(), c.message.clone()))
+    find(&s.state(idx(s, name)).conditions, ty).map(|c| (c.reason.clone(), c.message.clone()))
 }
 
 /// kueue `pkg/cache/queue/cluster_queue_test.go` TestStrictFIFO, "w1.priority equals w2.priority
@@ -94,8 +94,8 @@ fn fifo_ties_follow_creation_timestamp() {
         assert_eq!(phase(&s, "w1"), Phase::Admitted, "{label}");
         assert_eq!(phase(&s, "w2"), Phase::Pending, "{label}");
         // The earliest creation timestamp is virtual time 0.
-        assert_eq!(s.model.workloads[idx(&s, "w1")].arrival_ms, 0);
-        assert_eq!(s.model.workloads[idx(&s, "w2")].arrival_ms, 1000);
+        assert_eq!(s.model().workloads[idx(&s, "w1")].arrival_ms, 0);
+        assert_eq!(s.model().workloads[idx(&s, "w2")].arrival_ms, 1000);
     }
 }
 
@@ -229,7 +229,7 @@ fn missing_flavor_inactive_queue_condition_as_upstream_writes_it() {
     let yaml = format!("{HEAD}{setup}");
     let s = run(&yaml, 1);
     assert_eq!(
-        s.model.cqs[0].inactive.as_ref().unwrap().0,
+        s.model().cqs[0].inactive.as_ref().unwrap().0,
         "FlavorNotFound"
     );
     assert_eq!(
@@ -284,7 +284,7 @@ fn derived_workloads_carry_job_uid_and_creation_time() {
         ),
     );
     let s = run(&yaml, 1);
-    let j = &s.model.workloads[idx(&s, "job-j")];
+    let j = &s.model().workloads[idx(&s, "job-j")];
     assert_eq!(j.job_uid.as_deref(), Some("1234-abcd"));
     assert_eq!(j.arrival_ms, 5000);
     assert_eq!(phase(&s, "w"), Phase::Admitted);
@@ -353,7 +353,7 @@ fn equal_timestamps_never_preempt_each_other() {
     let s = run(&yaml, 5);
     assert_eq!(phase(&s, "running"), Phase::Admitted);
     assert_eq!(phase(&s, "waiting"), Phase::Pending);
-    assert_eq!(s.wls[idx(&s, "running")].preemptions, 0);
+    assert_eq!(s.state(idx(&s, "running")).preemptions, 0);
 }
 
 /// Found by the e2e comparison (scenario s25): with `UnadmittedWorkloadsObservability` off (Kueue
@@ -370,13 +370,13 @@ fn bypassed_workloads_get_no_condition_with_the_gate_off() {
     );
     let s = run(&format!("{base}{gate_off}"), 3);
     assert_eq!(
-        find(&s.wls[idx(&s, "a")].conditions, "QuotaReserved").map(|c| c.reason.as_str()),
+        find(&s.state(idx(&s, "a")).conditions, "QuotaReserved").map(|c| c.reason.as_str()),
         Some("Pending")
     );
-    assert!(find(&s.wls[idx(&s, "b")].conditions, "QuotaReserved").is_none());
+    assert!(find(&s.state(idx(&s, "b")).conditions, "QuotaReserved").is_none());
     let s = run(&base, 3);
     assert_eq!(
-        find(&s.wls[idx(&s, "b")].conditions, "QuotaReserved").map(|c| c.message.as_str()),
+        find(&s.state(idx(&s, "b")).conditions, "QuotaReserved").map(|c| c.message.as_str()),
         Some("Bypassed scheduling evaluation because an equivalent workload recently failed")
     );
 }

@@ -158,7 +158,7 @@ fn run_setup(args: &SetupArgs) -> Result<(Outcome, Vec<(String, String)>)> {
 fn simulation_table(o: &Outcome, limit: usize) -> String {
     let s = &o.sched;
     let index: std::collections::HashMap<&str, usize> = s
-        .model
+        .model()
         .workloads
         .iter()
         .enumerate()
@@ -174,9 +174,9 @@ fn simulation_table(o: &Outcome, limit: usize) -> String {
             .map_or("", |c| c.message.as_str());
         // A pending workload has no admission; it waits in the ClusterQueue of its LocalQueue.
         let queue = w.cluster_queue.clone().or_else(|| {
-            let target = &s.model.workloads[*index.get(w.key.as_str())?].target;
+            let target = &s.model().workloads[*index.get(w.key.as_str())?].target;
             match target {
-                QueueTarget::Queue(cq) => Some(s.model.cqs[*cq].name.clone()),
+                QueueTarget::Queue(cq) => Some(s.model().cqs[*cq].name.clone()),
                 QueueTarget::Blocked(..) => None,
             }
         });
@@ -256,7 +256,7 @@ pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
         QueueCommand::Explain(a) => {
             let (outcome, trainjobs) = run_setup(&a.setup)?;
             let s = &outcome.sched;
-            let find = |key: &str| s.model.workloads.iter().position(|w| w.key == key);
+            let find = |key: &str| s.workload_id(key);
             let derived = |prefix: &str| {
                 a.workload
                     .split_once('/')

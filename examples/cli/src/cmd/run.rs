@@ -133,7 +133,7 @@ fn parse_capacity(text: &str) -> std::result::Result<CapacityOverride, String> {
             "memory" => {
                 let q = kubetrain_kueue::quantity::Quantity::parse(value.trim())
                     .map_err(|e| format!("memory: {value:?}: {e}"))?;
-                let bytes = q.amount_for("memory");
+                let bytes = q.count_for("memory");
                 out.memory = Some(
                     u64::try_from(bytes)
                         .map_err(|_| format!("memory: {value:?} is out of range"))?,
