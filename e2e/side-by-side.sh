@@ -15,8 +15,10 @@
 # runs 20 generated cases and no upstream examples, N = 100 and 1,000 dry-run creates; the default is 200
 # generated cases plus every example TrainJob upstream ships (../shared/upstream/trainer/trainjobs, when
 # present), N = 100, 1,000 and 5,000 and 10,000 dry-run creates. --perf-only skips the render, lifecycle and
-# webhook-corpus steps. kubetrain-operator is built with the release profile unless KUBETRAIN_E2E_PROFILE
-# says otherwise (--slice keeps the debug default), as upstream's binary is an optimised Go build. The clusters
+# webhook-corpus steps. SBS_OPERATORS (default "upstream kubetrain") picks the controllers, e.g. to run each in
+# its own invocation at the same time (two port offsets, two TMPDIRs). kubetrain-operator is built with the
+# release profile unless KUBETRAIN_E2E_PROFILE says otherwise (--slice keeps the debug default), as upstream's
+# binary is an optimised Go build. The clusters
 # run beside any cluster of `e2e/cluster.sh up` (own state folder, ports shifted by 1000).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -95,7 +97,7 @@ perf_controller() {
 perf() { KUBETRAIN_E2E_API_PORT=$API_PORT "$VENV/bin/python" "$E2E_DIR/lib/perf.py" "$@"; }
 
 trap '"$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true' EXIT
-for operator in upstream kubetrain; do
+for operator in ${SBS_OPERATORS:-upstream kubetrain}; do
     log "side by side: $operator"
     "$E2E_DIR/cluster.sh" up --operator "$operator"
     eval "$("$E2E_DIR/cluster.sh" env)"
