@@ -16,6 +16,9 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde::Serialize;
 
@@ -46,11 +49,19 @@ pub fn hash_of(parts: &[&str]) -> u64 {
     hasher.finish()
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 struct Remembered {
     object: u64,
     body: u64,
     version: u64,
+    /// When it was applied: a cache that lacks an object applied a moment ago has not caught up yet.
+    at: Instant,
+}
+
+impl Remembered {
+    fn same(&self, object: u64, body: u64, version: u64) -> bool {
+        (self.object, self.body, self.version) == (object, body, version)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -101,11 +112,7 @@ impl AppliedMemory {
         };
         let version = hash_of(&[stored_uid, stored_rv]);
         self.read(job, uid, |e| {
-            e.objects.contains(&Remembered {
-                object,
-                body,
-                version,
-            })
+            e.objects.iter().any(|r| r.same(object, body, version))
         })
         .unwrap_or(false)
     }
@@ -119,6 +126,7 @@ impl AppliedMemory {
                 object,
                 body,
                 version,
+                at: Instant::now(),
             };
             match e.objects.iter_mut().find(|r| r.object == object) {
                 Some(r) => *r = remembered,
@@ -132,6 +140,17 @@ impl AppliedMemory {
     pub fn remembers(&self, job: &Key, uid: &str, object: u64) -> bool {
         self.read(job, uid, |e| e.objects.iter().any(|r| r.object == object))
             .unwrap_or(false)
+    }
+
+    /// Whether this process applied `object` for the TrainJob less than `within` ago: a cache that does not
+    /// hold it has most likely not caught up yet, and the watch event of that apply will trigger a reconcile.
+    pub fn applied_within(&self, job: &Key, uid: &str, object: u64, within: Duration) -> bool {
+        self.read(job, uid, |e| {
+            e.objects
+                .iter()
+                .any(|r| r.object == object && r.at.elapsed() < within)
+        })
+        .unwrap_or(false)
     }
 
     /// Forgets `object` (it was found deleted, or deleted by the controller).
@@ -263,6 +282,9 @@ mod tests {
         }
         assert!(memory.remembers(&job, uid, object));
         assert!(!memory.remembers(&job, "u2", object));
+        assert!(memory.applied_within(&job, uid, object, Duration::from_secs(60)));
+        assert!(!memory.applied_within(&job, uid, object, Duration::ZERO));
+        assert!(!memory.applied_within(&job, uid, other_object, Duration::from_secs(60)));
 
         // A new apply replaces the object's entry.
         memory.applied(&job, uid, object, other_body, ("c1", "12"));

@@ -190,9 +190,8 @@ async fn a_suspended_job_is_applied_once_then_only_when_something_changed() {
     result.expect("reconciled");
 }
 
-#[tokio::test]
-async fn the_leaders_own_writes_not_yet_in_the_cache_are_read_live_and_a_deleted_child_is_recreated()
- {
+#[tokio::test(start_paused = true)]
+async fn the_leaders_own_writes_not_yet_in_the_cache_are_awaited_then_read_live() {
     let (client, verifier) = mock_client();
     let (caches, mut w) = listed_caches();
     let ctx = cached_context(client, caches);
@@ -210,9 +209,17 @@ async fn the_leaders_own_writes_not_yet_in_the_cache_are_read_live_and_a_deleted
     .await;
     result.expect("reconciled");
 
-    // The stores have not seen the applies yet: absent there but applied here, so asked live (a snapshot
-    // written from a runtime edited since would be wrong).
+    // The stores have not seen the applies yet (another watch's event came first): nothing is read or
+    // written; the watch events of those applies will trigger the next reconcile.
     let job = job.conditions(vec![suspended_condition()]);
+    let (result, verifier) = expect_calls(&job, &ctx, verifier, vec![]).await;
+    assert_eq!(
+        result.expect("reconciled"),
+        Action::requeue(Duration::from_secs(5))
+    );
+
+    // Still absent long after: asked live (a snapshot written from a runtime edited since would be wrong).
+    tokio::time::advance(Duration::from_secs(16)).await;
     let (result, verifier) = expect_calls(
         &job,
         &ctx,
@@ -228,7 +235,8 @@ async fn the_leaders_own_writes_not_yet_in_the_cache_are_read_live_and_a_deleted
     .await;
     result.expect("reconciled");
 
-    // Deleted since (by a user): the live read says so and the JobSet is created again.
+    // Deleted (by a user): the live read says so and the JobSet is created again.
+    tokio::time::advance(Duration::from_secs(16)).await;
     listed(
         &mut w.config_maps,
         vec![config_map(snapshot_json(&job, "torch-distributed"), "2")],

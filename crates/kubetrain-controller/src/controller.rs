@@ -66,7 +66,7 @@ use kubetrain_api::jobset::{JOBSET_API_VERSION, JobSet};
 use kubetrain_api::podgroup::{coscheduling, volcano};
 use kubetrain_api::{ClusterTrainingRuntime, TrainJob, TrainingRuntime, TrainingRuntimeSpec};
 use kubetrain_jobset::status::is_finished;
-use kubetrain_merge::plugins::mpi::ssh_auth_secret_name;
+use kubetrain_merge::plugins::mpi::{hostfile_config_map_name, ssh_auth_secret_name};
 use rand_core::OsRng;
 
 use crate::applied::{AppliedMemory, hash_json, hash_of};
@@ -204,6 +204,16 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     let key = key_of(job);
     let (namespace, name) = &key;
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    if let Some(cache) = &ctx.cache
+        && own_writes_pending(ctx, cache, job, &key, uid)
+    {
+        // This reconcile came before the watch events of the leader's own last applies (e.g. the snapshot's
+        // event before the JobSet's). Each of those events triggers a reconcile once the store holds the
+        // object, so wait for it instead of reading live; the requeue is the safety net for an event that
+        // never comes (the object deleted at once), after which the reads go live.
+        tracing::debug!(trainjob = %format_args!("{namespace}/{name}"), "waiting for the cache to see our writes");
+        return Ok(Some(OWN_WRITES_RECHECK));
+    }
     let mut jobset = read_jobset(ctx, &key, uid).await?;
 
     let finished = job.status.as_ref().is_some_and(is_finished);
@@ -307,6 +317,34 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         sweep(&ctx.memory, cache);
     }
     Ok(decision.requeue_after.map(whole_seconds))
+}
+
+/// How long after an apply a cache that lacks the object is taken to lag behind (watch events on a loaded
+/// control plane arrive within seconds); later, the object is read live.
+const OWN_WRITES_WINDOW: Duration = Duration::from_secs(15);
+/// The safety-net requeue while waiting for the watch events of the leader's own applies.
+const OWN_WRITES_RECHECK: Duration = Duration::from_secs(5);
+
+/// Whether a child this process applied in the last [`OWN_WRITES_WINDOW`] is missing from its store.
+fn own_writes_pending(ctx: &Context, cache: &Caches, job: &TrainJob, key: &Key, uid: &str) -> bool {
+    let (namespace, name) = key;
+    let children = [
+        (JOBSET_API_VERSION, "JobSet", name.clone()),
+        ("v1", "ConfigMap", reconcile::snapshot_name(job)),
+        ("v1", "ConfigMap", hostfile_config_map_name(name)),
+        ("v1", "Secret", ssh_auth_secret_name(name)),
+        ("scheduling.x-k8s.io/v1alpha1", "PodGroup", name.clone()),
+        ("scheduling.volcano.sh/v1beta1", "PodGroup", name.clone()),
+    ];
+    children.iter().any(|(api_version, kind, child)| {
+        let object = object_id(api_version, kind, child);
+        ctx.memory
+            .applied_within(key, uid, object, OWN_WRITES_WINDOW)
+            && matches!(
+                cache.child_version(api_version, kind, namespace, child),
+                Cached::Known(None)
+            )
+    })
 }
 
 /// Drops what the leader remembers of deleted TrainJobs, once the memory holds twice as many as the cache (so
