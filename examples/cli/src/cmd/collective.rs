@@ -571,6 +571,7 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
     let checkpointed = std::cell::Cell::new((0u64, 0u64, 0.0f64));
     let resumed_from = std::cell::Cell::new(None::<u64>);
     let report_resume = std::cell::Cell::new(false);
+    let checkpointing = a.checkpoint_dir.as_deref().is_some_and(|l| !l.is_empty());
     let progress = |step: usize, loss: f64| {
         let done = step + 1;
         let trained = done.saturating_sub(first_step.get()).max(1);
@@ -588,13 +589,18 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
                     "{:.1}",
                     samples_per_step * trained as f64 / elapsed.max(1e-9)
                 ),
-            )
-            .metric(acceptance_metrics::CHECKPOINT_STEP, ckpt_step)
-            .metric(acceptance_metrics::CHECKPOINT_BYTES, ckpt_bytes)
-            .metric(
-                acceptance_metrics::CHECKPOINT_WRITE_MS,
-                format!("{ckpt_ms:.1}"),
             );
+        // Checkpoint metrics only when checkpoints are on (0 until the first one is written).
+        let p = if checkpointing {
+            p.metric(acceptance_metrics::CHECKPOINT_STEP, ckpt_step)
+                .metric(acceptance_metrics::CHECKPOINT_BYTES, ckpt_bytes)
+                .metric(
+                    acceptance_metrics::CHECKPOINT_WRITE_MS,
+                    format!("{ckpt_ms:.1}"),
+                )
+        } else {
+            p
+        };
         match resumed_from.get() {
             Some(step) => p.metric(acceptance_metrics::RESUMED_FROM_STEP, step),
             None => p,
