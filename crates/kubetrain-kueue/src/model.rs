@@ -535,343 +535,32 @@ impl Model {
             res_index: HashMap::new(),
             flavor_index: HashMap::new(),
         };
-        for f in &setup.flavors {
-            let id = i.flavor(&f.metadata.name);
-            let fl = &mut i.model.flavors[id];
-            fl.node_labels = f.spec.node_labels.clone();
-            fl.taints = f.spec.node_taints.clone();
-            fl.tolerations = f.spec.tolerations.clone();
-            fl.topology_name = f.spec.topology_name.clone();
-            fl.exists = true;
-        }
+        // The interning order fixes every id (and so every tie-break): flavors, TAS, checks,
+        // quota keys, then the resources queues and workloads name.
+        intern_flavors(&mut i, setup);
         intern_tas(&mut i, setup);
         intern_checks(i.model, setup);
-        // Intern every FR first so the dense quota arrays have their final width.
-        let all_groups = setup
-            .cohorts
-            .iter()
-            .flat_map(|c| &c.spec.resource_groups)
-            .chain(
-                setup
-                    .cluster_queues
-                    .iter()
-                    .flat_map(|c| &c.spec.resource_groups),
-            );
-        for rg in all_groups {
-            for f in &rg.flavors {
-                for r in &f.resources {
-                    i.fr(&f.name, &r.name);
-                }
-            }
-        }
+        intern_quota_keys(&mut i, setup);
         let mut tree = Tree {
             nfr: i.model.frs.len(),
             ..Tree::default()
         };
-        let mut cohort_node: HashMap<String, NodeId> = HashMap::new();
-        let mut cohort_parent: Vec<(NodeId, Option<String>)> = Vec::new();
-        for c in &setup.cohorts {
-            let n = tree.add_node(&c.metadata.name, false);
-            cohort_node.insert(c.metadata.name.clone(), n);
-            cohort_parent.push((
-                n,
-                c.spec.parent_name.clone().or_else(|| c.spec.parent.clone()),
-            ));
-            set_quotas(&mut tree, &mut i, n, &c.spec.resource_groups);
-            set_weight(&mut tree, n, c.spec.fair_sharing.as_ref());
-        }
-        let mut get_cohort = |tree: &mut Tree, name: &str| -> NodeId {
-            if let Some(&n) = cohort_node.get(name) {
-                return n;
-            }
-            let n = tree.add_node(name, false);
-            cohort_node.insert(name.to_string(), n);
-            n
-        };
-        for (n, parent) in cohort_parent {
-            if let Some(p) = parent {
-                let p = get_cohort(&mut tree, &p);
-                tree.parent[n] = Some(p);
-            }
-        }
-        let mut cqs = Vec::new();
-        for cq in &setup.cluster_queues {
-            let s = &cq.spec;
-            let n = tree.add_node(&cq.metadata.name, true);
-            set_quotas(&mut tree, &mut i, n, &s.resource_groups);
-            set_weight(&mut tree, n, s.fair_sharing.as_ref());
-            if let Some(c) = s.cohort_name.as_deref().or(s.cohort.as_deref()) {
-                let p = get_cohort(&mut tree, c);
-                tree.parent[n] = Some(p);
-            }
-            let mut groups = Vec::new();
-            let mut group_of = HashMap::new();
-            let mut missing: Vec<String> = Vec::new();
-            for (gi, rg) in s.resource_groups.iter().enumerate() {
-                let resources: Vec<ResId> = rg.covered_resources.iter().map(|r| i.res(r)).collect();
-                for &r in &resources {
-                    group_of.insert(r, gi);
-                }
-                let flavors: Vec<FlavorId> = rg.flavors.iter().map(|f| i.flavor(&f.name)).collect();
-                for &f in &flavors {
-                    if !i.model.flavors[f].exists {
-                        missing.push(i.model.flavors[f].name.clone());
-                    }
-                }
-                groups.push(Group { resources, flavors });
-            }
-            let ff = s.flavor_fungibility.clone().unwrap_or_default();
-            let pre = s.preemption.clone().unwrap_or_default();
-            let stop = policy(s.stop_policy.as_deref(), "None");
-            let all_flavors: Vec<FlavorId> =
-                groups.iter().flat_map(|g| g.flavors.clone()).collect();
-            let checks = cq_checks(i.model, s);
-            let inactive = inactive_reason(i.model, stop != "None", &missing, s, &all_flavors);
-            let tas_only = !all_flavors.is_empty()
-                && all_flavors
-                    .iter()
-                    .all(|&f| i.model.flavors[f].topology_name.is_some());
-            cqs.push(ClusterQueue {
-                name: cq.metadata.name.clone(),
-                node: n,
-                groups,
-                group_of,
-                strict_fifo: s.queueing_strategy.as_deref() == Some("StrictFIFO"),
-                namespace_selector: s.namespace_selector.clone(),
-                borrow_try_next: ff.when_can_borrow.as_deref() == Some("TryNextFlavor"),
-                preempt_try_next: !matches!(
-                    ff.when_can_preempt.as_deref(),
-                    Some("MayStopSearch" | "Preempt")
-                ),
-                preference: match ff.preference.as_deref() {
-                    Some("BorrowingOverPreemption") => Some(Preference::BorrowingOverPreemption),
-                    Some("PreemptionOverBorrowing") => Some(Preference::PreemptionOverBorrowing),
-                    _ => None,
-                },
-                within: match policy(pre.within_cluster_queue.as_deref(), "Never") {
-                    "LowerPriority" => WithinPolicy::LowerPriority,
-                    "LowerOrNewerEqualPriority" => WithinPolicy::LowerOrNewerEqualPriority,
-                    _ => WithinPolicy::Never,
-                },
-                reclaim: match policy(pre.reclaim_within_cohort.as_deref(), "Never") {
-                    "LowerPriority" => ReclaimPolicy::LowerPriority,
-                    "Any" => ReclaimPolicy::Any,
-                    _ => ReclaimPolicy::Never,
-                },
-                borrow_within: pre.borrow_within_cohort.as_ref().and_then(|b| {
-                    (policy(b.policy.as_deref(), "Never") == "LowerPriority")
-                        .then_some(b.max_priority_threshold)
-                }),
-                inactive,
-                drain: stop == "HoldAndDrain",
-                checks,
-                tas_only,
-            });
-        }
-        // Link children and break cohort cycles: every ClusterQueue of a cyclic tree is inactive.
-        let cyclic = cyclic_nodes(&tree);
-        for (n, &bad) in cyclic.iter().enumerate() {
-            if bad {
-                tree.parent[n] = None;
-            }
-        }
-        for n in 0..tree.names.len() {
-            if let Some(p) = tree.parent[n] {
-                tree.children[p].push(n);
-            }
-        }
-        tree.finish();
-        let mut cq_of_node = vec![None; tree.names.len()];
-        for (id, cq) in cqs.iter_mut().enumerate() {
-            cq_of_node[cq.node] = Some(id);
-            let in_cycle = std::iter::once(cq.node)
-                .chain(tree.ancestors(cq.node))
-                .any(|a| cyclic[a])
-                || tree.parent[cq.node].is_some_and(|p| cyclic[p]);
-            if in_cycle && cq.inactive.is_none() {
-                cq.inactive = Some((
-                    "CohortCycle".to_string(),
-                    "Can't admit new workloads: the cohort tree has a cycle.".to_string(),
-                ));
-            }
-        }
-        // Namespaces: declared ones, plus every namespace a workload or queue uses (Kubernetes
-        // labels each namespace with its name).
-        let mut namespaces = BTreeMap::new();
-        for ns in &setup.namespaces {
-            let mut labels = ns.labels.clone();
-            labels.insert("kubernetes.io/metadata.name".to_string(), ns.name.clone());
-            namespaces.insert(ns.name.clone(), labels);
-        }
-        let local_queues: HashMap<(String, String), (&str, bool)> = setup
-            .local_queues
+        let mut cohorts = Cohorts::build(&mut tree, &mut i, setup);
+        let mut cqs: Vec<ClusterQueue> = setup
+            .cluster_queues
             .iter()
-            .map(|lq| {
-                (
-                    (
-                        lq.metadata
-                            .namespace
-                            .clone()
-                            .unwrap_or_else(|| "default".to_string()),
-                        lq.metadata.name.clone(),
-                    ),
-                    (
-                        lq.spec.cluster_queue.as_str(),
-                        policy(lq.spec.stop_policy.as_deref(), "None") != "None",
-                    ),
-                )
-            })
+            .map(|cq| cluster_queue(&mut tree, &mut i, &mut cohorts, cq))
             .collect();
-        let cq_by_name: HashMap<&str, CqId> = cqs
-            .iter()
-            .enumerate()
-            .map(|(id, c)| (c.name.as_str(), id))
-            .collect();
-        let wpc: HashMap<&str, &WorkloadPriorityClass> = setup
-            .priority_classes
-            .iter()
-            .map(|p| (p.metadata.name.as_str(), p))
-            .collect();
-        let mut workloads = Vec::new();
-        // Creation timestamps count from the earliest one, so that a setup exported from a cluster
-        // starts at virtual time 0.
-        let epoch = setup
-            .workloads
-            .iter()
-            .filter_map(|w| w.metadata.creation_timestamp.as_deref())
-            .filter_map(parse_rfc3339_ms)
-            .min()
-            .unwrap_or(0);
-        for (idx, w) in setup.workloads.iter().enumerate() {
-            let namespace = w
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".to_string());
-            namespaces.entry(namespace.clone()).or_insert_with(|| {
-                BTreeMap::from([("kubernetes.io/metadata.name".to_string(), namespace.clone())])
-            });
-            let priority = w.spec.priority.unwrap_or_else(|| {
-                let class = w
-                    .spec
-                    .priority_class_ref
-                    .as_ref()
-                    .filter(|r| {
-                        r.kind.as_deref().unwrap_or("WorkloadPriorityClass")
-                            == "WorkloadPriorityClass"
-                    })
-                    .map(|r| r.name.as_str())
-                    .or_else(|| {
-                        (w.spec.priority_class_source.as_deref()
-                            == Some("kueue.x-k8s.io/workloadpriorityclass"))
-                        .then_some(w.spec.priority_class_name.as_deref())
-                        .flatten()
-                    });
-                class.and_then(|c| wpc.get(c)).map_or(0, |p| p.value)
-            });
-            let mut pod_sets = Vec::new();
-            for ps in &w.spec.pod_sets {
-                let mut per_pod: Vec<(ResId, Count)> = pod_requests(&ps.template.spec)
-                    .into_iter()
-                    .map(|(r, v)| (i.res(&r), v))
-                    .collect();
-                per_pod.sort_by(|a, b| {
-                    resource_order_key(&i.model.resources[a.0])
-                        .cmp(&resource_order_key(&i.model.resources[b.0]))
-                });
-                pod_sets.push(PodSetReq {
-                    name: ps.name.clone(),
-                    count: ps.count,
-                    min_count: ps.min_count,
-                    per_pod,
-                    node_selector: ps.template.spec.node_selector.clone(),
-                    tolerations: ps.template.spec.tolerations.clone(),
-                    required_affinity: required_affinity(&ps.template.spec),
-                    topology: topology_request(ps),
-                });
-            }
-            let target = match &w.spec.queue_name {
-                None => QueueTarget::Blocked(
-                    "Misconfigured".to_string(),
-                    "LocalQueue  doesn't exist".to_string(),
-                ),
-                Some(q) => match local_queues.get(&(namespace.clone(), q.clone())) {
-                    None => QueueTarget::Blocked(
-                        "Misconfigured".to_string(),
-                        format!("LocalQueue {q} doesn't exist"),
-                    ),
-                    Some((_, true)) => QueueTarget::Blocked(
-                        "Suspended".to_string(),
-                        format!("LocalQueue {q} is inactive"),
-                    ),
-                    Some((cq, false)) => match cq_by_name.get(cq) {
-                        None => QueueTarget::Blocked(
-                            "Misconfigured".to_string(),
-                            format!("ClusterQueue {cq} doesn't exist"),
-                        ),
-                        Some(&id) => QueueTarget::Queue(id),
-                    },
-                },
-            };
-            let ann = &w.metadata.annotations;
-            let ms = |k: &str| ann.get(k).and_then(|v| parse_duration_ms(v));
-            let created = w
-                .metadata
-                .creation_timestamp
-                .as_deref()
-                .and_then(parse_rfc3339_ms)
-                .map(|t| t - epoch);
-            let arrival = ms("kubetrain.dev/arrival").or(created).unwrap_or(0);
-            workloads.push(Workload {
-                key: w.key(),
-                namespace,
-                uid: w
-                    .metadata
-                    .uid
-                    .clone()
-                    .unwrap_or_else(|| format!("uid-{idx:06}")),
-                priority,
-                pod_sets,
-                job_uid: w.metadata.labels.get(JOB_UID_LABEL).cloned(),
-                arrival_ms: arrival,
-                order_ms: created.unwrap_or(arrival),
-                runtime_ms: ms("kubetrain.dev/runtime"),
-                class: ann
-                    .get("kubetrain.dev/class")
-                    .cloned()
-                    .unwrap_or_else(|| w.spec.queue_name.clone().unwrap_or_default()),
-                active: w.spec.active.unwrap_or(true),
-                target,
-                initial_admission: w.status.admission.clone(),
-                check_answers: ann
-                    .iter()
-                    .filter_map(|(k, v)| {
-                        let check = k.strip_prefix(CHECK_ANSWER_PREFIX)?;
-                        Some((check.to_string(), parse_answers(v)))
-                    })
-                    .collect(),
-                pods: PodsPlan {
-                    ready_after_ms: ann
-                        .get(PODS_READY_ANNOTATION)
-                        .map_or(Some(0), |v| parse_duration_ms(v)),
-                    lost_after_ms: ann
-                        .get("kubetrain.dev/pods-lost")
-                        .and_then(|v| parse_duration_ms(v)),
-                    recover_after_ms: ann
-                        .get("kubetrain.dev/pods-recover")
-                        .map_or(Some(0), |v| parse_duration_ms(v)),
-                },
-            });
-        }
+        let cq_of_node = link_tree(&mut tree, &mut cqs);
+        let mut namespaces = declared_namespaces(setup);
+        let workloads = WorkloadContext::new(setup, &cqs).workloads(&mut i, &mut namespaces);
         for lq in &setup.local_queues {
             let ns = lq
                 .metadata
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "default".to_string());
-            namespaces.entry(ns.clone()).or_insert_with(|| {
-                BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.clone())])
-            });
+            add_namespace(&mut namespaces, &ns);
         }
         model.tree = tree;
         model.cq_of_node = cq_of_node;
@@ -920,6 +609,423 @@ impl Model {
 }
 
 /// Kueue's `Configuration` and feature gates, resolved.
+/// Every ResourceFlavor, with its labels, taints, tolerations and topology.
+fn intern_flavors(i: &mut Interner<'_>, setup: &Setup) {
+    for f in &setup.flavors {
+        let id = i.flavor(&f.metadata.name);
+        let fl = &mut i.model.flavors[id];
+        fl.node_labels = f.spec.node_labels.clone();
+        fl.taints = f.spec.node_taints.clone();
+        fl.tolerations = f.spec.tolerations.clone();
+        fl.topology_name = f.spec.topology_name.clone();
+        fl.exists = true;
+    }
+}
+
+/// Every (flavor, resource) with quota anywhere, first, so the dense quota arrays have their
+/// final width.
+fn intern_quota_keys(i: &mut Interner<'_>, setup: &Setup) {
+    let all_groups = setup
+        .cohorts
+        .iter()
+        .flat_map(|c| &c.spec.resource_groups)
+        .chain(
+            setup
+                .cluster_queues
+                .iter()
+                .flat_map(|c| &c.spec.resource_groups),
+        );
+    for rg in all_groups {
+        for f in &rg.flavors {
+            for r in &f.resources {
+                i.fr(&f.name, &r.name);
+            }
+        }
+    }
+}
+
+/// The cohorts' tree nodes by name: the declared Cohorts, and implicit ones created when a
+/// queue or cohort names a parent that is not declared.
+struct Cohorts(HashMap<String, NodeId>);
+
+impl Cohorts {
+    /// The declared Cohorts with their quotas, weights and parents.
+    fn build(tree: &mut Tree, i: &mut Interner<'_>, setup: &Setup) -> Self {
+        let mut cohorts = Cohorts(HashMap::new());
+        let mut parents: Vec<(NodeId, Option<String>)> = Vec::new();
+        for c in &setup.cohorts {
+            let n = tree.add_node(&c.metadata.name, false);
+            cohorts.0.insert(c.metadata.name.clone(), n);
+            parents.push((
+                n,
+                c.spec.parent_name.clone().or_else(|| c.spec.parent.clone()),
+            ));
+            set_quotas(tree, i, n, &c.spec.resource_groups);
+            set_weight(tree, n, c.spec.fair_sharing.as_ref());
+        }
+        for (n, parent) in parents {
+            if let Some(p) = parent {
+                let p = cohorts.node(tree, &p);
+                tree.parent[n] = Some(p);
+            }
+        }
+        cohorts
+    }
+
+    /// The node of cohort `name`, created (implicit, without quota) when it was not declared.
+    fn node(&mut self, tree: &mut Tree, name: &str) -> NodeId {
+        if let Some(&n) = self.0.get(name) {
+            return n;
+        }
+        let n = tree.add_node(name, false);
+        self.0.insert(name.to_string(), n);
+        n
+    }
+}
+
+/// One ClusterQueue: its tree node (under its cohort), quotas, resource groups and policies.
+fn cluster_queue(
+    tree: &mut Tree,
+    i: &mut Interner<'_>,
+    cohorts: &mut Cohorts,
+    cq: &crate::load::Object<crate::api::ClusterQueueSpec>,
+) -> ClusterQueue {
+    let s = &cq.spec;
+    let n = tree.add_node(&cq.metadata.name, true);
+    set_quotas(tree, i, n, &s.resource_groups);
+    set_weight(tree, n, s.fair_sharing.as_ref());
+    if let Some(c) = s.cohort_name.as_deref().or(s.cohort.as_deref()) {
+        let p = cohorts.node(tree, c);
+        tree.parent[n] = Some(p);
+    }
+    let (groups, group_of, missing) = resource_groups(i, s);
+    let ff = s.flavor_fungibility.clone().unwrap_or_default();
+    let pre = s.preemption.clone().unwrap_or_default();
+    let stop = policy(s.stop_policy.as_deref(), "None");
+    let all_flavors: Vec<FlavorId> = groups.iter().flat_map(|g| g.flavors.clone()).collect();
+    let checks = cq_checks(i.model, s);
+    let inactive = inactive_reason(i.model, stop != "None", &missing, s, &all_flavors);
+    let tas_only = !all_flavors.is_empty()
+        && all_flavors
+            .iter()
+            .all(|&f| i.model.flavors[f].topology_name.is_some());
+    ClusterQueue {
+        name: cq.metadata.name.clone(),
+        node: n,
+        groups,
+        group_of,
+        strict_fifo: s.queueing_strategy.as_deref() == Some("StrictFIFO"),
+        namespace_selector: s.namespace_selector.clone(),
+        borrow_try_next: ff.when_can_borrow.as_deref() == Some("TryNextFlavor"),
+        preempt_try_next: !matches!(
+            ff.when_can_preempt.as_deref(),
+            Some("MayStopSearch" | "Preempt")
+        ),
+        preference: match ff.preference.as_deref() {
+            Some("BorrowingOverPreemption") => Some(Preference::BorrowingOverPreemption),
+            Some("PreemptionOverBorrowing") => Some(Preference::PreemptionOverBorrowing),
+            _ => None,
+        },
+        within: match policy(pre.within_cluster_queue.as_deref(), "Never") {
+            "LowerPriority" => WithinPolicy::LowerPriority,
+            "LowerOrNewerEqualPriority" => WithinPolicy::LowerOrNewerEqualPriority,
+            _ => WithinPolicy::Never,
+        },
+        reclaim: match policy(pre.reclaim_within_cohort.as_deref(), "Never") {
+            "LowerPriority" => ReclaimPolicy::LowerPriority,
+            "Any" => ReclaimPolicy::Any,
+            _ => ReclaimPolicy::Never,
+        },
+        borrow_within: pre.borrow_within_cohort.as_ref().and_then(|b| {
+            (policy(b.policy.as_deref(), "Never") == "LowerPriority")
+                .then_some(b.max_priority_threshold)
+        }),
+        inactive,
+        drain: stop == "HoldAndDrain",
+        checks,
+        tas_only,
+    }
+}
+
+/// A ClusterQueue's resource groups, the group of each resource, and the flavors it names that
+/// do not exist.
+fn resource_groups(
+    i: &mut Interner<'_>,
+    s: &crate::api::ClusterQueueSpec,
+) -> (Vec<Group>, HashMap<ResId, usize>, Vec<String>) {
+    let mut groups = Vec::new();
+    let mut group_of = HashMap::new();
+    let mut missing: Vec<String> = Vec::new();
+    for (gi, rg) in s.resource_groups.iter().enumerate() {
+        let resources: Vec<ResId> = rg.covered_resources.iter().map(|r| i.res(r)).collect();
+        for &r in &resources {
+            group_of.insert(r, gi);
+        }
+        let flavors: Vec<FlavorId> = rg.flavors.iter().map(|f| i.flavor(&f.name)).collect();
+        for &f in &flavors {
+            if !i.model.flavors[f].exists {
+                missing.push(i.model.flavors[f].name.clone());
+            }
+        }
+        groups.push(Group { resources, flavors });
+    }
+    (groups, group_of, missing)
+}
+
+/// Links children to parents, breaks cohort cycles (every ClusterQueue of a cyclic tree is
+/// inactive) and computes the tree's aggregates; returns the ClusterQueue of each node.
+fn link_tree(tree: &mut Tree, cqs: &mut [ClusterQueue]) -> Vec<Option<CqId>> {
+    let cyclic = cyclic_nodes(tree);
+    for (n, &bad) in cyclic.iter().enumerate() {
+        if bad {
+            tree.parent[n] = None;
+        }
+    }
+    for n in 0..tree.names.len() {
+        if let Some(p) = tree.parent[n] {
+            tree.children[p].push(n);
+        }
+    }
+    tree.finish();
+    let mut cq_of_node = vec![None; tree.names.len()];
+    for (id, cq) in cqs.iter_mut().enumerate() {
+        cq_of_node[cq.node] = Some(id);
+        let in_cycle = std::iter::once(cq.node)
+            .chain(tree.ancestors(cq.node))
+            .any(|a| cyclic[a])
+            || tree.parent[cq.node].is_some_and(|p| cyclic[p]);
+        if in_cycle && cq.inactive.is_none() {
+            cq.inactive = Some((
+                "CohortCycle".to_string(),
+                "Can't admit new workloads: the cohort tree has a cycle.".to_string(),
+            ));
+        }
+    }
+    cq_of_node
+}
+
+/// The declared namespaces with their labels (Kubernetes labels each namespace with its name).
+fn declared_namespaces(setup: &Setup) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut namespaces = BTreeMap::new();
+    for ns in &setup.namespaces {
+        let mut labels = ns.labels.clone();
+        labels.insert("kubernetes.io/metadata.name".to_string(), ns.name.clone());
+        namespaces.insert(ns.name.clone(), labels);
+    }
+    namespaces
+}
+
+/// Adds a namespace a workload or queue uses, if not declared, with its name label.
+fn add_namespace(namespaces: &mut BTreeMap<String, BTreeMap<String, String>>, ns: &str) {
+    namespaces.entry(ns.to_string()).or_insert_with(|| {
+        BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.to_string())])
+    });
+}
+
+/// What resolving a Workload needs from the rest of the setup.
+struct WorkloadContext<'a> {
+    setup: &'a Setup,
+    /// (namespace, LocalQueue) → (its ClusterQueue, whether it is stopped).
+    local_queues: HashMap<(String, String), (&'a str, bool)>,
+    cq_by_name: HashMap<&'a str, CqId>,
+    priority_classes: HashMap<&'a str, &'a WorkloadPriorityClass>,
+    /// The earliest creation timestamp: times count from it, so that a setup exported from a
+    /// cluster starts at virtual time 0.
+    epoch: i64,
+}
+
+impl<'a> WorkloadContext<'a> {
+    fn new(setup: &'a Setup, cqs: &'a [ClusterQueue]) -> Self {
+        let local_queues = setup
+            .local_queues
+            .iter()
+            .map(|lq| {
+                (
+                    (
+                        lq.metadata
+                            .namespace
+                            .clone()
+                            .unwrap_or_else(|| "default".to_string()),
+                        lq.metadata.name.clone(),
+                    ),
+                    (
+                        lq.spec.cluster_queue.as_str(),
+                        policy(lq.spec.stop_policy.as_deref(), "None") != "None",
+                    ),
+                )
+            })
+            .collect();
+        WorkloadContext {
+            setup,
+            local_queues,
+            cq_by_name: cqs
+                .iter()
+                .enumerate()
+                .map(|(id, c)| (c.name.as_str(), id))
+                .collect(),
+            priority_classes: setup
+                .priority_classes
+                .iter()
+                .map(|p| (p.metadata.name.as_str(), p))
+                .collect(),
+            epoch: setup
+                .workloads
+                .iter()
+                .filter_map(|w| w.metadata.creation_timestamp.as_deref())
+                .filter_map(parse_rfc3339_ms)
+                .min()
+                .unwrap_or(0),
+        }
+    }
+
+    /// Every Workload of the setup, resolved; adds the namespaces they use.
+    fn workloads(
+        &self,
+        i: &mut Interner<'_>,
+        namespaces: &mut BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Vec<Workload> {
+        let mut workloads = Vec::new();
+        for (idx, w) in self.setup.workloads.iter().enumerate() {
+            let namespace = w
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".to_string());
+            add_namespace(namespaces, &namespace);
+            workloads.push(self.workload(i, idx, w, namespace));
+        }
+        workloads
+    }
+
+    /// One Workload: priority, pod sets, queue, times and the simulator's annotations.
+    fn workload(
+        &self,
+        i: &mut Interner<'_>,
+        idx: usize,
+        w: &crate::load::WorkloadObject,
+        namespace: String,
+    ) -> Workload {
+        let priority = self.priority(w);
+        let pod_sets = w
+            .spec
+            .pod_sets
+            .iter()
+            .map(|ps| pod_set_req(i, ps))
+            .collect();
+        let target = self.target(w, &namespace);
+        let ann = &w.metadata.annotations;
+        let ms = |k: &str| ann.get(k).and_then(|v| parse_duration_ms(v));
+        let created = w
+            .metadata
+            .creation_timestamp
+            .as_deref()
+            .and_then(parse_rfc3339_ms)
+            .map(|t| t - self.epoch);
+        let arrival = ms("kubetrain.dev/arrival").or(created).unwrap_or(0);
+        Workload {
+            key: w.key(),
+            namespace,
+            uid: w
+                .metadata
+                .uid
+                .clone()
+                .unwrap_or_else(|| format!("uid-{idx:06}")),
+            priority,
+            pod_sets,
+            job_uid: w.metadata.labels.get(JOB_UID_LABEL).cloned(),
+            arrival_ms: arrival,
+            order_ms: created.unwrap_or(arrival),
+            runtime_ms: ms("kubetrain.dev/runtime"),
+            class: ann
+                .get("kubetrain.dev/class")
+                .cloned()
+                .unwrap_or_else(|| w.spec.queue_name.clone().unwrap_or_default()),
+            active: w.spec.active.unwrap_or(true),
+            target,
+            initial_admission: w.status.admission.clone(),
+            check_answers: ann
+                .iter()
+                .filter_map(|(k, v)| {
+                    let check = k.strip_prefix(CHECK_ANSWER_PREFIX)?;
+                    Some((check.to_string(), parse_answers(v)))
+                })
+                .collect(),
+            pods: PodsPlan {
+                ready_after_ms: ann
+                    .get(PODS_READY_ANNOTATION)
+                    .map_or(Some(0), |v| parse_duration_ms(v)),
+                lost_after_ms: ann
+                    .get("kubetrain.dev/pods-lost")
+                    .and_then(|v| parse_duration_ms(v)),
+                recover_after_ms: ann
+                    .get("kubetrain.dev/pods-recover")
+                    .map_or(Some(0), |v| parse_duration_ms(v)),
+            },
+        }
+    }
+
+    /// `spec.priority`, else the value of its WorkloadPriorityClass, else 0.
+    fn priority(&self, w: &crate::load::WorkloadObject) -> i32 {
+        w.spec.priority.unwrap_or_else(|| {
+            let class = w
+                .spec
+                .priority_class_ref
+                .as_ref()
+                .filter(|r| {
+                    r.kind.as_deref().unwrap_or("WorkloadPriorityClass") == "WorkloadPriorityClass"
+                })
+                .map(|r| r.name.as_str())
+                .or_else(|| {
+                    (w.spec.priority_class_source.as_deref()
+                        == Some("kueue.x-k8s.io/workloadpriorityclass"))
+                    .then_some(w.spec.priority_class_name.as_deref())
+                    .flatten()
+                });
+            class
+                .and_then(|c| self.priority_classes.get(c))
+                .map_or(0, |p| p.value)
+        })
+    }
+
+    /// The ClusterQueue the workload queues in, or why it cannot queue (Kueue's condition).
+    fn target(&self, w: &crate::load::WorkloadObject, namespace: &str) -> QueueTarget {
+        let blocked = |reason: &str, message: String| QueueTarget::Blocked(reason.into(), message);
+        let Some(q) = &w.spec.queue_name else {
+            return blocked("Misconfigured", "LocalQueue  doesn't exist".to_string());
+        };
+        match self.local_queues.get(&(namespace.to_string(), q.clone())) {
+            None => blocked("Misconfigured", format!("LocalQueue {q} doesn't exist")),
+            Some((_, true)) => blocked("Suspended", format!("LocalQueue {q} is inactive")),
+            Some((cq, false)) => match self.cq_by_name.get(cq) {
+                None => blocked("Misconfigured", format!("ClusterQueue {cq} doesn't exist")),
+                Some(&id) => QueueTarget::Queue(id),
+            },
+        }
+    }
+}
+
+/// A pod set's per-pod requests (in resource order) and placement constraints.
+fn pod_set_req(i: &mut Interner<'_>, ps: &crate::api::PodSet) -> PodSetReq {
+    let mut per_pod: Vec<(ResId, Count)> = pod_requests(&ps.template.spec)
+        .into_iter()
+        .map(|(r, v)| (i.res(&r), v))
+        .collect();
+    per_pod.sort_by(|a, b| {
+        resource_order_key(&i.model.resources[a.0])
+            .cmp(&resource_order_key(&i.model.resources[b.0]))
+    });
+    PodSetReq {
+        name: ps.name.clone(),
+        count: ps.count,
+        min_count: ps.min_count,
+        per_pod,
+        node_selector: ps.template.spec.node_selector.clone(),
+        tolerations: ps.template.spec.tolerations.clone(),
+        required_affinity: required_affinity(&ps.template.spec),
+        topology: topology_request(ps),
+    }
+}
+
 fn settings_from(setup: &Setup) -> Settings {
     let mut settings = Settings::default();
     if let Some(cfg) = &setup.configuration {
