@@ -1,12 +1,10 @@
 //! The local queue: concurrent local runs wait for a (synthetic, injected) capacity in Kueue's order.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{plan, trainjob_with, wait_for};
+use crate::common::{plan, trainjob_with, wait_for};
 use kubetrain_client::local::capacity::Capacity;
 use kubetrain_client::local::queue::ledger::{
     Entry, EntryState, LEDGER_FILE, LedgerDir, PodSetEntry,

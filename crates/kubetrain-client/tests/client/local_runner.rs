@@ -1,7 +1,5 @@
 //! The local runner end to end: real processes, real env, real process groups.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -9,7 +7,7 @@ use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary
 use kubetrain_client::{ClientError, JobStatus, PlanError};
 use tokio::sync::mpsc;
 
-use common::{options, trainjob, wait_for};
+use crate::common::{options, trainjob, wait_for};
 
 /// Runs `yaml` and returns the summary and every pod's log lines.
 async fn run(

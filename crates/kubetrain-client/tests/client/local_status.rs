@@ -2,8 +2,6 @@
 //! SDK's `update_trainjob_status` and our reporter produce, and what is refused; and (issue 13) a new MPI SSH
 //! key per local run.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -25,7 +23,7 @@ fn trainjob(name: &str, command: &[&str], runtime: &str) -> String {
 }
 
 async fn run(yaml: &str, dir: &std::path::Path) -> (RunSummary, Vec<RunEvent>) {
-    let plan = common::plan(yaml, dir);
+    let plan = crate::common::plan(yaml, dir);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let summary = local::execute(&plan, &tx, std::future::pending()).await;
     drop(tx);
@@ -161,7 +159,7 @@ async fn only_the_trainer_gets_the_endpoint_and_the_token_is_private() {
         &["sh", "-c", "echo has=${KUBEFLOW_TRAINER_SERVER_URL:+yes}"],
         "deepspeed-distributed",
     );
-    let plan = common::plan(&yaml, dir.path());
+    let plan = crate::common::plan(&yaml, dir.path());
     let trainers: Vec<&str> = plan
         .replicated_jobs
         .iter()
@@ -264,7 +262,7 @@ async fn the_backend_returns_the_reported_status() {
         panic!("a TrainJob")
     };
     client.backend().create_job((**job).clone()).await.unwrap();
-    let view = common::wait_for(&client, "viewed", &[JobStatus::Complete]).await;
+    let view = crate::common::wait_for(&client, "viewed", &[JobStatus::Complete]).await;
     let progress = view.trainer_status.expect("trainer_status");
     assert_eq!(
         progress.summary().split(" (reported").next().unwrap(),
@@ -277,7 +275,7 @@ fn mpi_public_key(dir: &std::path::Path) -> String {
     let yaml = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: keys, namespace: default}\n\
                 spec:\n  runtimeRef: {name: deepspeed-distributed}\n  trainer:\n    numNodes: 1\n    command: [\"true\"]\n    \
                 env: [{name: PUB, valueFrom: {secretKeyRef: {name: keys-mpi-ssh-auth, key: ssh-publickey}}}]\n";
-    let plan = common::plan(yaml, dir);
+    let plan = crate::common::plan(yaml, dir);
     plan.pods()
         .flat_map(|p| &p.containers)
         .flat_map(|c| &c.env)
