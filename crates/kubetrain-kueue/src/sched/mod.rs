@@ -952,7 +952,7 @@ impl Scheduler {
     }
 
     /// The usage of admitted workloads per (quota-tree node, flavor-resource), indexed by
-    /// [`QuotaTree::ix`](crate::quota::QuotaTree::ix).
+    /// [`Tree::ix`](crate::quota::Tree::ix).
     pub fn usage(&self) -> &Usage {
         &self.usage
     }
