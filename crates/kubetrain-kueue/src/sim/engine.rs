@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use super::scenario::ScenarioSpec;
 use crate::model::{CqId, WlId};
-use crate::sched::{Phase, Scheduler};
+use crate::quantity::Count;
+use crate::quota::FrId;
+use crate::sched::{CycleResult, Phase, Scheduler};
 
 /// One sample of the time series drawn in the report.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -143,6 +145,182 @@ fn price_per_amount_ms(
     p / unit / 3_600_000.0
 }
 
+/// The event loop's state: pending events, counters and integrals.
+struct Run<'a> {
+    scenario: &'a ScenarioSpec,
+    arrivals: Vec<WlId>,
+    next_arrival: usize,
+    finishes: BinaryHeap<Reverse<(i64, WlId, i64)>>,
+    integ: Integrals,
+    admissions: Vec<usize>,
+    preemptions: usize,
+    wasted: f64,
+    compute: f64,
+    raw_samples: Vec<Sample>,
+    total_nominal: f64,
+    // Counters for the time series (workloads that start admitted are not counted as arrivals).
+    initially_admitted: usize,
+    running: usize,
+    finished: usize,
+}
+
+impl<'a> Run<'a> {
+    /// Queues the arrivals in time order and the finishes of workloads that start admitted.
+    fn new(s: &Scheduler, scenario: &'a ScenarioSpec) -> Self {
+        let n = s.wls.len();
+        let mut arrivals: Vec<WlId> = (0..n)
+            .filter(|&w| s.wls[w].phase == Phase::NotArrived)
+            .collect();
+        arrivals.sort_by_key(|&w| (s.model.workloads[w].arrival_ms, w));
+        let mut finishes = BinaryHeap::new();
+        let ncq = s.model.cqs.len();
+        let integ = Integrals {
+            used: (0..ncq).map(|c| cq_used(s, c)).collect(),
+            last: vec![0; ncq],
+            acc: vec![0.0; ncq],
+        };
+        for w in 0..n {
+            if s.wls[w].phase == Phase::Admitted
+                && let Some(rt) = s.model.workloads[w].runtime_ms
+            {
+                finishes.push(Reverse((rt, w, 0)));
+            }
+        }
+        let initially_admitted = n - arrivals.len();
+        Run {
+            scenario,
+            arrivals,
+            next_arrival: 0,
+            finishes,
+            integ,
+            admissions: vec![0usize; ncq],
+            preemptions: 0,
+            wasted: 0.0,
+            compute: 0.0,
+            raw_samples: Vec::new(),
+            total_nominal: (0..ncq).map(|c| cq_nominal(s, c)).sum(),
+            initially_admitted,
+            running: initially_admitted,
+            finished: 0,
+        }
+    }
+
+    /// Cost of `usage` held for `ms`.
+    fn usage_cost(&self, s: &Scheduler, usage: &[(FrId, Count)], ms: i64) -> f64 {
+        usage
+            .iter()
+            .map(|&(fr, v)| {
+                v as f64 * ms as f64 * price_per_amount_ms(s, &self.scenario.prices, fr)
+            })
+            .sum::<f64>()
+    }
+
+    /// Lets every workload whose arrival time has come arrive.
+    fn arrive_due(&mut self, s: &mut Scheduler, now: i64) {
+        while self.next_arrival < self.arrivals.len()
+            && s.model.workloads[self.arrivals[self.next_arrival]].arrival_ms <= now
+        {
+            s.arrive(self.arrivals[self.next_arrival]);
+            self.next_arrival += 1;
+        }
+    }
+
+    /// Finishes the runs due by `now` (skipping stale entries of evicted runs), charging
+    /// their compute cost.
+    fn finish_due(&mut self, s: &mut Scheduler, now: i64) {
+        while let Some(Reverse((t, w, at))) = self.finishes.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.finishes.pop();
+            if s.wls[w].phase == Phase::Admitted && s.wls[w].admitted_ms == Some(at) {
+                let cq = s.wls[w].admission.as_ref().map(|a| a.cq);
+                if let Some(a) = &s.wls[w].admission {
+                    self.compute += self.usage_cost(s, &a.usage, t - at);
+                }
+                s.finish(w);
+                self.finished += 1;
+                self.running -= 1;
+                if let Some(cq) = cq {
+                    self.integ.touch(s, cq, now);
+                }
+            }
+        }
+    }
+
+    /// Books a cycle's admissions, started runs, preemptions and lifecycle evictions.
+    fn record_cycle(&mut self, s: &mut Scheduler, r: &CycleResult, now: i64) {
+        for &w in &r.admitted {
+            let cq = s.wls[w].admission.as_ref().map(|a| a.cq).unwrap_or(0);
+            self.admissions[cq] += 1;
+            self.integ.touch(s, cq, now);
+        }
+        // A job runs once its workload is Admitted (quota reserved and every check ready).
+        for w in s.take_started() {
+            if let Some(rt) = s.model.workloads[w].runtime_ms {
+                self.finishes.push(Reverse((now + rt, w, now)));
+            }
+        }
+        self.record_preemptions(s, r, now);
+        let evicted = s.take_lifecycle_evictions();
+        for &cq in &evicted {
+            self.integ.touch(s, cq, now);
+        }
+        self.running =
+            (self.running + r.admitted.len()).saturating_sub(r.preempted.len() + evicted.len());
+    }
+
+    /// Re-integrates the queues whose usage changed and charges the preempted runs.
+    fn record_preemptions(&mut self, s: &Scheduler, r: &CycleResult, now: i64) {
+        self.preemptions += r.preempted.len();
+        if r.preempted.is_empty() {
+            return;
+        }
+        for c in 0..s.model.cqs.len() {
+            if (cq_used(s, c) - self.integ.used[c]).abs() > f64::EPSILON {
+                self.integ.touch(s, c, now);
+            }
+        }
+        for &w in &r.preempted {
+            let ran = now - s.wls[w].admitted_ms.unwrap_or(now);
+            if let Some(usage) = s.last_evicted_usage(w) {
+                self.wasted += self.usage_cost(s, usage, ran);
+            }
+        }
+    }
+
+    /// Appends one point of the time series.
+    fn sample(&mut self, now: i64) {
+        let pending = (self.next_arrival + self.initially_admitted)
+            .saturating_sub(self.running + self.finished);
+        let used_now: f64 = self.integ.used.iter().sum();
+        self.raw_samples.push(Sample {
+            t_ms: now,
+            pending,
+            utilization: if self.total_nominal > 0.0 {
+                100.0 * used_now / self.total_nominal
+            } else {
+                0.0
+            },
+        });
+    }
+
+    /// The earliest pending arrival, finish, flush or timer.
+    fn next_event(&self, s: &Scheduler) -> Option<i64> {
+        [
+            self.arrivals
+                .get(self.next_arrival)
+                .map(|&w| s.model.workloads[w].arrival_ms),
+            self.finishes.peek().map(|r| r.0.0),
+            s.next_flush_due(),
+            s.next_timer(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
 /// Runs the simulation: every workload arrives at its `arrival_ms`; cycles run every
 /// `cycle_ms` while something changes, otherwise time jumps to the next event. Stops when
 /// nothing is left to happen or after `max_cycles`.
@@ -150,135 +328,22 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
     s.heads_per_cycle = scenario.heads_per_cycle.max(1);
     s.requeue_batch_ms = scenario.requeue_batch_ms.max(0);
     let cycle_ms = scenario.cycle_ms.max(1);
-    let n = s.wls.len();
-    let mut arrivals: Vec<WlId> = (0..n)
-        .filter(|&w| s.wls[w].phase == Phase::NotArrived)
-        .collect();
-    arrivals.sort_by_key(|&w| (s.model.workloads[w].arrival_ms, w));
-    let mut next_arrival = 0;
-    let mut finishes: BinaryHeap<Reverse<(i64, WlId, i64)>> = BinaryHeap::new();
-    let ncq = s.model.cqs.len();
-    let mut integ = Integrals {
-        used: (0..ncq).map(|c| cq_used(&s, c)).collect(),
-        last: vec![0; ncq],
-        acc: vec![0.0; ncq],
-    };
-    for w in 0..n {
-        if s.wls[w].phase == Phase::Admitted
-            && let Some(rt) = s.model.workloads[w].runtime_ms
-        {
-            finishes.push(Reverse((rt, w, 0)));
-        }
-    }
-    let mut admissions = vec![0usize; ncq];
-    let mut preemptions = 0usize;
-    let mut wasted = 0.0;
-    let mut compute = 0.0;
-    let mut raw_samples: Vec<Sample> = Vec::new();
-    let total_nominal: f64 = (0..ncq).map(|c| cq_nominal(&s, c)).sum();
+    let mut run = Run::new(&s, scenario);
     let mut cycles = 0u64;
     let mut now = 0i64;
-    // Counters for the time series (workloads that start admitted are not counted as arrivals).
-    let initially_admitted = n - arrivals.len();
-    let mut running = initially_admitted;
-    let mut finished = 0usize;
     loop {
         s.now_ms = now;
-        while next_arrival < arrivals.len()
-            && s.model.workloads[arrivals[next_arrival]].arrival_ms <= now
-        {
-            s.arrive(arrivals[next_arrival]);
-            next_arrival += 1;
-        }
-        while let Some(Reverse((t, w, at))) = finishes.peek().copied() {
-            if t > now {
-                break;
-            }
-            finishes.pop();
-            if s.wls[w].phase == Phase::Admitted && s.wls[w].admitted_ms == Some(at) {
-                let cq = s.wls[w].admission.as_ref().map(|a| a.cq);
-                if let Some(a) = &s.wls[w].admission {
-                    compute += a
-                        .usage
-                        .iter()
-                        .map(|&(fr, v)| {
-                            v as f64
-                                * (t - at) as f64
-                                * price_per_amount_ms(&s, &scenario.prices, fr)
-                        })
-                        .sum::<f64>();
-                }
-                s.finish(w);
-                finished += 1;
-                running -= 1;
-                if let Some(cq) = cq {
-                    integ.touch(&s, cq, now);
-                }
-            }
-        }
+        run.arrive_due(&mut s, now);
+        run.finish_due(&mut s, now);
         s.run_due_flushes();
         if max_cycles.is_some_and(|m| cycles >= m) {
             break;
         }
         let r = s.cycle();
         cycles += 1;
-        for &w in &r.admitted {
-            let cq = s.wls[w].admission.as_ref().map(|a| a.cq).unwrap_or(0);
-            admissions[cq] += 1;
-            integ.touch(&s, cq, now);
-        }
-        // A job runs once its workload is Admitted (quota reserved and every check ready).
-        for w in s.take_started() {
-            if let Some(rt) = s.model.workloads[w].runtime_ms {
-                finishes.push(Reverse((now + rt, w, now)));
-            }
-        }
-        preemptions += r.preempted.len();
-        if !r.preempted.is_empty() {
-            for c in 0..ncq {
-                if (cq_used(&s, c) - integ.used[c]).abs() > f64::EPSILON {
-                    integ.touch(&s, c, now);
-                }
-            }
-            for &w in &r.preempted {
-                let ran = now - s.wls[w].admitted_ms.unwrap_or(now);
-                if let Some(usage) = s.last_evicted_usage(w) {
-                    wasted += usage
-                        .iter()
-                        .map(|&(fr, v)| {
-                            v as f64 * ran as f64 * price_per_amount_ms(&s, &scenario.prices, fr)
-                        })
-                        .sum::<f64>();
-                }
-            }
-        }
-        let evicted = s.take_lifecycle_evictions();
-        for &cq in &evicted {
-            integ.touch(&s, cq, now);
-        }
-        running = (running + r.admitted.len()).saturating_sub(r.preempted.len() + evicted.len());
-        let pending = (next_arrival + initially_admitted).saturating_sub(running + finished);
-        let used_now: f64 = integ.used.iter().sum();
-        raw_samples.push(Sample {
-            t_ms: now,
-            pending,
-            utilization: if total_nominal > 0.0 {
-                100.0 * used_now / total_nominal
-            } else {
-                0.0
-            },
-        });
-        let next_event = [
-            arrivals
-                .get(next_arrival)
-                .map(|&w| s.model.workloads[w].arrival_ms),
-            finishes.peek().map(|r| r.0.0),
-            s.next_flush_due(),
-            s.next_timer(),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        run.record_cycle(&mut s, &r, now);
+        run.sample(now);
+        let next_event = run.next_event(&s);
         if r.progressed() {
             now += cycle_ms;
         } else {
@@ -289,16 +354,34 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
         }
     }
     let elapsed = now.max(1);
-    for c in 0..ncq {
-        integ.touch(&s, c, elapsed);
+    for c in 0..s.model.cqs.len() {
+        run.integ.touch(&s, c, elapsed);
     }
-    let mut metrics = Metrics {
+    let (cluster_queues, mean_utilization_pct) =
+        queue_stats(&s, &run.admissions, &run.integ, elapsed);
+    let metrics = Metrics {
         elapsed_ms: now,
-        preemptions,
-        ..Metrics::default()
+        classes: class_stats(&s),
+        cluster_queues,
+        mean_utilization_pct,
+        preemptions: run.preemptions,
+        cost: (!scenario.prices.is_empty())
+            .then(|| cost(&s, scenario, run.compute, run.wasted, elapsed)),
     };
+    let step = run.raw_samples.len().div_ceil(600).max(1);
+    let samples = run.raw_samples.into_iter().step_by(step).collect();
+    Outcome {
+        sched: s,
+        cycles,
+        metrics,
+        samples,
+    }
+}
+
+/// Time-to-admission statistics per workload class.
+fn class_stats(s: &Scheduler) -> BTreeMap<String, ClassStats> {
     let mut per_class: BTreeMap<String, (usize, Vec<i64>)> = BTreeMap::new();
-    for w in 0..n {
+    for w in 0..s.wls.len() {
         let wl = &s.model.workloads[w];
         let e = per_class.entry(wl.class.clone()).or_default();
         e.0 += 1;
@@ -306,6 +389,7 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
             e.1.push(a - wl.arrival_ms);
         }
     }
+    let mut classes = BTreeMap::new();
     for (class, (count, mut waits)) in per_class {
         waits.sort_unstable();
         let pct = |p: usize| -> i64 {
@@ -315,7 +399,7 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
                 waits[((waits.len() - 1) * p) / 100]
             }
         };
-        metrics.classes.insert(
+        classes.insert(
             class,
             ClassStats {
                 workloads: count,
@@ -331,16 +415,27 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
             },
         );
     }
+    classes
+}
+
+/// Per-ClusterQueue utilization and admissions, and the mean utilization over queues.
+fn queue_stats(
+    s: &Scheduler,
+    admissions: &[usize],
+    integ: &Integrals,
+    elapsed: i64,
+) -> (BTreeMap<String, QueueStats>, f64) {
+    let mut out = BTreeMap::new();
     let mut util_sum = 0.0;
     for (c, &admitted) in admissions.iter().enumerate() {
-        let nominal = cq_nominal(&s, c);
+        let nominal = cq_nominal(s, c);
         let u = if nominal > 0.0 {
             100.0 * integ.acc[c] / (nominal * elapsed as f64)
         } else {
             0.0
         };
         util_sum += u;
-        metrics.cluster_queues.insert(
+        out.insert(
             s.model.cqs[c].name.clone(),
             QueueStats {
                 utilization_pct: u,
@@ -348,40 +443,36 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
             },
         );
     }
-    metrics.mean_utilization_pct = if ncq > 0 { util_sum / ncq as f64 } else { 0.0 };
-    if !scenario.prices.is_empty() {
-        let t = &s.model.tree;
-        let mut capacity = 0.0;
-        for c in 0..ncq {
-            let node = s.model.cqs[c].node;
-            for fr in 0..t.nfr {
-                capacity += t.nominal[t.ix(node, fr)] as f64
-                    * elapsed as f64
-                    * price_per_amount_ms(&s, &scenario.prices, fr);
-            }
+    let ncq = s.model.cqs.len();
+    let mean = if ncq > 0 { util_sum / ncq as f64 } else { 0.0 };
+    (out, mean)
+}
+
+/// The cost view: nominal capacity over `elapsed` split into compute, preempted runs and idle.
+fn cost(s: &Scheduler, scenario: &ScenarioSpec, compute: f64, wasted: f64, elapsed: i64) -> Cost {
+    let t = &s.model.tree;
+    let mut capacity = 0.0;
+    for c in 0..s.model.cqs.len() {
+        let node = s.model.cqs[c].node;
+        for fr in 0..t.nfr {
+            capacity += t.nominal[t.ix(node, fr)] as f64
+                * elapsed as f64
+                * price_per_amount_ms(s, &scenario.prices, fr);
         }
-        let accepted = (0..n)
-            .filter(|&w| s.wls[w].phase == Phase::Finished)
-            .count();
-        let idle = (capacity - compute - wasted).max(0.0);
-        metrics.cost = Some(Cost {
-            compute,
-            idle,
-            preempted_runs: wasted,
-            accepted,
-            effective_per_accepted: if accepted > 0 {
-                (compute + idle + wasted) / accepted as f64
-            } else {
-                0.0
-            },
-        });
     }
-    let step = raw_samples.len().div_ceil(600).max(1);
-    let samples = raw_samples.into_iter().step_by(step).collect();
-    Outcome {
-        sched: s,
-        cycles,
-        metrics,
-        samples,
+    let accepted = (0..s.wls.len())
+        .filter(|&w| s.wls[w].phase == Phase::Finished)
+        .count();
+    let idle = (capacity - compute - wasted).max(0.0);
+    Cost {
+        compute,
+        idle,
+        preempted_runs: wasted,
+        accepted,
+        effective_per_accepted: if accepted > 0 {
+            (compute + idle + wasted) / accepted as f64
+        } else {
+            0.0
+        },
     }
 }
