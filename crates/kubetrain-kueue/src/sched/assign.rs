@@ -249,6 +249,25 @@ fn is_preferred(s: &Scheduler, cq: CqId, a: Granular, b: Option<Granular>) -> bo
     }
 }
 
+/// The outcome of one resource group's flavor search.
+struct GroupPick {
+    /// The chosen flavor, its mode and per-resource choices.
+    best: Option<(FlavorId, Granular, Vec<ResourceFlavor>)>,
+    /// Reasons of every attempted flavor.
+    reasons: Vec<Arc<str>>,
+    /// No-fit severities of the attempts that did not fit.
+    severities: Vec<NoFitReason>,
+}
+
+/// The quota fit of one flavor for a resource group.
+struct FlavorTry {
+    mode: Granular,
+    chosen: Vec<ResourceFlavor>,
+    reasons: Vec<Arc<str>>,
+    /// The most severe reason among resources that do not fit.
+    worst_sev: Option<NoFitReason>,
+}
+
 fn taint_text(t: &crate::api::Taint) -> String {
     format!("{{{} {} {} <nil>}}", t.key, t.value, t.effect)
 }
@@ -333,7 +352,6 @@ impl Scheduler {
     /// Assigns flavors to every pod set of `wl` in `cq` with the given pod counts.
     pub fn assign_flavors(&self, u: &mut Usage, wl: WlId, cq: CqId, counts: &[i32]) -> Assignment {
         let m = &self.model;
-        let c = &m.cqs[cq];
         let w = &m.workloads[wl];
         let mut assigned: HashMap<FrId, Count> = HashMap::new();
         let mut out = Assignment {
@@ -343,186 +361,7 @@ impl Scheduler {
             complete: true,
         };
         for (pi, ps) in w.pod_sets.iter().enumerate() {
-            let count = counts[pi];
-            let mut psa = PodSetAssignment {
-                name: ps.name.clone(),
-                count,
-                flavors: Vec::new(),
-                reasons: Vec::new(),
-                failed: false,
-                no_fit: None,
-                attempts: Vec::new(),
-                topology: None,
-                topology_failure: None,
-            };
-            let requests: Vec<(ResId, Count)> = ps
-                .per_pod
-                .iter()
-                .map(|&(r, v)| (r, v.saturating_mul(i64::from(count))))
-                .collect();
-            let mut done_groups: Vec<usize> = Vec::new();
-            let mut group_no_fit: Vec<NoFitReason> = Vec::new();
-            for &(r, v) in &requests {
-                let Some(&g) = c.group_of.get(&r) else {
-                    if v == 0 {
-                        continue;
-                    }
-                    psa.reasons = vec![Arc::from(format!(
-                        "resource {} unavailable in ClusterQueue",
-                        m.resources[r]
-                    ))];
-                    psa.failed = true;
-                    psa.flavors.clear();
-                    psa.no_fit = Some(NoFitReason::NoMatchingFlavor);
-                    break;
-                };
-                if done_groups.contains(&g) {
-                    continue;
-                }
-                done_groups.push(g);
-                let group = &c.groups[g];
-                let in_group: Vec<(ResId, Count)> = requests
-                    .iter()
-                    .copied()
-                    .filter(|(res, _)| group.resources.contains(res))
-                    .collect();
-                let mut best: Option<(FlavorId, Granular, Vec<ResourceFlavor>)> = None;
-                let mut reasons: Vec<Arc<str>> = Vec::new();
-                let mut severities: Vec<NoFitReason> = Vec::new();
-                for &f in &group.flavors {
-                    let flavor = &m.flavors[f];
-                    if !flavor.exists {
-                        let msg: Arc<str> = format!("flavor {} not found", flavor.name).into();
-                        reasons.push(msg.clone());
-                        severities.push(NoFitReason::NoMatchingFlavor);
-                        psa.attempts.push(FlavorAttempt {
-                            flavor: f,
-                            mode: PMode::NoFit,
-                            borrow: 0,
-                            reasons: vec![msg],
-                        });
-                        continue;
-                    }
-                    if let Some(msg) = self.tas_flavor_mismatch(cq, ps, f, &in_group) {
-                        let msg: Arc<str> = msg.into();
-                        reasons.push(msg.clone());
-                        severities.push(NoFitReason::NoMatchingFlavor);
-                        psa.attempts.push(FlavorAttempt {
-                            flavor: f,
-                            mode: PMode::NoFit,
-                            borrow: 0,
-                            reasons: vec![msg],
-                        });
-                        continue;
-                    }
-                    let untolerated = flavor.taints.iter().find(|t| {
-                        matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
-                            && !ps
-                                .tolerations
-                                .iter()
-                                .chain(&flavor.tolerations)
-                                .any(|tol| tol.tolerates(t))
-                    });
-                    let mismatch = untolerated
-                        .map(|t| {
-                            format!(
-                                "untolerated taint {} in flavor {}",
-                                taint_text(t),
-                                flavor.name
-                            )
-                        })
-                        .or_else(|| {
-                            (!ps.matches_flavor_labels(&flavor.node_labels)).then(|| {
-                                format!("flavor {} doesn't match node affinity", flavor.name)
-                            })
-                        });
-                    if let Some(msg) = mismatch {
-                        let msg: Arc<str> = msg.into();
-                        reasons.push(msg.clone());
-                        severities.push(NoFitReason::NoMatchingFlavor);
-                        psa.attempts.push(FlavorAttempt {
-                            flavor: f,
-                            mode: PMode::NoFit,
-                            borrow: 0,
-                            reasons: vec![msg],
-                        });
-                        continue;
-                    }
-                    let mut mode = Granular {
-                        pmode: PMode::Fit,
-                        borrow: 0,
-                    };
-                    let mut chosen = Vec::new();
-                    let mut attempt_reasons = Vec::new();
-                    let mut worst_sev: Option<NoFitReason> = None;
-                    for &(res, amount) in &in_group {
-                        let Some(fr) = m.fr(f, res) else { continue };
-                        let already = assigned.get(&fr).copied().unwrap_or(0);
-                        let (g, reason) = self.fits_resource_quota(u, wl, cq, fr, already, amount);
-                        if g.pmode < mode.pmode {
-                            mode.pmode = g.pmode;
-                        }
-                        mode.borrow = mode.borrow.max(g.borrow);
-                        if let Some((sev, msg)) = reason {
-                            if g.pmode == PMode::NoFit {
-                                worst_sev = Some(worst_sev.map_or(sev, |w| w.max(sev)));
-                            }
-                            attempt_reasons.push(Arc::<str>::from(msg));
-                        }
-                        chosen.push(ResourceFlavor {
-                            res,
-                            flavor: f,
-                            fr,
-                            mode: g.pmode,
-                            borrow: g.borrow,
-                            amount,
-                        });
-                    }
-                    if let Some(sev) = worst_sev {
-                        severities.push(sev);
-                    }
-                    reasons.extend(attempt_reasons.iter().cloned());
-                    psa.attempts.push(FlavorAttempt {
-                        flavor: f,
-                        mode: mode.pmode,
-                        borrow: mode.borrow,
-                        reasons: attempt_reasons,
-                    });
-                    if !should_try_next(self, cq, mode) {
-                        best = Some((f, mode, chosen));
-                        break;
-                    }
-                    if is_preferred(self, cq, mode, best.as_ref().map(|b| b.1)) {
-                        best = Some((f, mode, chosen));
-                    }
-                }
-                match best {
-                    None => {
-                        // The pod set gets no flavors; its status is this group's status only.
-                        psa.flavors.clear();
-                        psa.reasons = reasons;
-                        psa.failed = true;
-                        group_no_fit.push(
-                            severities
-                                .iter()
-                                .copied()
-                                .min()
-                                .unwrap_or(NoFitReason::NoMatchingFlavor),
-                        );
-                        psa.no_fit = group_no_fit.iter().copied().max();
-                        break;
-                    }
-                    Some((_, mode, chosen)) => {
-                        if mode.pmode != PMode::Fit {
-                            psa.reasons.extend(reasons);
-                        }
-                        for rf in chosen {
-                            out.borrowing = out.borrowing.max(rf.borrow);
-                            psa.flavors.push(rf);
-                        }
-                    }
-                }
-            }
+            let psa = self.assign_pod_set(u, wl, cq, ps, counts[pi], &assigned, &mut out.borrowing);
             let failed = psa.failed;
             if !failed {
                 for rf in &psa.flavors {
@@ -543,6 +382,242 @@ impl Scheduler {
             self.place_topology(&mut out, wl, cq);
         }
         out
+    }
+
+    /// One pod set: each resource group in the order of its first requested resource, stopping
+    /// at the first group that gets no flavor. `assigned` holds the earlier pod sets' usage;
+    /// `borrowing` is raised by every chosen flavor (also of a pod set that fails later).
+    #[allow(clippy::too_many_arguments)]
+    fn assign_pod_set(
+        &self,
+        u: &mut Usage,
+        wl: WlId,
+        cq: CqId,
+        ps: &crate::model::PodSetReq,
+        count: i32,
+        assigned: &HashMap<FrId, Count>,
+        borrowing: &mut u32,
+    ) -> PodSetAssignment {
+        let m = &self.model;
+        let c = &m.cqs[cq];
+        let mut psa = PodSetAssignment {
+            name: ps.name.clone(),
+            count,
+            flavors: Vec::new(),
+            reasons: Vec::new(),
+            failed: false,
+            no_fit: None,
+            attempts: Vec::new(),
+            topology: None,
+            topology_failure: None,
+        };
+        let requests: Vec<(ResId, Count)> = ps
+            .per_pod
+            .iter()
+            .map(|&(r, v)| (r, v.saturating_mul(i64::from(count))))
+            .collect();
+        let mut done_groups: Vec<usize> = Vec::new();
+        for &(r, v) in &requests {
+            let Some(&g) = c.group_of.get(&r) else {
+                if v == 0 {
+                    continue;
+                }
+                psa.reasons = vec![Arc::from(format!(
+                    "resource {} unavailable in ClusterQueue",
+                    m.resources[r]
+                ))];
+                psa.failed = true;
+                psa.flavors.clear();
+                psa.no_fit = Some(NoFitReason::NoMatchingFlavor);
+                break;
+            };
+            if done_groups.contains(&g) {
+                continue;
+            }
+            done_groups.push(g);
+            let group = &c.groups[g];
+            let in_group: Vec<(ResId, Count)> = requests
+                .iter()
+                .copied()
+                .filter(|(res, _)| group.resources.contains(res))
+                .collect();
+            let pick = self.pick_group_flavor(
+                u,
+                wl,
+                cq,
+                ps,
+                &group.flavors,
+                &in_group,
+                assigned,
+                &mut psa.attempts,
+            );
+            match pick.best {
+                None => {
+                    // The pod set gets no flavors; its status is this group's status only.
+                    psa.flavors.clear();
+                    psa.reasons = pick.reasons;
+                    psa.failed = true;
+                    psa.no_fit = Some(
+                        pick.severities
+                            .iter()
+                            .copied()
+                            .min()
+                            .unwrap_or(NoFitReason::NoMatchingFlavor),
+                    );
+                    break;
+                }
+                Some((_, mode, chosen)) => {
+                    if mode.pmode != PMode::Fit {
+                        psa.reasons.extend(pick.reasons);
+                    }
+                    for rf in chosen {
+                        *borrowing = (*borrowing).max(rf.borrow);
+                        psa.flavors.push(rf);
+                    }
+                }
+            }
+        }
+        psa
+    }
+
+    /// Tries the group's flavors in queue order (flavor fungibility decides whether to go on)
+    /// and keeps the preferred one; every attempt is appended to `attempts`.
+    #[allow(clippy::too_many_arguments)]
+    fn pick_group_flavor(
+        &self,
+        u: &mut Usage,
+        wl: WlId,
+        cq: CqId,
+        ps: &crate::model::PodSetReq,
+        flavors: &[FlavorId],
+        in_group: &[(ResId, Count)],
+        assigned: &HashMap<FrId, Count>,
+        attempts: &mut Vec<FlavorAttempt>,
+    ) -> GroupPick {
+        let mut pick = GroupPick {
+            best: None,
+            reasons: Vec::new(),
+            severities: Vec::new(),
+        };
+        for &f in flavors {
+            if let Some(msg) = self.flavor_mismatch(cq, ps, f, in_group) {
+                let msg: Arc<str> = msg.into();
+                pick.reasons.push(msg.clone());
+                pick.severities.push(NoFitReason::NoMatchingFlavor);
+                attempts.push(FlavorAttempt {
+                    flavor: f,
+                    mode: PMode::NoFit,
+                    borrow: 0,
+                    reasons: vec![msg],
+                });
+                continue;
+            }
+            let t = self.try_flavor(u, wl, cq, f, in_group, assigned);
+            if let Some(sev) = t.worst_sev {
+                pick.severities.push(sev);
+            }
+            pick.reasons.extend(t.reasons.iter().cloned());
+            attempts.push(FlavorAttempt {
+                flavor: f,
+                mode: t.mode.pmode,
+                borrow: t.mode.borrow,
+                reasons: t.reasons,
+            });
+            if !should_try_next(self, cq, t.mode) {
+                pick.best = Some((f, t.mode, t.chosen));
+                break;
+            }
+            if is_preferred(self, cq, t.mode, pick.best.as_ref().map(|b| b.1)) {
+                pick.best = Some((f, t.mode, t.chosen));
+            }
+        }
+        pick
+    }
+
+    /// Why flavor `f` cannot take the pod set at all, checked in order: the flavor is missing,
+    /// the TAS request does not match, a taint is not tolerated, node affinity does not match.
+    fn flavor_mismatch(
+        &self,
+        cq: CqId,
+        ps: &crate::model::PodSetReq,
+        f: FlavorId,
+        in_group: &[(ResId, Count)],
+    ) -> Option<String> {
+        let flavor = &self.model.flavors[f];
+        if !flavor.exists {
+            return Some(format!("flavor {} not found", flavor.name));
+        }
+        if let Some(msg) = self.tas_flavor_mismatch(cq, ps, f, in_group) {
+            return Some(msg);
+        }
+        let untolerated = flavor.taints.iter().find(|t| {
+            matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
+                && !ps
+                    .tolerations
+                    .iter()
+                    .chain(&flavor.tolerations)
+                    .any(|tol| tol.tolerates(t))
+        });
+        untolerated
+            .map(|t| {
+                format!(
+                    "untolerated taint {} in flavor {}",
+                    taint_text(t),
+                    flavor.name
+                )
+            })
+            .or_else(|| {
+                (!ps.matches_flavor_labels(&flavor.node_labels))
+                    .then(|| format!("flavor {} doesn't match node affinity", flavor.name))
+            })
+    }
+
+    /// Quota fit of every resource of the group in flavor `f`: the worst mode, the highest
+    /// borrowing level, the per-resource choices and the reasons.
+    fn try_flavor(
+        &self,
+        u: &mut Usage,
+        wl: WlId,
+        cq: CqId,
+        f: FlavorId,
+        in_group: &[(ResId, Count)],
+        assigned: &HashMap<FrId, Count>,
+    ) -> FlavorTry {
+        let mut t = FlavorTry {
+            mode: Granular {
+                pmode: PMode::Fit,
+                borrow: 0,
+            },
+            chosen: Vec::new(),
+            reasons: Vec::new(),
+            worst_sev: None,
+        };
+        for &(res, amount) in in_group {
+            let Some(fr) = self.model.fr(f, res) else {
+                continue;
+            };
+            let already = assigned.get(&fr).copied().unwrap_or(0);
+            let (g, reason) = self.fits_resource_quota(u, wl, cq, fr, already, amount);
+            if g.pmode < t.mode.pmode {
+                t.mode.pmode = g.pmode;
+            }
+            t.mode.borrow = t.mode.borrow.max(g.borrow);
+            if let Some((sev, msg)) = reason {
+                if g.pmode == PMode::NoFit {
+                    t.worst_sev = Some(t.worst_sev.map_or(sev, |w| w.max(sev)));
+                }
+                t.reasons.push(Arc::<str>::from(msg));
+            }
+            t.chosen.push(ResourceFlavor {
+                res,
+                flavor: f,
+                fr,
+                mode: g.pmode,
+                borrow: g.borrow,
+                amount,
+            });
+        }
+        t
     }
 
     /// `checkPodSetAndFlavorMatchForTAS`: a pod set that asks for a topology needs a TAS flavor
