@@ -211,27 +211,6 @@ pub fn place(
     count: i32,
     request: &TopologyRequest,
 ) -> Result<TopologyAssignment, PlacementFailure> {
-    let requests = ps.per_pod.as_slice();
-    let nlevels = topology.levels.len();
-    let fail = |fits: i32, level: &str| {
-        let message = if fits == 0 {
-            format!(
-                "topology {:?} doesn't allow to fit any of {count} pod(s)",
-                topology.name
-            )
-        } else {
-            format!(
-                "topology {:?} allows to fit only {fits} out of {count} pod(s)",
-                topology.name
-            )
-        };
-        PlacementFailure {
-            message,
-            requested: count,
-            fits,
-            level: level.to_string(),
-        }
-    };
     let (level_key, required, unconstrained) = match request {
         TopologyRequest::Required(l) => (l.clone(), true, false),
         TopologyRequest::Preferred(l) => (l.clone(), false, false),
@@ -249,58 +228,109 @@ pub fn place(
             level: level_key,
         });
     };
-    // Domains per level: a node belongs to the domain of its label values at each level.
-    let mut domains: Vec<Domain> = Vec::new();
-    let mut per_level: Vec<BTreeMap<Vec<String>, usize>> = vec![BTreeMap::new(); nlevels];
-    for n in nodes {
-        let (node_id, labels, taints, free) = (n.id, n.labels, n.taints, &n.free);
-        let Some(values) = topology
-            .levels
-            .iter()
-            .map(|l| labels.get(l).cloned())
-            .collect::<Option<Vec<String>>>()
-        else {
-            continue;
-        };
-        let fits = pods_fitting(
-            ps,
-            flavor_tolerations,
-            labels,
-            taints,
-            free,
-            requests,
-            pods_res,
-        );
-        let mut parent: Option<usize> = None;
-        for lvl in 0..nlevels {
-            let key = values[..=lvl].to_vec();
-            let id = match per_level[lvl].get(&key) {
-                Some(&id) => id,
-                None => {
-                    let id = domains.len();
-                    domains.push(Domain {
-                        values: key.clone(),
-                        state: 0,
-                        children: Vec::new(),
-                        node: None,
-                    });
-                    per_level[lvl].insert(key, id);
-                    if let Some(p) = parent {
-                        domains[p].children.push(id);
-                    }
-                    id
-                }
-            };
-            domains[id].state = domains[id].state.saturating_add(fits);
-            parent = Some(id);
-        }
-        if let Some(leaf) = parent {
-            domains[leaf].node = Some(node_id);
-        }
+    let tree = DomainTree::build(topology, nodes, ps, flavor_tolerations, pods_res);
+    let chosen = tree.choose_level(topology, level_idx, count, required, unconstrained)?;
+    let current = tree.descend(chosen);
+    Ok(tree.assignment(topology, current))
+}
+
+/// The failure of a placement that fits only `fits` of `count` pods at `level`.
+fn fit_failure(topology: &Topology, count: i32, fits: i32, level: &str) -> PlacementFailure {
+    let message = if fits == 0 {
+        format!(
+            "topology {:?} doesn't allow to fit any of {count} pod(s)",
+            topology.name
+        )
+    } else {
+        format!(
+            "topology {:?} allows to fit only {fits} out of {count} pod(s)",
+            topology.name
+        )
+    };
+    PlacementFailure {
+        message,
+        requested: count,
+        fits,
+        level: level.to_string(),
     }
-    // Sorted: most capacity first, ties by domain values (upstream `sortedDomains`).
-    let sorted = |ids: Vec<usize>, domains: &[Domain]| -> Vec<usize> {
-        let mut ids = ids;
+}
+
+/// The topology's domains with the pods of the pod set each can hold.
+struct DomainTree {
+    domains: Vec<Domain>,
+    /// Per level: domain values (up to that level) to domain index.
+    per_level: Vec<BTreeMap<Vec<String>, usize>>,
+}
+
+impl DomainTree {
+    /// Domains per level: a node belongs to the domain of its label values at each level;
+    /// nodes missing a level label are left out.
+    fn build(
+        topology: &Topology,
+        nodes: &[NodeView<'_>],
+        ps: &PodSetReq,
+        flavor_tolerations: &[Toleration],
+        pods_res: Option<ResId>,
+    ) -> Self {
+        let nlevels = topology.levels.len();
+        let mut t = DomainTree {
+            domains: Vec::new(),
+            per_level: vec![BTreeMap::new(); nlevels],
+        };
+        for n in nodes {
+            let (node_id, labels, taints, free) = (n.id, n.labels, n.taints, &n.free);
+            let Some(values) = topology
+                .levels
+                .iter()
+                .map(|l| labels.get(l).cloned())
+                .collect::<Option<Vec<String>>>()
+            else {
+                continue;
+            };
+            let fits = pods_fitting(
+                ps,
+                flavor_tolerations,
+                labels,
+                taints,
+                free,
+                ps.per_pod.as_slice(),
+                pods_res,
+            );
+            let mut parent: Option<usize> = None;
+            for lvl in 0..nlevels {
+                let id = t.domain_at(lvl, &values[..=lvl], parent);
+                t.domains[id].state = t.domains[id].state.saturating_add(fits);
+                parent = Some(id);
+            }
+            if let Some(leaf) = parent {
+                t.domains[leaf].node = Some(node_id);
+            }
+        }
+        t
+    }
+
+    /// The domain of `key` at level `lvl`, created (as a child of `parent`) when new.
+    fn domain_at(&mut self, lvl: usize, key: &[String], parent: Option<usize>) -> usize {
+        if let Some(&id) = self.per_level[lvl].get(key) {
+            return id;
+        }
+        let id = self.domains.len();
+        self.domains.push(Domain {
+            values: key.to_vec(),
+            state: 0,
+            children: Vec::new(),
+            node: None,
+        });
+        self.per_level[lvl].insert(key.to_vec(), id);
+        if let Some(p) = parent {
+            self.domains[p].children.push(id);
+        }
+        id
+    }
+
+    /// Sorted: most capacity first, ties by domain values (upstream `sortedDomains`).
+    fn sorted(&self, mut ids: Vec<usize>) -> Vec<usize> {
+        let domains = &self.domains;
         ids.sort_by(|&a, &b| {
             domains[b]
                 .state
@@ -308,25 +338,28 @@ pub fn place(
                 .then_with(|| domains[a].values.cmp(&domains[b].values))
         });
         ids
-    };
-    // BestFit: the first domain with the smallest capacity that still holds `needed`.
-    let best_fit = |ids: &[usize], needed: i32, domains: &[Domain]| -> usize {
+    }
+
+    /// BestFit: the first domain with the smallest capacity that still holds `needed`.
+    fn best_fit(&self, ids: &[usize], needed: i32) -> usize {
         ids.iter()
             .copied()
-            .filter(|&d| domains[d].state >= needed)
-            .min_by_key(|&d| domains[d].state)
+            .filter(|&d| self.domains[d].state >= needed)
+            .min_by_key(|&d| self.domains[d].state)
             .unwrap_or(ids[0])
-    };
-    // Greedy cover of `count` pods by `ids`, the last domain chosen by best fit; returns
-    // (domain, pods) pairs.
-    let cover = |ids: &[usize], count: i32, domains: &[Domain]| -> Vec<(usize, i32)> {
+    }
+
+    /// Greedy cover of `count` pods by `ids`, the last domain chosen by best fit; returns
+    /// (domain, pods) pairs.
+    fn cover(&self, ids: &[usize], count: i32) -> Vec<(usize, i32)> {
+        let domains = &self.domains;
         let mut out = Vec::new();
         let mut remaining = count;
         let mut i = 0;
         while remaining > 0 && i < ids.len() {
             let mut d = ids[i];
             if domains[d].state >= remaining {
-                d = best_fit(&ids[i..], remaining, domains);
+                d = self.best_fit(&ids[i..], remaining);
                 out.push((d, remaining));
                 return out;
             }
@@ -337,68 +370,99 @@ pub fn place(
             i += 1;
         }
         out
-    };
-    // Phase 2a: the level whose domains can hold every pod.
-    let mut lvl = level_idx;
-    let chosen: Vec<(usize, i32)> = loop {
-        let ids = sorted(per_level[lvl].values().copied().collect(), &domains);
-        if ids.is_empty() {
-            return Err(PlacementFailure {
-                message: format!("no topology domains at level: {}", topology.levels[lvl]),
-                requested: count,
-                fits: 0,
-                level: topology.levels[lvl].clone(),
-            });
-        }
-        let top = ids[0];
-        if domains[top].state >= count && !unconstrained {
-            break vec![(best_fit(&ids, count, &domains), count)];
-        }
-        if required {
-            return Err(fail(domains[top].state, &topology.levels[lvl]));
-        }
-        if lvl > 0 && !unconstrained {
-            lvl -= 1;
-            continue;
-        }
-        let total: i32 = ids
-            .iter()
-            .map(|&d| domains[d].state)
-            .fold(0, i32::saturating_add);
-        if total < count {
-            return Err(fail(total, &topology.levels[lvl]));
-        }
-        break cover(&ids, count, &domains);
-    };
-    // Phase 2b: down level by level, each domain's pods into its tightest children.
-    let mut current = chosen;
-    while current
-        .iter()
-        .any(|&(d, _)| !domains[d].children.is_empty())
-    {
-        let mut next = Vec::new();
-        for (d, pods) in current {
-            if domains[d].children.is_empty() {
-                next.push((d, pods));
+    }
+
+    /// Phase 2a: the level whose domains can hold every pod (widening from `level_idx` unless
+    /// required), or a cover of the widest level searched.
+    fn choose_level(
+        &self,
+        topology: &Topology,
+        level_idx: usize,
+        count: i32,
+        required: bool,
+        unconstrained: bool,
+    ) -> Result<Vec<(usize, i32)>, PlacementFailure> {
+        let domains = &self.domains;
+        let mut lvl = level_idx;
+        loop {
+            let ids = self.sorted(self.per_level[lvl].values().copied().collect());
+            if ids.is_empty() {
+                return Err(PlacementFailure {
+                    message: format!("no topology domains at level: {}", topology.levels[lvl]),
+                    requested: count,
+                    fits: 0,
+                    level: topology.levels[lvl].clone(),
+                });
+            }
+            let top = ids[0];
+            if domains[top].state >= count && !unconstrained {
+                return Ok(vec![(self.best_fit(&ids, count), count)]);
+            }
+            if required {
+                return Err(fit_failure(
+                    topology,
+                    count,
+                    domains[top].state,
+                    &topology.levels[lvl],
+                ));
+            }
+            if lvl > 0 && !unconstrained {
+                lvl -= 1;
                 continue;
             }
-            let kids = sorted(domains[d].children.clone(), &domains);
-            next.extend(cover(&kids, pods, &domains));
-        }
-        current = next;
-    }
-    let mut out = TopologyAssignment {
-        levels: topology.levels.clone(),
-        ..TopologyAssignment::default()
-    };
-    current.sort_by(|a, b| domains[a.0].values.cmp(&domains[b.0].values));
-    for (d, pods) in current {
-        out.domains.push((domains[d].values.clone(), pods));
-        if let Some(n) = domains[d].node {
-            out.per_node.push((n, pods));
+            let total: i32 = ids
+                .iter()
+                .map(|&d| domains[d].state)
+                .fold(0, i32::saturating_add);
+            if total < count {
+                return Err(fit_failure(topology, count, total, &topology.levels[lvl]));
+            }
+            return Ok(self.cover(&ids, count));
         }
     }
-    Ok(out)
+
+    /// Phase 2b: down level by level, each domain's pods into its tightest children.
+    fn descend(&self, chosen: Vec<(usize, i32)>) -> Vec<(usize, i32)> {
+        let domains = &self.domains;
+        let mut current = chosen;
+        while current
+            .iter()
+            .any(|&(d, _)| !domains[d].children.is_empty())
+        {
+            let mut next = Vec::new();
+            for (d, pods) in current {
+                if domains[d].children.is_empty() {
+                    next.push((d, pods));
+                    continue;
+                }
+                let kids = self.sorted(domains[d].children.clone());
+                next.extend(self.cover(&kids, pods));
+            }
+            current = next;
+        }
+        current
+    }
+
+    /// The assignment of the leaf domains in `current`, ordered by domain values.
+    fn assignment(
+        &self,
+        topology: &Topology,
+        mut current: Vec<(usize, i32)>,
+    ) -> TopologyAssignment {
+        let domains = &self.domains;
+        let mut out = TopologyAssignment {
+            levels: topology.levels.clone(),
+            ..TopologyAssignment::default()
+        };
+        current.sort_by(|a, b| domains[a.0].values.cmp(&domains[b.0].values));
+        for (d, pods) in current {
+            out.domains.push((domains[d].values.clone(), pods));
+            if let Some(n) = domains[d].node {
+                out.per_node.push((n, pods));
+            }
+        }
+        out
+    }
 }
 
 /// How many pods of `ps` fit on one node with `free` resources left.
