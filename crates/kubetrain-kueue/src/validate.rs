@@ -2,7 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::{FairSharing, FlavorFungibility, Preemption, ResourceGroup};
+use crate::api::{
+    ClusterQueueSpec, CohortSpec, FairSharing, FlavorFungibility, LocalQueueSpec, PodSet,
+    Preemption, ResourceFlavorSpec, ResourceGroup,
+};
 use crate::error::FieldError;
 use crate::load::Setup;
 use crate::quantity::Quantity;
@@ -47,29 +50,7 @@ pub fn validate(setup: &Setup) -> Vec<FieldError> {
             name: f.metadata.name.clone(),
             errors: &mut errors,
         };
-        if f.spec.node_labels.len() > 8 {
-            ctx.err("spec.nodeLabels", "Too many: must have at most 8 items");
-        }
-        if f.spec.node_taints.len() > 8 {
-            ctx.err("spec.nodeTaints", "Too many: must have at most 8 items");
-        }
-        if f.spec.tolerations.len() > 8 {
-            ctx.err("spec.tolerations", "Too many: must have at most 8 items");
-        }
-        for (i, t) in f.spec.node_taints.iter().enumerate() {
-            one_of(
-                &mut ctx,
-                &format!("spec.nodeTaints[{i}].effect"),
-                Some(&t.effect),
-                &["NoSchedule", "PreferNoSchedule", "NoExecute"],
-            );
-        }
-        if f.spec.topology_name.is_some() && f.spec.node_labels.is_empty() {
-            ctx.err(
-                "spec",
-                "at least one nodeLabel is required when topology is set",
-            );
-        }
+        check_flavor(&mut ctx, &f.spec);
     }
     for c in &setup.cohorts {
         let mut ctx = Ctx {
@@ -77,17 +58,7 @@ pub fn validate(setup: &Setup) -> Vec<FieldError> {
             name: c.metadata.name.clone(),
             errors: &mut errors,
         };
-        let parent = c.spec.parent_name.as_deref().or(c.spec.parent.as_deref());
-        if parent == Some(c.metadata.name.as_str()) {
-            ctx.err("spec.parentName", "cannot be the cohort itself");
-        }
-        check_resource_groups(
-            &mut ctx,
-            &c.spec.resource_groups,
-            parent.is_some(),
-            "parent",
-        );
-        check_fair_sharing(&mut ctx, c.spec.fair_sharing.as_ref());
+        check_cohort(&mut ctx, &c.metadata.name, &c.spec);
     }
     for cq in &setup.cluster_queues {
         let mut ctx = Ctx {
@@ -95,28 +66,7 @@ pub fn validate(setup: &Setup) -> Vec<FieldError> {
             name: cq.metadata.name.clone(),
             errors: &mut errors,
         };
-        let s = &cq.spec;
-        let cohort = s.cohort_name.as_deref().or(s.cohort.as_deref());
-        check_resource_groups(&mut ctx, &s.resource_groups, cohort.is_some(), "cohort");
-        one_of(
-            &mut ctx,
-            "spec.queueingStrategy",
-            s.queueing_strategy.as_deref(),
-            &["BestEffortFIFO", "StrictFIFO"],
-        );
-        one_of(
-            &mut ctx,
-            "spec.stopPolicy",
-            s.stop_policy.as_deref(),
-            &["None", "Hold", "HoldAndDrain"],
-        );
-        if let Some(f) = &s.flavor_fungibility {
-            check_fungibility(&mut ctx, f);
-        }
-        if let Some(p) = &s.preemption {
-            check_preemption(&mut ctx, p);
-        }
-        check_fair_sharing(&mut ctx, s.fair_sharing.as_ref());
+        check_cluster_queue(&mut ctx, &cq.spec);
     }
     for lq in &setup.local_queues {
         let mut ctx = Ctx {
@@ -128,15 +78,7 @@ pub fn validate(setup: &Setup) -> Vec<FieldError> {
             ),
             errors: &mut errors,
         };
-        if lq.spec.cluster_queue.is_empty() {
-            ctx.err("spec.clusterQueue", "Required value");
-        }
-        one_of(
-            &mut ctx,
-            "spec.stopPolicy",
-            lq.spec.stop_policy.as_deref(),
-            &["None", "Hold", "HoldAndDrain"],
-        );
+        check_local_queue(&mut ctx, &lq.spec);
     }
     for wl in &setup.workloads {
         let mut ctx = Ctx {
@@ -144,61 +86,7 @@ pub fn validate(setup: &Setup) -> Vec<FieldError> {
             name: wl.key(),
             errors: &mut errors,
         };
-        let sets = &wl.spec.pod_sets;
-        if sets.is_empty() || sets.len() > 18 {
-            ctx.err("spec.podSets", "must have between 1 and 18 pod sets");
-        }
-        let mut names = BTreeSet::new();
-        let mut with_min = 0;
-        for (i, ps) in sets.iter().enumerate() {
-            if !names.insert(ps.name.as_str()) {
-                ctx.err(
-                    format!("spec.podSets[{i}].name"),
-                    format!("Duplicate value: {:?}", ps.name),
-                );
-            }
-            if ps.count < 0 {
-                ctx.err(
-                    format!("spec.podSets[{i}].count"),
-                    "must be greater than or equal to 0",
-                );
-            }
-            if let Some(m) = ps.min_count {
-                with_min += 1;
-                if m < 1 {
-                    ctx.err(
-                        format!("spec.podSets[{i}].minCount"),
-                        "must be greater than or equal to 1",
-                    );
-                }
-                if m > ps.count {
-                    ctx.err(
-                        format!("spec.podSets[{i}].minCount"),
-                        "should be less than or equal to count",
-                    );
-                }
-            }
-            for (c, container) in ps
-                .template
-                .spec
-                .containers
-                .iter()
-                .chain(&ps.template.spec.init_containers)
-                .enumerate()
-            {
-                for (r, q) in &container.resources.requests {
-                    if q.is_negative() {
-                        ctx.err(
-                            format!("spec.podSets[{i}].template.spec.containers[{c}].resources.requests[{r}]"),
-                            "must be greater than or equal to 0",
-                        );
-                    }
-                }
-            }
-        }
-        if with_min > 1 {
-            ctx.err("spec.podSets", "at most one podSet can use minCount");
-        }
+        check_pod_sets(&mut ctx, &wl.spec.pod_sets);
     }
     if let Some(cfg) = &setup.configuration
         && let Some(fs) = &cfg.fair_sharing
@@ -208,25 +96,162 @@ pub fn validate(setup: &Setup) -> Vec<FieldError> {
             name: "config".to_string(),
             errors: &mut errors,
         };
-        let s: Vec<&str> = fs
-            .preemption_strategies
-            .iter()
-            .map(String::as_str)
-            .collect();
-        let allowed: [&[&str]; 4] = [
-            &[],
-            &["LessThanOrEqualToFinalShare"],
-            &["LessThanInitialShare"],
-            &["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
-        ];
-        if !allowed.contains(&s.as_slice()) {
+        check_preemption_strategies(&mut ctx, &fs.preemption_strategies);
+    }
+    errors
+}
+
+fn check_flavor(ctx: &mut Ctx<'_>, spec: &ResourceFlavorSpec) {
+    if spec.node_labels.len() > 8 {
+        ctx.err("spec.nodeLabels", "Too many: must have at most 8 items");
+    }
+    if spec.node_taints.len() > 8 {
+        ctx.err("spec.nodeTaints", "Too many: must have at most 8 items");
+    }
+    if spec.tolerations.len() > 8 {
+        ctx.err("spec.tolerations", "Too many: must have at most 8 items");
+    }
+    for (i, t) in spec.node_taints.iter().enumerate() {
+        one_of(
+            ctx,
+            &format!("spec.nodeTaints[{i}].effect"),
+            Some(&t.effect),
+            &["NoSchedule", "PreferNoSchedule", "NoExecute"],
+        );
+    }
+    if spec.topology_name.is_some() && spec.node_labels.is_empty() {
+        ctx.err(
+            "spec",
+            "at least one nodeLabel is required when topology is set",
+        );
+    }
+}
+
+fn check_cohort(ctx: &mut Ctx<'_>, name: &str, spec: &CohortSpec) {
+    let parent = spec.parent_name.as_deref().or(spec.parent.as_deref());
+    if parent == Some(name) {
+        ctx.err("spec.parentName", "cannot be the cohort itself");
+    }
+    check_resource_groups(ctx, &spec.resource_groups, parent.is_some(), "parent");
+    check_fair_sharing(ctx, spec.fair_sharing.as_ref());
+}
+
+fn check_cluster_queue(ctx: &mut Ctx<'_>, s: &ClusterQueueSpec) {
+    let cohort = s.cohort_name.as_deref().or(s.cohort.as_deref());
+    check_resource_groups(ctx, &s.resource_groups, cohort.is_some(), "cohort");
+    one_of(
+        ctx,
+        "spec.queueingStrategy",
+        s.queueing_strategy.as_deref(),
+        &["BestEffortFIFO", "StrictFIFO"],
+    );
+    one_of(
+        ctx,
+        "spec.stopPolicy",
+        s.stop_policy.as_deref(),
+        &["None", "Hold", "HoldAndDrain"],
+    );
+    if let Some(f) = &s.flavor_fungibility {
+        check_fungibility(ctx, f);
+    }
+    if let Some(p) = &s.preemption {
+        check_preemption(ctx, p);
+    }
+    check_fair_sharing(ctx, s.fair_sharing.as_ref());
+}
+
+fn check_local_queue(ctx: &mut Ctx<'_>, spec: &LocalQueueSpec) {
+    if spec.cluster_queue.is_empty() {
+        ctx.err("spec.clusterQueue", "Required value");
+    }
+    one_of(
+        ctx,
+        "spec.stopPolicy",
+        spec.stop_policy.as_deref(),
+        &["None", "Hold", "HoldAndDrain"],
+    );
+}
+
+fn check_pod_sets(ctx: &mut Ctx<'_>, sets: &[PodSet]) {
+    if sets.is_empty() || sets.len() > 18 {
+        ctx.err("spec.podSets", "must have between 1 and 18 pod sets");
+    }
+    let mut names = BTreeSet::new();
+    let mut with_min = 0;
+    for (i, ps) in sets.iter().enumerate() {
+        if !names.insert(ps.name.as_str()) {
             ctx.err(
-                "fairSharing.preemptionStrategies",
-                "Unsupported value: must be one of [LessThanOrEqualToFinalShare], [LessThanInitialShare], [LessThanOrEqualToFinalShare, LessThanInitialShare]",
+                format!("spec.podSets[{i}].name"),
+                format!("Duplicate value: {:?}", ps.name),
+            );
+        }
+        if ps.min_count.is_some() {
+            with_min += 1;
+        }
+        check_pod_set(ctx, i, ps);
+    }
+    if with_min > 1 {
+        ctx.err("spec.podSets", "at most one podSet can use minCount");
+    }
+}
+
+/// Counts and requests of pod set `i` (names are checked by the caller).
+fn check_pod_set(ctx: &mut Ctx<'_>, i: usize, ps: &PodSet) {
+    if ps.count < 0 {
+        ctx.err(
+            format!("spec.podSets[{i}].count"),
+            "must be greater than or equal to 0",
+        );
+    }
+    if let Some(m) = ps.min_count {
+        if m < 1 {
+            ctx.err(
+                format!("spec.podSets[{i}].minCount"),
+                "must be greater than or equal to 1",
+            );
+        }
+        if m > ps.count {
+            ctx.err(
+                format!("spec.podSets[{i}].minCount"),
+                "should be less than or equal to count",
             );
         }
     }
-    errors
+    for (c, container) in ps
+        .template
+        .spec
+        .containers
+        .iter()
+        .chain(&ps.template.spec.init_containers)
+        .enumerate()
+    {
+        for (r, q) in &container.resources.requests {
+            if q.is_negative() {
+                ctx.err(
+                    format!(
+                        "spec.podSets[{i}].template.spec.containers[{c}].resources.requests[{r}]"
+                    ),
+                    "must be greater than or equal to 0",
+                );
+            }
+        }
+    }
+}
+
+fn check_preemption_strategies(ctx: &mut Ctx<'_>, strategies: &[String]) {
+    let s: Vec<&str> = strategies.iter().map(String::as_str).collect();
+    let allowed: [&[&str]; 4] = [
+        &[],
+        &["LessThanOrEqualToFinalShare"],
+        &["LessThanInitialShare"],
+        &["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+    ];
+    if !allowed.contains(&s.as_slice()) {
+        ctx.err(
+            "fairSharing.preemptionStrategies",
+            "Unsupported value: must be one of [LessThanOrEqualToFinalShare], [LessThanInitialShare], [LessThanOrEqualToFinalShare, LessThanInitialShare]",
+        );
+    }
 }
 
 fn check_quota(ctx: &mut Ctx<'_>, path: &str, q: &Quantity) {
