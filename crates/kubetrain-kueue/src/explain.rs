@@ -6,11 +6,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{QueueTarget, WlId};
+use crate::model::{CqId, QueueTarget, WlId};
 use crate::quantity::{Count, format_count, sub};
-use crate::sched::assign::PMode;
+use crate::quota::{FrId, NodeId};
+use crate::sched::assign::{Assignment, PMode};
 use crate::sched::conditions::find;
-use crate::sched::{Phase, Scheduler};
+use crate::sched::{Phase, Scheduler, WlState};
 
 /// What is missing for one flavor-resource.
 #[derive(Debug, Clone, Serialize)]
@@ -132,20 +133,64 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
         QueueTarget::Queue(c) => Some(*c),
         QueueTarget::Blocked(..) => None,
     };
-    let (mut position, mut queue_length) = (None, 0);
-    if let Some(c) = cq {
-        let q = &s.queues[c];
-        let order: Vec<WlId> = q
-            .active_in_order()
-            .into_iter()
-            .chain(q.inadmissible())
-            .collect();
-        queue_length = order.len();
-        position = order.iter().position(|&x| x == wl).map(|p| p + 1);
-    }
+    let (position, queue_length) = cq.map_or((None, 0), |c| queue_position(s, c, wl));
     let mut pod_sets = Vec::new();
     let mut targets = Vec::new();
     let mut shortfalls = Vec::new();
+    if let (Some(last), Some(c)) = (&st.last, cq)
+        && st.phase == Phase::Pending
+    {
+        targets = last
+            .targets
+            .iter()
+            .map(|t| m.workloads[t.wl].key.clone())
+            .collect();
+        if let Some(a) = &last.assignment {
+            pod_sets = flavors_tried(s, a);
+            shortfalls = shortfalls_of(s, wl, c, a);
+        }
+    }
+    Explanation {
+        key: w.key.clone(),
+        state: crate::sim::report::state_word(s, wl).to_string(),
+        cluster_queue: cq.map(|c| m.cqs[c].name.clone()),
+        reason: cond.map(|c| c.reason.clone()).unwrap_or_default(),
+        message: cond.map(|c| c.message.clone()).unwrap_or_default(),
+        position,
+        queue_length,
+        pod_sets,
+        preemption_targets: targets,
+        shortfalls,
+        admission_checks: st
+            .life
+            .checks
+            .iter()
+            .map(|(c, state)| (m.checks[*c].name.clone(), state.as_str().to_string()))
+            .collect(),
+        topology: topology_notes(s, wl),
+        placement: placement(st),
+        pods_ready: pods_ready_line(st),
+    }
+}
+
+/// 1-based position of `wl` among the pending workloads of queue `c` (active heap order, then
+/// parked), and their number.
+fn queue_position(s: &Scheduler, c: CqId, wl: WlId) -> (Option<usize>, usize) {
+    let q = &s.queues[c];
+    let order: Vec<WlId> = q
+        .active_in_order()
+        .into_iter()
+        .chain(q.inadmissible())
+        .collect();
+    (
+        order.iter().position(|&x| x == wl).map(|p| p + 1),
+        order.len(),
+    )
+}
+
+/// Why the TAS pod sets of a pending workload's last attempt did not fit.
+fn topology_notes(s: &Scheduler, wl: WlId) -> Vec<String> {
+    let st = &s.wls[wl];
     let mut topology = Vec::new();
     if let (Some(last), Phase::Pending) = (&st.last, st.phase)
         && let Some(a) = &last.assignment
@@ -156,8 +201,12 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
             }
         }
     }
-    let placement = st
-        .admission
+    topology
+}
+
+/// Where the pods of each admitted TAS pod set go: (pod set, `domain ×pods` list).
+fn placement(st: &WlState) -> Vec<(String, Vec<String>)> {
+    st.admission
         .iter()
         .flat_map(|a| &a.pod_sets)
         .filter_map(|p| {
@@ -170,14 +219,12 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
                     .collect(),
             ))
         })
-        .collect();
-    let admission_checks = st
-        .life
-        .checks
-        .iter()
-        .map(|(c, state)| (m.checks[*c].name.clone(), state.as_str().to_string()))
-        .collect();
-    let pods_ready = find(&st.conditions, "PodsReady")
+        .collect()
+}
+
+/// The PodsReady condition with requeues, backoff and deactivation.
+fn pods_ready_line(st: &WlState) -> Option<String> {
+    find(&st.conditions, "PodsReady")
         .map(|c| format!("{}: {}: {}", c.status, c.reason, c.message))
         .map(|mut line| {
             if st.life.requeues > 0 {
@@ -193,110 +240,103 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
                 line.push_str("; deactivated");
             }
             line
-        });
-    if let (Some(last), Some(c)) = (&st.last, cq)
-        && st.phase == Phase::Pending
-    {
-        targets = last
-            .targets
-            .iter()
-            .map(|t| m.workloads[t.wl].key.clone())
-            .collect();
-        if let Some(a) = &last.assignment {
-            for p in &a.pod_sets {
-                let tried = p
-                    .attempts
-                    .iter()
-                    .map(|a| FlavorTried {
-                        flavor: m.flavors[a.flavor].name.clone(),
-                        mode: a.mode,
-                        borrow: a.borrow,
-                        reasons: a.reasons.iter().map(|r| r.to_string()).collect(),
-                    })
-                    .collect();
-                pod_sets.push((p.name.clone(), tried));
-            }
-            // Shortfall per FR of the chosen (or first) flavors, against the current usage.
-            let node = m.cqs[c].node;
-            let mut wanted: Vec<(usize, Count)> = a.usage.clone();
-            if wanted.is_empty() {
-                // No flavor was assigned: measure against the first flavor of each group.
-                for ps in &w.pod_sets {
-                    for &(r, v) in &ps.per_pod {
-                        let Some(&g) = m.cqs[c].group_of.get(&r) else {
-                            continue;
-                        };
-                        let f = m.cqs[c].groups[g].flavors[0];
-                        if let Some(fr) = m.fr(f, r) {
-                            wanted.push((fr, v.saturating_mul(i64::from(ps.count))));
-                        }
-                    }
-                }
-            }
-            for (fr, v) in wanted {
-                let avail = m.tree.available(&s.usage, node, fr);
-                if v <= avail {
+        })
+}
+
+/// Every flavor attempt per pod set of an assignment.
+fn flavors_tried(s: &Scheduler, a: &Assignment) -> Vec<(String, Vec<FlavorTried>)> {
+    a.pod_sets
+        .iter()
+        .map(|p| {
+            let tried = p
+                .attempts
+                .iter()
+                .map(|a| FlavorTried {
+                    flavor: s.model.flavors[a.flavor].name.clone(),
+                    mode: a.mode,
+                    borrow: a.borrow,
+                    reasons: a.reasons.iter().map(|r| r.to_string()).collect(),
+                })
+                .collect();
+            (p.name.clone(), tried)
+        })
+        .collect()
+}
+
+/// Shortfall per FR of the chosen (or first) flavors, against the current usage.
+fn shortfalls_of(s: &Scheduler, wl: WlId, c: CqId, a: &Assignment) -> Vec<Shortfall> {
+    let m = &s.model;
+    let node = m.cqs[c].node;
+    let mut wanted: Vec<(usize, Count)> = a.usage.clone();
+    if wanted.is_empty() {
+        // No flavor was assigned: measure against the first flavor of each group.
+        for ps in &m.workloads[wl].pod_sets {
+            for &(r, v) in &ps.per_pod {
+                let Some(&g) = m.cqs[c].group_of.get(&r) else {
                     continue;
+                };
+                let f = m.cqs[c].groups[g].flavors[0];
+                if let Some(fr) = m.fr(f, r) {
+                    wanted.push((fr, v.saturating_mul(i64::from(ps.count))));
                 }
-                let (f, r) = m.frs[fr];
-                let rname = &m.resources[r];
-                let missing = sub(v, avail);
-                let mut holders: Vec<WlId> = s
-                    .admitted
-                    .iter()
-                    .flatten()
-                    .copied()
-                    .filter(|&o| {
-                        s.wls[o].admission.as_ref().is_some_and(|ad| {
-                            m.tree.root(m.cqs[ad.cq].node) == m.tree.root(node)
-                                && ad.usage.iter().any(|(x, _)| *x == fr)
-                        })
-                    })
-                    .collect();
-                holders.sort_by_key(|&o| {
-                    let ad = s.wls[o].admission.as_ref().map_or(0, |a| a.reserved_ms);
-                    (m.workloads[o].priority, std::cmp::Reverse(ad), o)
-                });
-                let mut freed = 0;
-                let mut blocking = Vec::new();
-                for o in holders {
-                    if freed >= missing {
-                        break;
-                    }
-                    freed += s.wls[o]
-                        .admission
-                        .as_ref()
-                        .and_then(|a| a.usage.iter().find(|(x, _)| *x == fr))
-                        .map_or(0, |x| x.1);
-                    blocking.push(m.workloads[o].key.clone());
-                }
-                shortfalls.push(Shortfall {
-                    flavor: m.flavors[f].name.clone(),
-                    resource: rname.clone(),
-                    requested: format_count(rname, v),
-                    available: format_count(rname, avail),
-                    missing: format_count(rname, missing),
-                    blocking_workloads: blocking,
-                });
             }
         }
     }
-    Explanation {
-        key: w.key.clone(),
-        state: crate::sim::report::state_word(s, wl).to_string(),
-        cluster_queue: cq.map(|c| m.cqs[c].name.clone()),
-        reason: cond.map(|c| c.reason.clone()).unwrap_or_default(),
-        message: cond.map(|c| c.message.clone()).unwrap_or_default(),
-        position,
-        queue_length,
-        pod_sets,
-        preemption_targets: targets,
-        shortfalls,
-        admission_checks,
-        topology,
-        placement,
-        pods_ready,
+    let mut shortfalls = Vec::new();
+    for (fr, v) in wanted {
+        let avail = m.tree.available(&s.usage, node, fr);
+        if v <= avail {
+            continue;
+        }
+        let (f, r) = m.frs[fr];
+        let rname = &m.resources[r];
+        let missing = sub(v, avail);
+        shortfalls.push(Shortfall {
+            flavor: m.flavors[f].name.clone(),
+            resource: rname.clone(),
+            requested: format_count(rname, v),
+            available: format_count(rname, avail),
+            missing: format_count(rname, missing),
+            blocking_workloads: blocking_workloads(s, node, fr, missing),
+        });
     }
+    shortfalls
+}
+
+/// Admitted workloads in the same cohort tree holding `fr`, lowest priority and most recent
+/// first, until `missing` is covered.
+fn blocking_workloads(s: &Scheduler, node: NodeId, fr: FrId, missing: Count) -> Vec<String> {
+    let m = &s.model;
+    let mut holders: Vec<WlId> = s
+        .admitted
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|&o| {
+            s.wls[o].admission.as_ref().is_some_and(|ad| {
+                m.tree.root(m.cqs[ad.cq].node) == m.tree.root(node)
+                    && ad.usage.iter().any(|(x, _)| *x == fr)
+            })
+        })
+        .collect();
+    holders.sort_by_key(|&o| {
+        let ad = s.wls[o].admission.as_ref().map_or(0, |a| a.reserved_ms);
+        (m.workloads[o].priority, std::cmp::Reverse(ad), o)
+    });
+    let mut freed = 0;
+    let mut blocking = Vec::new();
+    for o in holders {
+        if freed >= missing {
+            break;
+        }
+        freed += s.wls[o]
+            .admission
+            .as_ref()
+            .and_then(|a| a.usage.iter().find(|(x, _)| *x == fr))
+            .map_or(0, |x| x.1);
+        blocking.push(m.workloads[o].key.clone());
+    }
+    blocking
 }
 
 impl Explanation {
