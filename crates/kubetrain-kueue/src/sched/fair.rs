@@ -162,6 +162,38 @@ impl Scheduler {
     ) -> Vec<(WlId, PreemptReason)> {
         let m = &self.model;
         let t = &m.tree;
+        let node = m.cqs[cq].node;
+        let cands = self.fair_candidates(u, wl, cq, needed);
+        if cands.is_empty() {
+            return Vec::new();
+        }
+        for &(fr, v) in requests {
+            t.add_usage(u, node, fr, v);
+        }
+        let within_nominal = m.settings.fs_preempt_within_nominal
+            && requests
+                .iter()
+                .filter(|(fr, _)| needed.contains(fr))
+                .all(|&(fr, _)| u[t.ix(node, fr)] <= t.nominal[t.ix(node, fr)]);
+        let (mut targets, done) = self.pick_fair_targets(u, cq, requests, cands, within_nominal);
+        if done {
+            self.fill_back(u, node, requests, &mut targets);
+        }
+        for (x, _) in &targets {
+            self.add_wl_usage(u, *x);
+        }
+        for &(fr, v) in requests {
+            t.remove_usage(u, node, fr, v);
+        }
+        if done { targets } else { Vec::new() }
+    }
+
+    /// Candidates using a needed FR: lower-priority (or newer equal-priority) workloads of the
+    /// own queue, and reclaimable ones of borrowing queues in the same cohort tree; other
+    /// queues first, then lowest priority, most recent, uid.
+    fn fair_candidates(&self, u: &Usage, wl: WlId, cq: CqId, needed: &[FrId]) -> Vec<WlId> {
+        let m = &self.model;
+        let t = &m.tree;
         let c = &m.cqs[cq];
         let w = &m.workloads[wl];
         let node = c.node;
@@ -204,9 +236,6 @@ impl Scheduler {
                 }
             }
         }
-        if cands.is_empty() {
-            return Vec::new();
-        }
         cands.sort_by_key(|&x| {
             let adm = self.wls[x].admission.as_ref().map_or(0, |a| a.reserved_ms);
             let same = self.wls[x].admission.as_ref().is_some_and(|a| a.cq == cq);
@@ -217,31 +246,41 @@ impl Scheduler {
                 m.workloads[x].uid.clone(),
             )
         });
-        let fits = |s: &Self, u: &mut Usage| {
-            for &(fr, v) in requests {
-                t.remove_usage(u, node, fr, v);
-            }
-            let ok = requests
-                .iter()
-                .all(|&(fr, v)| v <= t.available(u, node, fr));
-            for &(fr, v) in requests {
-                t.add_usage(u, node, fr, v);
-            }
-            let _ = s;
-            ok
-        };
+        cands
+    }
+
+    /// Whether `requests` (already added to `u`) fit in `node` once they are taken out again.
+    fn fits_requests(&self, u: &mut Usage, node: NodeId, requests: &[(FrId, Count)]) -> bool {
+        let t = &self.model.tree;
+        for &(fr, v) in requests {
+            t.remove_usage(u, node, fr, v);
+        }
+        let ok = requests
+            .iter()
+            .all(|&(fr, v)| v <= t.available(u, node, fr));
         for &(fr, v) in requests {
             t.add_usage(u, node, fr, v);
         }
+        ok
+    }
+
+    /// Per strategy, takes candidates from the queue with the highest share while the
+    /// strategy allows, until the requests fit; the targets' usage is left removed from `u`.
+    /// Returns the targets and whether the requests fit.
+    fn pick_fair_targets(
+        &self,
+        u: &mut Usage,
+        cq: CqId,
+        requests: &[(FrId, Count)],
+        cands: Vec<WlId>,
+        within_nominal: bool,
+    ) -> (Vec<(WlId, PreemptReason)>, bool) {
+        let m = &self.model;
+        let node = m.cqs[cq].node;
         let strategies = m.settings.fair_sharing.clone().unwrap_or_default();
-        let within_nominal = m.settings.fs_preempt_within_nominal
-            && requests
-                .iter()
-                .filter(|(fr, _)| needed.contains(fr))
-                .all(|&(fr, _)| u[t.ix(node, fr)] <= t.nominal[t.ix(node, fr)]);
         let mut targets: Vec<(WlId, PreemptReason)> = Vec::new();
         let mut pool = cands;
-        let mut done = fits(self, u);
+        let mut done = self.fits_requests(u, node, requests);
         for strategy in &strategies {
             if done {
                 break;
@@ -267,50 +306,64 @@ impl Scheduler {
                 } else if within_nominal {
                     Some(PreemptReason::InCohortReclamation)
                 } else {
-                    let (pside, tside) = self.lca_children(node, m.cqs[adm.cq].node);
-                    let before = self.drs(u, tside);
-                    let preemptor_share = self.drs(u, pside);
-                    self.remove_wl_usage(u, cand);
-                    let after = self.drs(u, tside);
-                    self.add_wl_usage(u, cand);
-                    let ok = if strategy == "LessThanInitialShare" {
-                        preemptor_share < before
-                    } else {
-                        preemptor_share <= after
-                    };
-                    ok.then_some(PreemptReason::InCohortFairSharing)
+                    self.fair_share_allows(u, node, adm.cq, cand, strategy)
+                        .then_some(PreemptReason::InCohortFairSharing)
                 };
                 match reason {
                     Some(r) => {
                         self.remove_wl_usage(u, cand);
                         targets.push((cand, r));
-                        done = fits(self, u);
+                        done = self.fits_requests(u, node, requests);
                     }
                     None => rejected.push(cand),
                 }
             }
             pool = rejected;
         }
-        if done {
-            // Fill back every target (but the last) that is not needed.
-            let mut i = targets.len().saturating_sub(1);
-            while i > 0 {
-                i -= 1;
-                self.add_wl_usage(u, targets[i].0);
-                if fits(self, u) {
-                    targets.remove(i);
-                } else {
-                    self.remove_wl_usage(u, targets[i].0);
-                }
+        (targets, done)
+    }
+
+    /// Whether `strategy` lets the preemptor at `node` take `cand` (admitted in `victim_cq`),
+    /// comparing the shares of the two sides below their lowest common ancestor.
+    fn fair_share_allows(
+        &self,
+        u: &mut Usage,
+        node: NodeId,
+        victim_cq: CqId,
+        cand: WlId,
+        strategy: &str,
+    ) -> bool {
+        let (pside, tside) = self.lca_children(node, self.model.cqs[victim_cq].node);
+        let before = self.drs(u, tside);
+        let preemptor_share = self.drs(u, pside);
+        self.remove_wl_usage(u, cand);
+        let after = self.drs(u, tside);
+        self.add_wl_usage(u, cand);
+        if strategy == "LessThanInitialShare" {
+            preemptor_share < before
+        } else {
+            preemptor_share <= after
+        }
+    }
+
+    /// Fills back every target (but the last) that is not needed for the requests to fit.
+    fn fill_back(
+        &self,
+        u: &mut Usage,
+        node: NodeId,
+        requests: &[(FrId, Count)],
+        targets: &mut Vec<(WlId, PreemptReason)>,
+    ) {
+        let mut i = targets.len().saturating_sub(1);
+        while i > 0 {
+            i -= 1;
+            self.add_wl_usage(u, targets[i].0);
+            if self.fits_requests(u, node, requests) {
+                targets.remove(i);
+            } else {
+                self.remove_wl_usage(u, targets[i].0);
             }
         }
-        for (x, _) in &targets {
-            self.add_wl_usage(u, *x);
-        }
-        for &(fr, v) in requests {
-            t.remove_usage(u, node, fr, v);
-        }
-        if done { targets } else { Vec::new() }
     }
 
     fn victim_share(&self, u: &Usage, victim: WlId, preemptor_node: NodeId) -> f64 {
