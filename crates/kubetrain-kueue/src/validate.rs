@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use crate::api::{
     ClusterQueueSpec, CohortSpec, FairSharing, FlavorFungibility, LocalQueueSpec, PodSet,
-    Preemption, ResourceFlavorSpec, ResourceGroup,
+    Preemption, ResourceFlavorSpec, ResourceGroup, ResourceQuota,
 };
 use crate::error::FieldError;
 use crate::load::Setup;
@@ -272,102 +272,13 @@ fn check_resource_groups(
             "Too many: must have at most 16 items",
         );
     }
-    let mut seen_resources = BTreeSet::new();
-    let mut seen_flavors = BTreeSet::new();
+    let mut seen = Seen::default();
     let mut total_flavors = 0;
     let mut total_resources = 0;
     for (g, rg) in groups.iter().enumerate() {
-        let gp = format!("spec.resourceGroups[{g}]");
         total_flavors += rg.flavors.len();
         total_resources += rg.covered_resources.len();
-        if rg.covered_resources.is_empty() || rg.covered_resources.len() > 64 {
-            ctx.err(
-                format!("{gp}.coveredResources"),
-                "must have between 1 and 64 items",
-            );
-        }
-        if rg.flavors.is_empty() || rg.flavors.len() > 64 {
-            ctx.err(format!("{gp}.flavors"), "must have between 1 and 64 items");
-        }
-        if rg.flavors.len() * rg.covered_resources.len() > 512 {
-            ctx.err(
-                gp.clone(),
-                "must have at most 512 flavor and resource combinations",
-            );
-        }
-        for (i, r) in rg.covered_resources.iter().enumerate() {
-            if !seen_resources.insert(r.clone()) {
-                ctx.err(
-                    format!("{gp}.coveredResources[{i}]"),
-                    format!(
-                        "Duplicate value: {r:?}: a resource may appear in only one resource group"
-                    ),
-                );
-            }
-        }
-        for (fi, f) in rg.flavors.iter().enumerate() {
-            let fp = format!("{gp}.flavors[{fi}]");
-            if !seen_flavors.insert(f.name.clone()) {
-                ctx.err(
-                    format!("{fp}.name"),
-                    format!(
-                        "Duplicate value: {:?}: a flavor may appear in only one resource group",
-                        f.name
-                    ),
-                );
-            }
-            if f.resources.len() != rg.covered_resources.len() {
-                ctx.err(
-                    format!("{fp}.resources"),
-                    "must have the same number of resources as the coveredResources",
-                );
-            }
-            for (ri, rq) in f.resources.iter().enumerate() {
-                let rp = format!("{fp}.resources[{ri}]");
-                if rg.covered_resources.get(ri) != Some(&rq.name) {
-                    ctx.err(
-                        format!("{rp}.name"),
-                        format!(
-                            "must match the name in coveredResources[{ri}] ({:?})",
-                            rg.covered_resources
-                                .get(ri)
-                                .map(String::as_str)
-                                .unwrap_or("")
-                        ),
-                    );
-                }
-                check_quota(ctx, &format!("{rp}.nominalQuota"), &rq.nominal_quota);
-                if let Some(bl) = &rq.borrowing_limit {
-                    check_quota(ctx, &format!("{rp}.borrowingLimit"), bl);
-                    if !has_parent {
-                        ctx.err(
-                            format!("{rp}.borrowingLimit"),
-                            format!("borrowingLimit must be nil when {parent_word} is empty"),
-                        );
-                    }
-                }
-                if let Some(ll) = &rq.lending_limit {
-                    check_quota(ctx, &format!("{rp}.lendingLimit"), ll);
-                    if !has_parent {
-                        ctx.err(
-                            format!("{rp}.lendingLimit"),
-                            format!("lendingLimit must be nil when {parent_word} is empty"),
-                        );
-                    }
-                    if let (Some(l), Some(n)) = (ll.milli(), rq.nominal_quota.milli())
-                        && l > n
-                    {
-                        ctx.err(
-                            format!("{rp}.lendingLimit"),
-                            format!(
-                                "Invalid value: {:?}: must be less than or equal to the nominalQuota",
-                                ll.text()
-                            ),
-                        );
-                    }
-                }
-            }
-        }
+        check_resource_group(ctx, g, rg, &mut seen, has_parent, parent_word);
     }
     if total_flavors > 256 {
         ctx.err(
@@ -380,6 +291,130 @@ fn check_resource_groups(
             "spec.resourceGroups",
             "must have at most 256 covered resources in total",
         );
+    }
+}
+
+/// Resources and flavors already named by earlier resource groups.
+#[derive(Default)]
+struct Seen {
+    resources: BTreeSet<String>,
+    flavors: BTreeSet<String>,
+}
+
+/// Sizes, duplicates and flavor quotas of resource group `g`.
+fn check_resource_group(
+    ctx: &mut Ctx<'_>,
+    g: usize,
+    rg: &ResourceGroup,
+    seen: &mut Seen,
+    has_parent: bool,
+    parent_word: &str,
+) {
+    let gp = format!("spec.resourceGroups[{g}]");
+    if rg.covered_resources.is_empty() || rg.covered_resources.len() > 64 {
+        ctx.err(
+            format!("{gp}.coveredResources"),
+            "must have between 1 and 64 items",
+        );
+    }
+    if rg.flavors.is_empty() || rg.flavors.len() > 64 {
+        ctx.err(format!("{gp}.flavors"), "must have between 1 and 64 items");
+    }
+    if rg.flavors.len() * rg.covered_resources.len() > 512 {
+        ctx.err(
+            gp.clone(),
+            "must have at most 512 flavor and resource combinations",
+        );
+    }
+    for (i, r) in rg.covered_resources.iter().enumerate() {
+        if !seen.resources.insert(r.clone()) {
+            ctx.err(
+                format!("{gp}.coveredResources[{i}]"),
+                format!("Duplicate value: {r:?}: a resource may appear in only one resource group"),
+            );
+        }
+    }
+    for (fi, f) in rg.flavors.iter().enumerate() {
+        let fp = format!("{gp}.flavors[{fi}]");
+        if !seen.flavors.insert(f.name.clone()) {
+            ctx.err(
+                format!("{fp}.name"),
+                format!(
+                    "Duplicate value: {:?}: a flavor may appear in only one resource group",
+                    f.name
+                ),
+            );
+        }
+        if f.resources.len() != rg.covered_resources.len() {
+            ctx.err(
+                format!("{fp}.resources"),
+                "must have the same number of resources as the coveredResources",
+            );
+        }
+        for (ri, rq) in f.resources.iter().enumerate() {
+            let rp = format!("{fp}.resources[{ri}]");
+            check_resource_quota(
+                ctx,
+                &rp,
+                ri,
+                rq,
+                &rg.covered_resources,
+                has_parent,
+                parent_word,
+            );
+        }
+    }
+}
+
+/// One flavor's quota for resource `ri`: its name matches `coveredResources[ri]`, amounts are
+/// not negative, limits need a parent, the lending limit stays within the nominal quota.
+fn check_resource_quota(
+    ctx: &mut Ctx<'_>,
+    rp: &str,
+    ri: usize,
+    rq: &ResourceQuota,
+    covered: &[String],
+    has_parent: bool,
+    parent_word: &str,
+) {
+    if covered.get(ri) != Some(&rq.name) {
+        ctx.err(
+            format!("{rp}.name"),
+            format!(
+                "must match the name in coveredResources[{ri}] ({:?})",
+                covered.get(ri).map(String::as_str).unwrap_or("")
+            ),
+        );
+    }
+    check_quota(ctx, &format!("{rp}.nominalQuota"), &rq.nominal_quota);
+    if let Some(bl) = &rq.borrowing_limit {
+        check_quota(ctx, &format!("{rp}.borrowingLimit"), bl);
+        if !has_parent {
+            ctx.err(
+                format!("{rp}.borrowingLimit"),
+                format!("borrowingLimit must be nil when {parent_word} is empty"),
+            );
+        }
+    }
+    if let Some(ll) = &rq.lending_limit {
+        check_quota(ctx, &format!("{rp}.lendingLimit"), ll);
+        if !has_parent {
+            ctx.err(
+                format!("{rp}.lendingLimit"),
+                format!("lendingLimit must be nil when {parent_word} is empty"),
+            );
+        }
+        if let (Some(l), Some(n)) = (ll.milli(), rq.nominal_quota.milli())
+            && l > n
+        {
+            ctx.err(
+                format!("{rp}.lendingLimit"),
+                format!(
+                    "Invalid value: {:?}: must be less than or equal to the nominalQuota",
+                    ll.text()
+                ),
+            );
+        }
     }
 }
 
