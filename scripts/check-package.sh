@@ -32,5 +32,12 @@ done
 echo "ok: ${#crates[@]} packages, each with README.md and the root LICENSE"
 
 [[ "${1:-}" == "--no-verify" ]] && exit 0
+# A registry crate counts as unchanged by name and version: cargo never unpacks the local registry's .crate
+# again under $CARGO_HOME/registry/src, nor rebuilds it in target/debug (which the verification builds share).
+# Copies left by an earlier run would be built instead of this tree's packages (a fresh checkout has none).
+for c in "${crates[@]}"; do
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$c-$version"
+done
+rm -rf target/package/tmp-registry target/debug/.fingerprint/kubetrain-*
 cargo package --allow-dirty "${pkgs[@]}" --features k8s-openapi/latest
 echo "ok: ${#crates[@]} packages verified (built from their .crate files with k8s-openapi/latest)"
