@@ -6,6 +6,9 @@
 //!   is taken over with `leaseTransitions + 1`;
 //! - the holder renews every retry period; writes carry the resourceVersion that was read, so two replicas
 //!   racing for the same Lease cannot both win (the loser gets 409 Conflict and is not leader this round);
+//! - a holder renews with one request: it writes over the Lease it last wrote (the API server's answer, with
+//!   its resourceVersion), as client-go's fast path does, and reads the Lease only when that write conflicts
+//!   (someone else wrote it) or fails;
 //! - a leader that cannot renew for the renew deadline (shorter than the lease duration) steps down before
 //!   any other replica may take over, so two leaders never overlap;
 //! - on graceful shutdown the leader stops writing first, then clears the holder so a successor takes over
@@ -174,6 +177,8 @@ impl Round {
 pub struct LeaderElector {
     api: Api<Lease>,
     config: ElectionConfig,
+    /// The Lease as our last successful write left it; renewals write over it without reading first.
+    written: std::sync::Mutex<Option<Lease>>,
 }
 
 impl LeaderElector {
@@ -182,6 +187,7 @@ impl LeaderElector {
         Self {
             api: Api::namespaced(client, &config.namespace),
             config,
+            written: std::sync::Mutex::new(None),
         }
     }
 
@@ -198,8 +204,12 @@ impl LeaderElector {
             .map_err(|e| self.error(e))
     }
 
-    /// One round: read the Lease, then create, renew or take it over as the rules allow.
+    /// One round: renew the Lease we hold with one write, or read it and then create, renew or take it over
+    /// as the rules allow.
     pub async fn try_acquire_or_renew(&self) -> Result<Round, ElectionError> {
+        if let Some(round) = self.renew_written().await {
+            return Ok(round);
+        }
         let now = Timestamp::now();
         let Some(mut lease) = self.read_lease().await? else {
             let lease = Lease {
@@ -211,7 +221,10 @@ impl LeaderElector {
                 spec: Some(self.held_spec(now, 0)),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(Round::Acquired { transitions: 0 }),
+                Ok(stored) => {
+                    self.remember(Some(stored));
+                    Ok(Round::Acquired { transitions: 0 })
+                }
                 Err(error) if is_conflict(&error) => Ok(Round::Conflict),
                 Err(error) => Err(self.error(error)),
             };
@@ -238,10 +251,55 @@ impl LeaderElector {
             .replace(&self.config.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(round),
+            Ok(stored) => {
+                self.remember(Some(stored));
+                Ok(round)
+            }
             Err(error) if is_conflict(&error) => Ok(Round::Conflict),
             Err(error) => Err(self.error(error)),
         }
+    }
+
+    /// The fast path: renew over the Lease our last write left, still ours and unexpired by our clock, in one
+    /// request. `None` sends the round down the reading path: nothing remembered, or the write failed (a 409
+    /// means another replica wrote the Lease since; its resourceVersion guards against overwriting it).
+    async fn renew_written(&self) -> Option<Round> {
+        let now = Timestamp::now();
+        let mut lease = self.remember(None)?;
+        let spec = lease.spec.take()?;
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str())
+            || expired(&spec, now, self.lease_seconds())
+        {
+            return None;
+        }
+        lease.spec = Some(LeaseSpec {
+            renew_time: Some(MicroTime(now)),
+            lease_duration_seconds: Some(self.lease_seconds()),
+            ..spec
+        });
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(stored) => {
+                self.remember(Some(stored));
+                Some(Round::Renewed)
+            }
+            Err(error) => {
+                tracing::debug!(%error, "lease renewal over our last write failed; reading the lease");
+                None
+            }
+        }
+    }
+
+    /// Stores `lease` as our last write and returns the one stored before (`None` forgets it).
+    fn remember(&self, lease: Option<Lease>) -> Option<Lease> {
+        let mut written = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::replace(&mut *written, lease)
     }
 
     /// Clears the holder if this replica holds the Lease; returns whether it did.
@@ -255,6 +313,7 @@ impl LeaderElector {
         if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
             return Ok(false);
         }
+        self.remember(None);
         // client-go's release: no holder, a one-second lease, renewed now.
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);

@@ -142,6 +142,76 @@ async fn the_holder_renews_without_a_new_acquire_time() {
     assert_eq!(round.await.unwrap(), Round::Renewed);
 }
 
+/// A Lease as the API server answers a write: our body with a new resourceVersion.
+fn stored(mut written: Value, resource_version: &str) -> Value {
+    written["metadata"]["resourceVersion"] = json!(resource_version);
+    written
+}
+
+#[tokio::test]
+async fn after_its_own_write_the_holder_renews_with_one_request() {
+    let (elector, mut api) = setup();
+    let elector = std::sync::Arc::new(elector);
+    let round = |elector: &std::sync::Arc<LeaderElector>| {
+        let elector = elector.clone();
+        tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() })
+    };
+
+    let first = round(&elector);
+    api.expect("GET", LEASE, 404, status(404, "NotFound")).await;
+    api.expect("POST", LEASES, 201, stored(lease(ME, 0, 0), "100"))
+        .await;
+    assert_eq!(first.await.unwrap(), Round::Acquired { transitions: 0 });
+
+    // No GET: the renewal writes over the stored Lease, with the stored resourceVersion.
+    let second = round(&elector);
+    let renewal = api
+        .expect("PUT", LEASE, 200, stored(lease(ME, 0, 0), "101"))
+        .await;
+    assert_eq!(renewal["metadata"]["resourceVersion"], "100");
+    assert_eq!(renewal["spec"]["holderIdentity"], ME);
+    assert_eq!(renewal["spec"]["leaseTransitions"], 0);
+    assert_eq!(second.await.unwrap(), Round::Renewed);
+
+    let third = round(&elector);
+    let renewal = api
+        .expect("PUT", LEASE, 200, stored(lease(ME, 0, 0), "102"))
+        .await;
+    assert_eq!(
+        renewal["metadata"]["resourceVersion"], "101",
+        "each renewal carries the resourceVersion of the previous answer"
+    );
+    assert_eq!(third.await.unwrap(), Round::Renewed);
+}
+
+#[tokio::test]
+async fn a_conflicting_renewal_falls_back_to_reading_the_lease() {
+    let (elector, mut api) = setup();
+    let elector = std::sync::Arc::new(elector);
+    let first = {
+        let elector = elector.clone();
+        tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() })
+    };
+    api.expect("GET", LEASE, 200, lease(ME, 2, 7)).await;
+    api.expect("PUT", LEASE, 200, stored(lease(ME, 0, 7), "43"))
+        .await;
+    assert_eq!(first.await.unwrap(), Round::Renewed);
+
+    // Another replica took the Lease over meanwhile: the one-request renewal gets 409, the round reads the
+    // Lease, finds it held and fresh, and leaves it alone.
+    let second = tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() });
+    let renewal = api.expect("PUT", LEASE, 409, status(409, "Conflict")).await;
+    assert_eq!(renewal["metadata"]["resourceVersion"], "43");
+    api.expect("GET", LEASE, 200, stored(lease("pod-b_9", 0, 8), "44"))
+        .await;
+    assert_eq!(
+        second.await.unwrap(),
+        Round::HeldBy {
+            holder: "pod-b_9".into()
+        }
+    );
+}
+
 #[tokio::test]
 async fn losing_a_write_race_is_a_conflict_not_an_error() {
     let (elector, mut api) = setup();
@@ -214,7 +284,10 @@ async fn the_loop_leads_steps_down_after_the_renew_deadline_and_reacquires() {
     assert!(leadership.acquired().await);
     let led_at = tokio::time::Instant::now();
 
-    // The API server fails every renewal: still leader until the renew deadline (10 s) has passed.
+    // The API server fails every renewal: still leader until the renew deadline (10 s) has passed. The first
+    // failure is the one-request renewal over our own write; after it the elector reads first.
+    api.expect("PUT", LEASE, 500, status(500, "InternalError"))
+        .await;
     loop {
         api.expect("GET", LEASE, 500, status(500, "InternalError"))
             .await;
