@@ -1,4 +1,13 @@
 //! The controller crate's integration tests, one test binary (one link instead of one per file): a module
-//! per concern. Run one with `cargo test -p kubetrain-controller --test controller <module>::`.
+//! per concern. Run one module with
+//! `cargo test -p kubetrain-controller --test controller <module>::`, e.g. `webhook_server::`.
 
+mod controller_run;
 mod election_lease;
+mod http_endpoints;
+mod manifests_deploy;
+mod runtime_finalizer;
+mod scale_controller;
+mod status_server;
+mod webhook_limits;
+mod webhook_server;

@@ -2,7 +2,7 @@
 //! exactly what the code declares, webhook paths served, every document parses.
 //!
 //! Regenerate the generated files with
-//! `KUBETRAIN_BLESS=1 cargo test -p kubetrain-controller --test manifests_deploy`.
+//! `KUBETRAIN_BLESS=1 cargo test -p kubetrain-controller --test controller manifests_deploy`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -52,7 +52,7 @@ fn check_generated(name: &str, generated: &str) {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "{} is out of date; regenerate with KUBETRAIN_BLESS=1 cargo test -p kubetrain-controller --test manifests_deploy",
+        "{} is out of date; regenerate with KUBETRAIN_BLESS=1 cargo test -p kubetrain-controller --test controller manifests_deploy",
         path.display()
     );
 }

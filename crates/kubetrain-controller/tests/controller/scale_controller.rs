@@ -2,7 +2,7 @@
 //! server with 10,000 TrainJobs: every one must end up with its runtime snapshot and its JobSet, owned by it.
 //!
 //! `scale_report` (ignored) prints throughput and peak memory for docs/benchmarks.md:
-//! `cargo test --release -p kubetrain-controller --test scale_controller -- --ignored --nocapture`.
+//! `cargo test --release -p kubetrain-controller --test controller scale_controller -- --ignored --nocapture`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
