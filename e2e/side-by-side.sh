@@ -68,12 +68,18 @@ py generate-invalid --out "$OUT/invalid"
 
 # perf_controller OPERATOR: the cluster's TrainJob controller restarted as a fresh process with an identity of
 # its own (upstream's otherwise shares the admin certificate with JobSet, Kueue and kwok), so its CPU seconds,
-# peak RSS and API requests (an APF FlowSchema matching that identity) are its alone. Sets perf_pid and
-# perf_identity.
+# peak RSS and API requests (an APF FlowSchema matching that identity) are its alone. Both elect a leader, as
+# they are deployed (upstream's manifests set leaderElect: true with 15 s / 10 s / 2 s; ours is on by default),
+# so both pay for their Lease renewals; the old process's Lease is deleted first, so the new one leads at once,
+# and the run starts only once it does. Sets perf_pid and perf_identity.
 perf_controller() {
+    stop upstream-trainer
+    stop kubetrain-operator
+    kubectl_admin -n kubeflow-system delete lease trainer.kubeflow.org --ignore-not-found >/dev/null
     case $1 in
         upstream)
-            stop upstream-trainer
+            sed 's/^leaderElection: .*$/leaderElection: {leaderElect: true, resourceName: trainer.kubeflow.org, resourceNamespace: kubeflow-system, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}/' \
+                "$E2E_STATE/trainer-config.yaml" >"$E2E_STATE/trainer-config-perf.yaml"
             if [[ ! -f $PKI/upstream-trainer.crt ]]; then
                 sign upstream-trainer "/CN=kubeflow-trainer-controller-manager"
                 kubectl_admin create clusterrolebinding sbs-upstream-trainer --clusterrole cluster-admin \
@@ -82,17 +88,17 @@ perf_controller() {
             write_kubeconfig "$E2E_STATE/upstream-trainer.kubeconfig" "    client-certificate: $PKI/upstream-trainer.crt
     client-key: $PKI/upstream-trainer.key"
             start upstream-trainer env KUBECONFIG="$E2E_STATE/upstream-trainer.kubeconfig" \
-                "$(UPSTREAM_BIN)/trainer-controller-manager" --config "$E2E_STATE/trainer-config.yaml"
+                "$(UPSTREAM_BIN)/trainer-controller-manager" --config "$E2E_STATE/trainer-config-perf.yaml"
             wait_ready upstream-trainer "http://127.0.0.1:$UPSTREAM_PROBE_PORT/readyz"
             perf_pid=$(cat "$PIDS/upstream-trainer.pid") perf_identity=user:kubeflow-trainer-controller-manager
             ;;
         kubetrain)
-            stop kubetrain-operator
             operator_start kubetrain-operator "$OPERATOR_WEBHOOK_PORT" "$OPERATOR_METRICS_PORT" "$OPERATOR_PROBE_PORT"
             perf_pid=$(cat "$PIDS/kubetrain-operator.pid")
             perf_identity=serviceaccount:kubeflow-system/kubetrain-operator
             ;;
     esac
+    kubectl_admin -n kubeflow-system wait --for=create lease/trainer.kubeflow.org --timeout=60s >/dev/null
 }
 perf() { KUBETRAIN_E2E_API_PORT=$API_PORT "$VENV/bin/python" "$E2E_DIR/lib/perf.py" "$@"; }
 
