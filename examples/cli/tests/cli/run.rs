@@ -5,16 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn kubetrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args(args)
-        .output()
-        .expect("kubetrain runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::{arg, command, kubetrain, quickstart, text};
 
 /// A TrainJob `name` on torch-distributed whose trainer is `trainer` (a YAML flow mapping's content).
 fn trainjob(name: &str, trainer: &str) -> String {
@@ -30,30 +21,27 @@ fn run_args(dir: &Path, file: &str, yaml: &str, extra: &[&str]) -> Vec<String> {
     let job = dir.join(file);
     std::fs::write(&job, yaml).unwrap();
     let run_dir = dir.join(format!("{file}.run"));
-    let mut args: Vec<String> = ["run", "-f", path(&job), "--run-dir", path(&run_dir)]
+    let mut args: Vec<String> = ["run", "-f", arg(&job), "--run-dir", arg(&run_dir)]
         .map(String::from)
         .into();
     args.extend(extra.iter().map(|a| a.to_string()));
     args
 }
 
-fn path(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 temp path")
-}
-
 /// Runs `yaml` with `kubetrain run` in a fresh temporary directory.
 fn run_job(yaml: &str, extra: &[&str]) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let args = run_args(dir.path(), "job.yaml", yaml, extra);
-    kubetrain(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    kubetrain(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)
 }
 
 #[test]
 fn quickstart_runs_every_rank_and_the_loss_goes_down() {
     let dir = tempfile::tempdir().unwrap();
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
-    let run_dir = dir.path().to_str().unwrap();
-    let out = kubetrain(&["run", "-f", path, "--run-dir", run_dir]);
+    let out = kubetrain(
+        &["run", "-f", &quickstart(), "--run-dir", arg(dir.path())],
+        None,
+    );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     for rank in 0..2 {
@@ -138,7 +126,7 @@ fn a_job_needing_gpus_this_machine_lacks_is_refused_with_kueues_reason() {
     let queue = tempfile::tempdir().unwrap();
     let out = run_job(
         &gpu,
-        &["--capacity", "gpu=0", "--queue-dir", path(queue.path())],
+        &["--capacity", "gpu=0", "--queue-dir", arg(queue.path())],
     );
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
@@ -181,13 +169,13 @@ fn two_core_run(dir: &Path, queue: &Path, name: &str, script: &str, extra: &[&st
         name,
         &format!("command: [sh, -c, {script:?}], resourcesPerNode: {{requests: {{cpu: '2'}}}}"),
     );
-    let mut more = vec!["--capacity", "cpu=2", "--queue-dir", path(queue)];
+    let mut more = vec!["--capacity", "cpu=2", "--queue-dir", arg(queue)];
     more.extend_from_slice(extra);
     run_args(dir, &format!("{name}.yaml"), &yaml, &more)
 }
 
 fn spawn(args: &[String]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+    command()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -239,7 +227,10 @@ fn concurrent_runs_queue_for_the_declared_capacity() {
         "true",
         &["--queue-timeout", "300ms"],
     );
-    let timed_out = kubetrain(&impatient.iter().map(String::as_str).collect::<Vec<_>>());
+    let timed_out = kubetrain(
+        &impatient.iter().map(String::as_str).collect::<Vec<_>>(),
+        None,
+    );
     let interrupted = spawn(&two_core_run(
         dir.path(),
         &queue,
@@ -263,7 +254,10 @@ fn concurrent_runs_queue_for_the_declared_capacity() {
         "echo started",
         &["--no-queue"],
     );
-    let unqueued = kubetrain(&unqueued.iter().map(String::as_str).collect::<Vec<_>>());
+    let unqueued = kubetrain(
+        &unqueued.iter().map(String::as_str).collect::<Vec<_>>(),
+        None,
+    );
     std::fs::write(&release, "").unwrap();
 
     let first = first.wait_with_output().unwrap();
@@ -328,7 +322,7 @@ fn an_unusable_queue_directory_is_an_error_that_names_the_fix() {
     let not_a_dir = dir.path().join("file");
     std::fs::write(&not_a_dir, "").unwrap();
     let yaml = trainjob("blocked", "command: [\"true\"]");
-    let out = run_job(&yaml, &["--queue-dir", path(&not_a_dir.join("queue"))]);
+    let out = run_job(&yaml, &["--queue-dir", arg(&not_a_dir.join("queue"))]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("creating the queue directory"), "{err}");
@@ -365,7 +359,7 @@ fn a_second_run_of_the_same_job_is_refused_and_the_first_says_where_its_files_ar
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let second = kubetrain(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let second = kubetrain(&args.iter().map(String::as_str).collect::<Vec<_>>(), None);
     let stderr = text(&second.stderr);
     assert_eq!(second.status.code(), Some(1), "{stderr}");
     assert!(
@@ -444,15 +438,17 @@ fn zero_nodes_runs_nothing_and_says_so() {
 fn the_training_codes_progress_is_shown_and_the_run_is_kept() {
     // train-demo reports through the run's loopback status endpoint (KUBEFLOW_TRAINER_SERVER_*).
     let dir = tempfile::tempdir().unwrap();
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
-    let out = kubetrain(&[
-        "run",
-        "-f",
-        path,
-        "--run-dir",
-        dir.path().to_str().unwrap(),
-        "--ignore-capacity",
-    ]);
+    let out = kubetrain(
+        &[
+            "run",
+            "-f",
+            &quickstart(),
+            "--run-dir",
+            arg(dir.path()),
+            "--ignore-capacity",
+        ],
+        None,
+    );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     // Not a terminal: plain lines, the last report at 100% with no time left.

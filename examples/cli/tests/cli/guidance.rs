@@ -3,42 +3,9 @@
 //! aligned tables. Outputs the issue spells out are asserted exactly.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
-fn kubetrain(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubetrain runs");
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("kubetrain exits")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, content).unwrap();
-    path
-}
-
-fn arg(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+use crate::common::{arg, command, kubetrain, text, write};
 
 const HEADER: &str = "apiVersion: trainer.kubeflow.org/v1alpha1\n";
 
@@ -291,7 +258,7 @@ fn yaml_errors_name_the_file() {
 
 /// Reads one line of `args`' stdout, closes the pipe and waits: the process must end without a word.
 fn stop_reading_after_one_line(args: &[&str], stdin: Option<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+    let mut child = command()
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

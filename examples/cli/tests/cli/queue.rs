@@ -1,43 +1,25 @@
 //! `kubetrain queue simulate|explain` with TrainJobs (issue 15, item 1): built-in runtimes embedded,
 //! custom ones with `--runtime FILE`, `explain NAMESPACE/NAME` finding the TrainJob.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn kubetrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args(args)
-        .output()
-        .expect("kubetrain runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::{arg, example, kubetrain, text, write};
 
 fn manifest(name: &str) -> String {
-    format!("{}/../manifests/kueue/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A scratch file for this test process.
-fn scratch(name: &str, content: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kubetrain-queue-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, content).unwrap();
-    path
+    example(&format!("manifests/kueue/{name}"))
 }
 
 #[test]
 fn simulate_admits_trainjobs_on_builtin_runtimes() {
-    let out = kubetrain(&[
-        "queue",
-        "simulate",
-        "-f",
-        &manifest("gpu-teams.yaml"),
-        "-f",
-        &manifest("gpu-teams-trainjobs.yaml"),
-    ]);
+    let out = kubetrain(
+        &[
+            "queue",
+            "simulate",
+            "-f",
+            &manifest("gpu-teams.yaml"),
+            "-f",
+            &manifest("gpu-teams-trainjobs.yaml"),
+        ],
+        None,
+    );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -63,15 +45,18 @@ fn simulate_admits_trainjobs_on_builtin_runtimes() {
 
 #[test]
 fn explain_finds_a_trainjob_by_its_name() {
-    let out = kubetrain(&[
-        "queue",
-        "explain",
-        "research/llama-70b",
-        "-f",
-        &manifest("gpu-teams.yaml"),
-        "-f",
-        &manifest("gpu-teams-trainjobs.yaml"),
-    ]);
+    let out = kubetrain(
+        &[
+            "queue",
+            "explain",
+            "research/llama-70b",
+            "-f",
+            &manifest("gpu-teams.yaml"),
+            "-f",
+            &manifest("gpu-teams-trainjobs.yaml"),
+        ],
+        None,
+    );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
@@ -120,22 +105,26 @@ spec:
 
 #[test]
 fn explain_uses_a_custom_runtime_given_with_runtime() {
-    let job = scratch("probe.yaml", CUSTOM_JOB);
-    let runtime = scratch("runtime.yaml", RUNTIME);
-    let job = job.to_str().unwrap();
-    let out = kubetrain(&[
-        "queue",
-        "explain",
-        "research/probe",
-        "-f",
-        &manifest("gpu-teams.yaml"),
-        "-f",
-        job,
-        "--runtime",
-        runtime.to_str().unwrap(),
-        "-o",
-        "json",
-    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(dir.path(), "probe.yaml", CUSTOM_JOB);
+    let runtime = write(dir.path(), "runtime.yaml", RUNTIME);
+    let job = arg(&job);
+    let out = kubetrain(
+        &[
+            "queue",
+            "explain",
+            "research/probe",
+            "-f",
+            &manifest("gpu-teams.yaml"),
+            "-f",
+            job,
+            "--runtime",
+            arg(&runtime),
+            "-o",
+            "json",
+        ],
+        None,
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["key"], "research/trainjob-probe");
@@ -143,15 +132,18 @@ fn explain_uses_a_custom_runtime_given_with_runtime() {
     assert_eq!(v["clusterQueue"], "team-research");
 
     // Without the runtime the TrainJob cannot be built: an error naming it.
-    let out = kubetrain(&[
-        "queue",
-        "explain",
-        "research/probe",
-        "-f",
-        &manifest("gpu-teams.yaml"),
-        "-f",
-        job,
-    ]);
+    let out = kubetrain(
+        &[
+            "queue",
+            "explain",
+            "research/probe",
+            "-f",
+            &manifest("gpu-teams.yaml"),
+            "-f",
+            job,
+        ],
+        None,
+    );
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(stderr.contains("TrainJob/research/probe: "), "{stderr}");

@@ -9,6 +9,8 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use crate::common::{arg, command, example, text};
+
 /// Runs share 2 cores: one at a time, so throughput and restore times are this machine's, not a contest.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -59,14 +61,10 @@ struct Run {
 
 impl Run {
     fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.out.stdout).into_owned()
+        text(&self.out.stdout)
     }
     fn all(&self) -> String {
-        format!(
-            "{}\n{}",
-            self.stdout(),
-            String::from_utf8_lossy(&self.out.stderr)
-        )
+        format!("{}\n{}", self.stdout(), text(&self.out.stderr))
     }
     fn step(&self, name: &str) -> &Value {
         let steps = self.report.as_ref().expect("acceptance.json")["steps"]
@@ -84,7 +82,7 @@ fn run(edits: &[(&str, &str)], hold: impl FnOnce(&Path)) -> Run {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let queue = dir.path().join("queue");
-    let mut plan = PLAN.replace("QUEUE_DIR", queue.to_str().unwrap());
+    let mut plan = PLAN.replace("QUEUE_DIR", arg(&queue));
     for (from, to) in edits {
         assert!(plan.contains(from), "edit {from:?} does not match the plan");
         plan = plan.replacen(from, to, 1);
@@ -93,15 +91,8 @@ fn run(edits: &[(&str, &str)], hold: impl FnOnce(&Path)) -> Run {
     std::fs::write(&file, plan).unwrap();
     hold(&queue);
     let out_dir = dir.path().join("report");
-    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args([
-            "acceptance",
-            "run",
-            "-f",
-            file.to_str().unwrap(),
-            "--local",
-            "--out",
-        ])
+    let out = command()
+        .args(["acceptance", "run", "-f", arg(&file), "--local", "--out"])
         .arg(&out_dir)
         .output()
         .expect("kubetrain runs");
@@ -172,9 +163,9 @@ fn a_short_plan_passes_every_step_and_proves_the_restore() {
 /// Loads the page in headless Chromium and reads what its charts drew. Without Chromium the test says
 /// so loudly and passes, except under CI (`.ci/run` installs Debian's `chromium`).
 fn check_html_in_chromium(html: &Path) {
-    let text = std::fs::read_to_string(html).unwrap();
+    let page = std::fs::read_to_string(html).unwrap();
     assert!(
-        !text.contains("http://") && !text.contains("https://"),
+        !page.contains("http://") && !page.contains("https://"),
         "the page loads nothing from elsewhere"
     );
     let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
@@ -205,16 +196,11 @@ fn check_html_in_chromium(html: &Path) {
         .arg(format!("file://{}", html.display()))
         .output()
         .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&out.stdout);
+    let dom = text(&out.stdout);
     let line = dom
         .lines()
         .find(|l| l.contains("id=\"selfcheck\""))
-        .unwrap_or_else(|| {
-            panic!(
-                "no selfcheck in the DOM: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        .unwrap_or_else(|| panic!("no selfcheck in the DOM: {}", text(&out.stderr)));
     assert!(
         line.contains("rendered: "),
         "the page's script did not run: {line}"
@@ -361,12 +347,12 @@ fn plan_errors_name_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("plan.yaml");
     std::fs::write(&file, PLAN.replace("podIndex: 1", "podIndex: 5")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args(["acceptance", "validate", "-f", file.to_str().unwrap()])
+    let out = command()
+        .args(["acceptance", "validate", "-f", arg(&file)])
         .output()
         .unwrap();
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = text(&out.stderr);
     assert!(
         stderr.contains("AcceptancePlan: spec.podDeletion.podIndex: 5 is not a trainer pod"),
         "{stderr}"
@@ -375,7 +361,7 @@ fn plan_errors_name_the_field() {
 
 /// `kubetrain collective train-demo --local-ranks 2 --checkpoint-dir DIR ...` with `args`; stdout.
 fn train_demo(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+    let out = command()
         .args([
             "collective",
             "train-demo",
@@ -390,12 +376,8 @@ fn train_demo(dir: &Path, args: &[&str]) -> String {
         .env_remove("KUBETRAIN_CHECKPOINT_DIR")
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     stdout
 }
 
@@ -463,14 +445,14 @@ fn an_interrupted_run_stops_its_pods_and_exits_130() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let plan = PLAN
-        .replace("QUEUE_DIR", dir.path().join("queue").to_str().unwrap())
+        .replace("QUEUE_DIR", arg(&dir.path().join("queue")))
         .replace("name: acceptance-short", "name: acceptance-interrupted")
         .replace("window: 3s", "window: 60s")
         .replace("afterCheckpoints: 2", "afterCheckpoints: 1000");
     let file = dir.path().join("plan.yaml");
     std::fs::write(&file, plan).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args(["acceptance", "run", "-f", file.to_str().unwrap(), "--out"])
+    let mut child = command()
+        .args(["acceptance", "run", "-f", arg(&file), "--out"])
         .arg(dir.path().join("report"))
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -520,8 +502,8 @@ fn an_interrupted_run_stops_its_pods_and_exits_130() {
 
 #[test]
 fn the_examples_validate_and_the_local_one_passes() {
-    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../acceptance");
-    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+    let examples = example("acceptance");
+    let out = command()
         .args([
             "acceptance",
             "validate",
@@ -530,19 +512,12 @@ fn the_examples_validate_and_the_local_one_passes() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "AcceptancePlan/h100-pool: valid\n"
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "AcceptancePlan/h100-pool: valid\n");
 
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+    let out = command()
         .args([
             "acceptance",
             "run",
@@ -555,12 +530,8 @@ fn the_examples_validate_and_the_local_one_passes() {
         .env("KUBETRAIN_QUEUE_DIR", dir.path().join("queue"))
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("acceptance local: PASSED"), "{stdout}");
     assert!(dir.path().join("report/acceptance.json").exists());
     assert!(dir.path().join("report/acceptance.html").exists());

@@ -3,10 +3,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+
+use crate::common::{arg, command, quickstart, text};
 
 const TRAINJOBS: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs";
 
@@ -112,6 +115,8 @@ fn fake_api_server() -> (u16, Arc<Mutex<Vec<String>>>) {
     (port, seen)
 }
 
+/// `kubetrain args` against a fresh fake API server, reached through a kubeconfig naming it: the output and
+/// the requests the server saw.
 fn kubetrain(args: &[&str]) -> (Output, Vec<String>) {
     let (port, seen) = fake_api_server();
     let dir = tempfile::tempdir().unwrap();
@@ -125,7 +130,7 @@ fn kubetrain(args: &[&str]) -> (Output, Vec<String>) {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+    let out = command()
         .args(args)
         .env("KUBECONFIG", &kubeconfig)
         .env("HOME", dir.path())
@@ -136,12 +141,8 @@ fn kubetrain(args: &[&str]) -> (Output, Vec<String>) {
 }
 
 fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
 }
 
 #[test]
@@ -187,8 +188,7 @@ fn list_as_json() {
 
 #[test]
 fn submit_creates_the_trainjob_in_the_context_namespace() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
-    let (out, seen) = kubetrain(&["submit", "-f", path, "-n", "team-a"]);
+    let (out, seen) = kubetrain(&["submit", "-f", &quickstart(), "-n", "team-a"]);
     assert_eq!(
         stdout(&out),
         "trainjob.trainer.kubeflow.org/quickstart created\n"
@@ -214,14 +214,8 @@ fn submit_takes_directories_and_repeats_and_creates_every_trainjob() {
         format!("{}---\n{}", job("a1"), job("a2")),
     )
     .unwrap();
-    let quickstart = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
-    let (out, seen) = kubetrain(&[
-        "submit",
-        "-f",
-        dir.path().to_str().unwrap(),
-        "--filename",
-        quickstart,
-    ]);
+    let quickstart = quickstart();
+    let (out, seen) = kubetrain(&["submit", "-f", arg(dir.path()), "--filename", &quickstart]);
     assert_eq!(
         stdout(&out),
         "trainjob.trainer.kubeflow.org/a1 created\ntrainjob.trainer.kubeflow.org/a2 created\n\
@@ -232,10 +226,10 @@ fn submit_takes_directories_and_repeats_and_creates_every_trainjob() {
     // A file without a TrainJob creates nothing and says so.
     let empty = dir.path().join("empty.json");
     std::fs::write(&empty, "").unwrap();
-    let (out, seen) = kubetrain(&["submit", "-f", empty.to_str().unwrap()]);
+    let (out, seen) = kubetrain(&["submit", "-f", arg(&empty)]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
+        text(&out.stderr),
         format!("error: {} holds no TrainJob\n", empty.display())
     );
     assert!(!seen.iter().any(|s| s.starts_with("POST")), "{seen:?}");
@@ -261,7 +255,7 @@ fn logs_wait_delete_and_runtimes() {
 
     let (out, _) = kubetrain(&["delete", "ghost"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("TrainJob \"ghost\" not found"));
+    assert!(text(&out.stderr).contains("TrainJob \"ghost\" not found"));
 
     let (out, _) = kubetrain(&["runtimes"]);
     let text = stdout(&out);
@@ -291,8 +285,8 @@ fn kubetrain_with_flags(args: &[&str]) -> Output {
     )
     .unwrap();
     let mut all = args.to_vec();
-    all.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
-    Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+    all.extend(["--kubeconfig", arg(&kubeconfig)]);
+    command()
         .args(all)
         .env_remove("KUBECONFIG")
         .env("HOME", dir.path())
@@ -303,34 +297,26 @@ fn kubetrain_with_flags(args: &[&str]) -> Output {
 #[test]
 fn kubeconfig_and_context_flags_choose_the_cluster_and_unreachable_servers_are_named_once() {
     let out = kubetrain_with_flags(&["get", "mnist", "--context", "a"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(stdout(&out).starts_with("NAME"), "{}", stdout(&out));
     // The file's current context `b` points at a port nobody listens on.
     for args in [&["get", "mnist"][..], &["list"], &["runtimes"]] {
         let out = kubetrain_with_flags(args);
         assert!(!out.status.success());
         assert_eq!(
-            String::from_utf8_lossy(&out.stderr),
+            text(&out.stderr),
             "error: cannot reach https://127.0.0.1:1: connection refused\n",
             "{args:?}"
         );
     }
     let out = kubetrain_with_flags(&["list", "--context", "nope"]);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("nope"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(text(&out.stderr).contains("nope"), "{}", text(&out.stderr));
 }
 
 #[test]
 fn runtimes_without_a_cluster_are_the_built_in_ones() {
     let home = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+    let out = command()
         .arg("runtimes")
         .env_remove("KUBECONFIG")
         .env_remove("KUBERNETES_SERVICE_HOST")
@@ -338,20 +324,17 @@ fn runtimes_without_a_cluster_are_the_built_in_ones() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let text = stdout(&out);
-    assert!(text.starts_with("NAME "), "{text}");
-    assert!(text.contains("\ntorch-distributed "), "{text}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no cluster configured"));
-    let local = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args(["runtimes", "--local"])
-        .output()
-        .unwrap();
-    assert_eq!(stdout(&local), text);
+    let listing = stdout(&out);
+    assert!(listing.starts_with("NAME "), "{listing}");
+    assert!(listing.contains("\ntorch-distributed "), "{listing}");
+    assert!(text(&out.stderr).contains("no cluster configured"));
+    let local = command().args(["runtimes", "--local"]).output().unwrap();
+    assert_eq!(stdout(&local), listing);
 }
 
 /// `kubetrain` with `$TMPDIR` (where local runs are kept) at `tmp`.
-fn local(tmp: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubetrain"))
+fn local(tmp: &Path, args: &[&str]) -> Output {
+    command()
         .args(args)
         .env("TMPDIR", tmp)
         .output()
@@ -359,7 +342,7 @@ fn local(tmp: &std::path::Path, args: &[&str]) -> Output {
 }
 
 /// A 2-node TrainJob `name` whose ranks print two lines around waiting for the file `gate`.
-fn gated_job(dir: &std::path::Path, name: &str, gate: &std::path::Path) -> std::path::PathBuf {
+fn gated_job(dir: &Path, name: &str, gate: &Path) -> PathBuf {
     let file = dir.join(format!("{name}.yaml"));
     let script = format!(
         "echo rank $PET_NODE_RANK up; while [ ! -e {} ]; do sleep 0.05; done; echo rank $PET_NODE_RANK done",
@@ -383,26 +366,16 @@ fn a_detached_run_can_be_watched_waited_for_and_listed() {
     let job = gated_job(tmp.path(), "bg", &gate);
     let out = local(
         tmp.path(),
-        &[
-            "run",
-            "-f",
-            job.to_str().unwrap(),
-            "--detach",
-            "--ignore-capacity",
-        ],
+        &["run", "-f", arg(&job), "--detach", "--ignore-capacity"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let first = stdout(&out).lines().next().unwrap().to_owned();
     assert!(
         first.starts_with("TrainJob default/bg runs in the background: run "),
         "{first}"
     );
     let dir = first.rsplit("run directory ").next().unwrap().to_owned();
-    assert!(dir.starts_with(tmp.path().to_str().unwrap()), "{dir}");
+    assert!(dir.starts_with(arg(tmp.path())), "{dir}");
 
     let out = local(
         tmp.path(),
@@ -434,7 +407,7 @@ fn a_detached_run_can_be_watched_waited_for_and_listed() {
         stdout(&out),
         "trainjob.trainer.kubeflow.org/bg Complete\n",
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        text(&out.stderr)
     );
 
     // Kept logs per pod, as the pods wrote them.
@@ -442,11 +415,7 @@ fn a_detached_run_can_be_watched_waited_for_and_listed() {
     assert_eq!(stdout(&out), "rank 1 up\nrank 1 done\n");
     let out = local(tmp.path(), &["logs", "bg", "--local", "-f"]);
     assert_eq!(stdout(&out), "rank 0 up\nrank 0 done\n");
-    assert!(
-        std::path::Path::new(&dir)
-            .join("logs/bg-node-0-0.log")
-            .exists()
-    );
+    assert!(Path::new(&dir).join("logs/bg-node-0-0.log").exists());
 
     let out = local(tmp.path(), &["get", "bg", "--local", "-o", "json"]);
     let view: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -467,10 +436,7 @@ fn a_detached_run_can_be_watched_waited_for_and_listed() {
     );
     let out = local(tmp.path(), &["get", "other", "--local"]);
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("TrainJob default/other has no run on this machine")
-    );
+    assert!(text(&out.stderr).contains("TrainJob default/other has no run on this machine"));
 }
 
 #[test]
@@ -480,19 +446,9 @@ fn deleting_a_running_local_run_stops_it_and_removes_its_runs() {
     let job = gated_job(tmp.path(), "stopme", &gate);
     let out = local(
         tmp.path(),
-        &[
-            "run",
-            "-f",
-            job.to_str().unwrap(),
-            "--detach",
-            "--ignore-capacity",
-        ],
+        &["run", "-f", arg(&job), "--detach", "--ignore-capacity"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let out = local(
         tmp.path(),
         &[
@@ -505,11 +461,7 @@ fn deleting_a_running_local_run_stops_it_and_removes_its_runs() {
             "1",
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let out = local(tmp.path(), &["get", "stopme", "--local", "-o", "json"]);
     assert_eq!(
         serde_json::from_str::<Value>(&stdout(&out)).unwrap()["status"],

@@ -1,36 +1,10 @@
 //! `kubetrain validate` and `kubetrain crd` as a user runs them.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-
-fn kubetrain(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubetrain runs");
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("kubetrain exits")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::{arg, kubetrain, quickstart, text};
 
 #[test]
 fn quickstart_is_valid_against_builtin_runtimes() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/quickstart.yaml");
-    let out = kubetrain(&["validate", "-f", path], None);
+    let out = kubetrain(&["validate", "-f", &quickstart()], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "TrainJob/quickstart valid\n");
 }
@@ -77,13 +51,7 @@ fn runtimes_come_from_runtime_files_and_warnings_do_not_fail() {
     .expect("write runtime");
     let job = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: j}\nspec: {runtimeRef: {name: old-rt}}\n";
     let out = kubetrain(
-        &[
-            "validate",
-            "-f",
-            "-",
-            "--runtime",
-            runtime.to_str().unwrap(),
-        ],
+        &["validate", "-f", "-", "--runtime", arg(&runtime)],
         Some(job),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -94,7 +62,7 @@ fn runtimes_come_from_runtime_files_and_warnings_do_not_fail() {
             "-f",
             "-",
             "--runtime",
-            runtime.to_str().unwrap(),
+            arg(&runtime),
             "-o",
             "json",
         ],

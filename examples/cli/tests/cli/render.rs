@@ -1,28 +1,6 @@
 //! `kubetrain render` as a user runs it: Flux, TrainJobStatus, owner references and canonical quantities.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-
-fn kubetrain(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kubetrain"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubetrain runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    child.wait_with_output().expect("kubetrain exits")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::{arg, kubetrain, text};
 
 const FLUX: &str = "apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
@@ -47,7 +25,7 @@ spec:
 
 #[test]
 fn flux_trainjob_renders_the_jobset_configmap_and_secret_unowned_without_uid() {
-    let out = kubetrain(&["render", "-f", "-"], FLUX);
+    let out = kubetrain(&["render", "-f", "-"], Some(FLUX));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let kinds: Vec<&str> = stdout
@@ -65,13 +43,16 @@ fn flux_trainjob_renders_the_jobset_configmap_and_secret_unowned_without_uid() {
     assert!(stdout.contains("cpu: \"2\""), "{stdout}");
     assert!(!stdout.contains("2000m"));
     // Deterministic.
-    assert_eq!(kubetrain(&["render", "-f", "-"], FLUX).stdout, out.stdout);
+    assert_eq!(
+        kubetrain(&["render", "-f", "-"], Some(FLUX)).stdout,
+        out.stdout
+    );
 }
 
 #[test]
 fn trainjob_status_plugin_is_opt_in() {
     let job = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: mnist, namespace: ml, uid: u-1234}\nspec: {runtimeRef: {name: torch-distributed}}\n";
-    let off = text(&kubetrain(&["render", "-f", "-"], job).stdout);
+    let off = text(&kubetrain(&["render", "-f", "-"], Some(job)).stdout);
     assert!(!off.contains("KUBEFLOW_TRAINER_SERVER_URL"));
     assert!(off.contains("uid: u-1234"), "{off}");
 
@@ -88,11 +69,11 @@ fn trainjob_status_plugin_is_opt_in() {
             "-f",
             "-",
             "--trainjob-status-ca",
-            ca.to_str().unwrap(),
+            arg(&ca),
             "--operator-namespace",
             "trainer-system",
         ],
-        job,
+        Some(job),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let on = text(&out.stdout);
@@ -111,7 +92,7 @@ fn trainjob_status_plugin_is_opt_in() {
             "--trainjob-status-ca",
             "/nonexistent/ca.crt",
         ],
-        job,
+        Some(job),
     );
     assert!(!missing.status.success());
     assert!(text(&missing.stderr).contains("--trainjob-status-ca"));
@@ -129,8 +110,8 @@ fn private_key(stdout: &str) -> String {
 #[test]
 fn mpi_ssh_keys_are_random_unless_seeded() {
     let job = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: ds, namespace: ml}\nspec: {runtimeRef: {name: deepspeed-distributed}}\n";
-    let first = kubetrain(&["render", "-f", "-"], job);
-    let second = kubetrain(&["render", "-f", "-"], job);
+    let first = kubetrain(&["render", "-f", "-"], Some(job));
+    let second = kubetrain(&["render", "-f", "-"], Some(job));
     assert!(first.status.success(), "{}", text(&first.stderr));
     assert!(second.status.success(), "{}", text(&second.stderr));
     // Without --seed the key is not a function of the TrainJob's name: two runs differ, and nothing warns.
@@ -145,8 +126,8 @@ fn mpi_ssh_keys_are_random_unless_seeded() {
     );
 
     // --seed: byte-identical output, and a warning that the keys are not secret.
-    let seeded = kubetrain(&["render", "-f", "-", "--seed", "5"], job);
-    let again = kubetrain(&["render", "-f", "-", "--seed", "5"], job);
+    let seeded = kubetrain(&["render", "-f", "-", "--seed", "5"], Some(job));
+    let again = kubetrain(&["render", "-f", "-", "--seed", "5"], Some(job));
     assert!(seeded.status.success(), "{}", text(&seeded.stderr));
     assert_eq!(seeded.stdout, again.stdout);
     let warning = text(&seeded.stderr);
@@ -157,7 +138,7 @@ fn mpi_ssh_keys_are_random_unless_seeded() {
     assert_ne!(
         private_key(&text(&seeded.stdout)),
         private_key(&text(
-            &kubetrain(&["render", "-f", "-", "--seed", "6"], job).stdout
+            &kubetrain(&["render", "-f", "-", "--seed", "6"], Some(job)).stdout
         ))
     );
 }

@@ -1,0 +1,13 @@
+//! The `kubetrain` command line as a user runs it, one test binary (one link instead of seven): a module
+//! per command family, the helpers they share in `common`. Run one family with its module path, e.g.
+//! `cargo test -p kubetrain-cli --test cli acceptance::`.
+
+mod common;
+
+mod acceptance;
+mod guidance;
+mod jobs;
+mod queue;
+mod render;
+mod run;
+mod validate_and_crd;
