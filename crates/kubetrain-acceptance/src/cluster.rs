@@ -27,7 +27,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::cost::Usage;
-use crate::local::{STEPS, Steps, check_max, check_min, finish, labels_and_cost};
+use crate::local::{
+    STEPS, Steps, bench_command, check_max, check_min, finish, labels_and_cost, training_env,
+};
 use crate::metrics::{self, Metrics, TrainerSample};
 use crate::plan::{FieldError, Plan, format_duration};
 use crate::report::{Check, Host, Report, StagingPoint, TrainEvent, TrainPoint};
@@ -203,30 +205,6 @@ fn jobsets() -> ApiResource {
     resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
 }
 
-/// The bench command the plan's benchmark settings give (the same as local mode's).
-fn bench_command(plan: &Plan) -> Value {
-    let b = &plan.spec.benchmark;
-    json!([
-        "kubetrain",
-        "collective",
-        "bench",
-        "--backend",
-        b.backend,
-        "--op",
-        "all_reduce",
-        "--min-bytes",
-        b.min_bytes.0.to_string(),
-        "--max-bytes",
-        b.max_bytes.0.to_string(),
-        "--iters",
-        b.iters.to_string(),
-        "--warmup",
-        b.warmup.to_string(),
-        "--output",
-        "json"
-    ])
-}
-
 /// The TrainJobs the run creates: `(bench, training)`, in `namespace`, in the plan's queue, with the
 /// initializers pointed at the plan's sources and, for training, the checkpoint env.
 pub fn trainjobs_of(plan: &Plan, namespace: &str) -> (Value, Value) {
@@ -279,23 +257,7 @@ pub fn trainjobs_of(plan: &Plan, namespace: &str) -> (Value, Value) {
         trainer["env"] = json!([]);
     }
     if let Some(list) = trainer["env"].as_array_mut() {
-        let mut add = |k: &str, v: String| list.push(json!({"name": k, "value": v}));
-        add("KUBETRAIN_CHECKPOINT_DIR", spec.checkpoint.location.clone());
-        add(
-            "KUBETRAIN_CHECKPOINT_EVERY",
-            spec.checkpoint.every_steps.to_string(),
-        );
-        add(
-            "KUBETRAIN_CHECKPOINT_KEEP",
-            spec.checkpoint.keep.to_string(),
-        );
-        add(
-            "KUBETRAIN_TRAIN_SECONDS",
-            format!("{}", spec.training.window.0.as_secs_f64()),
-        );
-        if let Some(d) = spec.training.step_delay {
-            add("KUBETRAIN_STEP_DELAY_MS", d.0.as_millis().to_string());
-        }
+        list.extend(training_env(plan, &spec.checkpoint.location));
     }
     (bench, train)
 }

@@ -153,6 +153,65 @@ fn job_yaml(plan: &Plan, edit: impl FnOnce(&mut Value)) -> String {
     docs.join("\n---\n")
 }
 
+/// The bench pods' command, from the plan's benchmark settings: one definition for both modes, so a local
+/// run measures what a cluster run does.
+pub(crate) fn bench_command(plan: &Plan) -> Value {
+    let b = &plan.spec.benchmark;
+    json!([
+        "kubetrain",
+        "collective",
+        "bench",
+        "--backend",
+        b.backend,
+        "--op",
+        "all_reduce",
+        "--min-bytes",
+        b.min_bytes.0.to_string(),
+        "--max-bytes",
+        b.max_bytes.0.to_string(),
+        "--iters",
+        b.iters.to_string(),
+        "--warmup",
+        b.warmup.to_string(),
+        "--output",
+        "json"
+    ])
+}
+
+/// The env the training pods get from the plan: where, how often and how many checkpoints to keep, and how
+/// long to train; `checkpoint_dir` is the plan's location as the pods see it. One list for both modes.
+pub(crate) fn training_env(plan: &Plan, checkpoint_dir: &str) -> Vec<Value> {
+    let spec = &plan.spec;
+    let mut env = vec![
+        ("KUBETRAIN_CHECKPOINT_DIR", checkpoint_dir.to_string()),
+        (
+            "KUBETRAIN_CHECKPOINT_EVERY",
+            spec.checkpoint.every_steps.to_string(),
+        ),
+        (
+            "KUBETRAIN_CHECKPOINT_KEEP",
+            spec.checkpoint.keep.to_string(),
+        ),
+        (
+            "KUBETRAIN_TRAIN_SECONDS",
+            format!("{}", spec.training.window.0.as_secs_f64()),
+        ),
+    ];
+    if let Some(d) = spec.training.step_delay {
+        env.push(("KUBETRAIN_STEP_DELAY_MS", d.0.as_millis().to_string()));
+    }
+    env.into_iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect()
+}
+
+/// The benchmark step's TrainJob (and runtimes) for the local runner: the plan's job running [`bench_command`].
+fn bench_job_yaml(plan: &Plan) -> String {
+    job_yaml(plan, |job| {
+        trainer_mut(job).insert("command".into(), bench_command(plan));
+    })
+}
+
 fn trainer_mut(job: &mut Value) -> &mut serde_json::Map<String, Value> {
     if !job["spec"]["trainer"].is_object() {
         job["spec"]["trainer"] = json!({});
@@ -445,31 +504,7 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
 
     // 1. Queue.
     let t = Instant::now();
-    let bench_yaml = job_yaml(plan, |job| {
-        let b = &spec.benchmark;
-        trainer_mut(job).insert(
-            "command".into(),
-            json!([
-                "kubetrain",
-                "collective",
-                "bench",
-                "--backend",
-                b.backend,
-                "--op",
-                "all_reduce",
-                "--min-bytes",
-                b.min_bytes.0.to_string(),
-                "--max-bytes",
-                b.max_bytes.0.to_string(),
-                "--iters",
-                b.iters.to_string(),
-                "--warmup",
-                b.warmup.to_string(),
-                "--output",
-                "json"
-            ]),
-        );
-    });
+    let bench_yaml = bench_job_yaml(plan);
     let bench_plan = match local::prepare(&bench_yaml, &catalog, &options) {
         Ok(p) => p,
         Err(e) => {
@@ -751,26 +786,9 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
             }
         }
         let train_yaml = job_yaml(plan, |job| {
-            let trainer = trainer_mut(job);
-            let env = trainer.entry("env").or_insert_with(|| json!([]));
+            let env = trainer_mut(job).entry("env").or_insert_with(|| json!([]));
             if let Some(list) = env.as_array_mut() {
-                let mut add = |k: &str, v: String| list.push(json!({"name": k, "value": v}));
-                add("KUBETRAIN_CHECKPOINT_DIR", location.clone());
-                add(
-                    "KUBETRAIN_CHECKPOINT_EVERY",
-                    spec.checkpoint.every_steps.to_string(),
-                );
-                add(
-                    "KUBETRAIN_CHECKPOINT_KEEP",
-                    spec.checkpoint.keep.to_string(),
-                );
-                add(
-                    "KUBETRAIN_TRAIN_SECONDS",
-                    format!("{}", spec.training.window.0.as_secs_f64()),
-                );
-                if let Some(d) = spec.training.step_delay {
-                    add("KUBETRAIN_STEP_DELAY_MS", d.0.as_millis().to_string());
-                }
+                list.extend(training_env(plan, &location));
             }
         });
         let mut train_plan = match local::prepare(&train_yaml, &catalog, &options) {
@@ -1256,5 +1274,42 @@ mod tests {
             Some(("ckpt-0000000050.ktckpt".into(), 50))
         );
         assert_eq!(parse_step("train-demo: 2 ranks"), None);
+    }
+
+    #[test]
+    fn the_local_bench_job_runs_the_command_a_cluster_run_gives_its_bench_job() {
+        let plan = Plan::from_yaml(&crate::plan::tests::MINIMAL.replace(
+            "  training:",
+            "  benchmark: {minBytes: 64, maxBytes: 1Ki, iters: 4, warmup: 1}\n  training:",
+        ))
+        .unwrap();
+        let yaml = bench_job_yaml(&plan);
+        let job: Value = serde_json::from_str(yaml.rsplit("\n---\n").next().unwrap()).unwrap();
+        let command = &job["spec"]["trainer"]["command"];
+        let expected = json!([
+            "kubetrain",
+            "collective",
+            "bench",
+            "--backend",
+            "cpu",
+            "--op",
+            "all_reduce",
+            "--min-bytes",
+            "64",
+            "--max-bytes",
+            "1024",
+            "--iters",
+            "4",
+            "--warmup",
+            "1",
+            "--output",
+            "json"
+        ]);
+        assert_eq!(command, &expected);
+        let (cluster_bench, _) = crate::cluster::trainjobs_of(&plan, "team");
+        assert_eq!(command, &cluster_bench["spec"]["trainer"]["command"]);
+        // Everything else is the plan's TrainJob as written.
+        assert_eq!(job["spec"]["trainer"]["numNodes"], 2);
+        assert_eq!(job["metadata"]["name"], "t");
     }
 }
