@@ -148,37 +148,6 @@ impl Call {
     }
 }
 
-fn query_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
-}
-
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(b) = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
-        i += 1;
-    }
-    String::from_utf8(out).expect("utf-8 query")
-}
-
 /// The mock API server side of a test client.
 pub(crate) struct ApiServerVerifier(pub(crate) Handle);
 
@@ -201,7 +170,7 @@ impl ApiServerVerifier {
                     (&call.method, call.path.as_str()),
                     "call {i}"
                 );
-                let query = query_pairs(request.uri().query().unwrap_or_default());
+                let query = crate::mock::query_pairs(request.uri().query().unwrap_or_default());
                 for pair in &call.query {
                     assert!(
                         query.contains(pair),

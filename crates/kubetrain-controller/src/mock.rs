@@ -15,8 +15,13 @@
 //!
 //! Objects are stored as JSON bytes, keyed by API path. It does not validate, default, track managed fields or
 //! garbage-collect; it counts requests by verb so callers can assert on traffic, records them when asked
-//! ([`FakeApiServer::record_requests`]) so an SDK's tests can check every request it makes, and runs a hook
-//! before each answer ([`FakeApiServer::on_request`]) so a test can change the world between two polls.
+//! ([`FakeApiServer::record_requests`]) so a test can check every request a component makes, in order, and
+//! runs a hook before each answer ([`FakeApiServer::on_request`]) so a test can change the world between two
+//! polls. For failures the store cannot produce, [`FakeApiServer::intercept`] answers chosen requests with a
+//! canned reply (a 403, a missing API group); [`FakeApiServer::hold`] keeps chosen requests unanswered until
+//! the test releases each one (a write in flight while others arrive). Errors carry the API server's
+//! messages (`priorityclasses.scheduling.k8s.io "high" not found`), so code that passes them on can be
+//! checked word for word.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -83,6 +88,12 @@ const SERVED: &[(&str, &str, &str, bool)] = &[
     ("v1", "secrets", "Secret", true),
     ("events.k8s.io/v1", "events", "Event", true),
     ("v1", "pods", "Pod", true),
+    (
+        "scheduling.k8s.io/v1",
+        "priorityclasses",
+        "PriorityClass",
+        false,
+    ),
 ];
 
 /// Where an object lives: apiVersion, plural, namespace ("" when cluster-scoped), name.
@@ -132,6 +143,53 @@ pub struct Recorded {
 /// A hook run before each answer; see [`FakeApiServer::on_request`].
 type Hook = Arc<dyn Fn(&Recorded, &FakeApiServer) + Send + Sync>;
 
+/// Canned replies; see [`FakeApiServer::intercept`].
+type Intercept = Arc<dyn Fn(&Recorded) -> Option<(u16, Value)> + Send + Sync>;
+
+/// Which requests to hold and where to hand them; see [`FakeApiServer::hold`].
+struct Gate {
+    holds: Box<dyn Fn(&Recorded) -> bool + Send + Sync>,
+    to_test: tokio::sync::mpsc::UnboundedSender<HeldRequest>,
+}
+
+/// An API `Status` failure as the API server sends it, with its HTTP code: for
+/// [`FakeApiServer::intercept`] replies, e.g. `api_status(403, "Forbidden", "... is forbidden")`.
+pub fn api_status(code: u16, reason: &str, message: &str) -> (u16, Value) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": message, "reason": reason, "code": code}),
+    )
+}
+
+/// The requests held by [`FakeApiServer::hold`], in arrival order.
+#[derive(Debug)]
+pub struct Held(tokio::sync::mpsc::UnboundedReceiver<HeldRequest>);
+
+impl Held {
+    /// The next held request; waits until one arrives. `None` once the server is gone or another
+    /// [`FakeApiServer::hold`] replaced this one.
+    pub async fn next(&mut self) -> Option<HeldRequest> {
+        self.0.recv().await
+    }
+}
+
+/// One request the server holds unanswered; answered (from the store as it is then) when released or
+/// dropped.
+#[derive(Debug)]
+pub struct HeldRequest {
+    /// The request, as the request log shows it.
+    pub request: Recorded,
+    release: tokio::sync::oneshot::Sender<()>,
+}
+
+impl HeldRequest {
+    /// Lets the server answer it.
+    pub fn release(self) {
+        let _ = self.release.send(());
+    }
+}
+
 /// A ServiceAccount token the fake API server's TokenReview knows.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FakeToken {
@@ -168,6 +226,8 @@ struct State {
     /// `None` until [`FakeApiServer::record_requests`].
     recorded: Mutex<Option<Vec<Recorded>>>,
     hook: Mutex<Option<Hook>>,
+    intercept: Mutex<Option<Intercept>>,
+    gate: Mutex<Option<Gate>>,
     counters: Counters,
     revision: AtomicU64,
 }
@@ -213,6 +273,39 @@ impl FakeApiServer {
     /// The requests recorded since [`FakeApiServer::record_requests`], in the order they arrived.
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.state.recorded).clone().unwrap_or_default()
+    }
+
+    /// The requests recorded so far, emptying the log (recording goes on): a test checks a component's
+    /// requests one step at a time.
+    pub fn take_requests(&self) -> Vec<Recorded> {
+        lock(&self.state.recorded)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Answers each request `reply` returns `Some((code, body))` for with that status and JSON body instead
+    /// of serving it (nothing is stored or counted): failures the store cannot produce, such as a 403 or a
+    /// cluster without an API group. The request is still recorded and seen by [`FakeApiServer::on_request`].
+    /// Replaces an earlier intercept. [`api_status`] builds the API server's failure bodies.
+    pub fn intercept(
+        &self,
+        reply: impl Fn(&Recorded) -> Option<(u16, Value)> + Send + Sync + 'static,
+    ) {
+        *lock(&self.state.intercept) = Some(Arc::new(reply));
+    }
+
+    /// Holds every request `which` selects (watches aside) unanswered and hands it to the returned [`Held`];
+    /// the server answers it once the test releases (or drops) it, from the store as it is then. Other
+    /// requests are answered meanwhile, so a test can keep one write in flight and watch what the client
+    /// does next. Replaces an earlier hold.
+    pub fn hold(&self, which: impl Fn(&Recorded) -> bool + Send + Sync + 'static) -> Held {
+        let (to_test, held) = tokio::sync::mpsc::unbounded_channel();
+        *lock(&self.state.gate) = Some(Gate {
+            holds: Box::new(which),
+            to_test,
+        });
+        Held(held)
     }
 
     /// Runs `hook` with each request (recorded or not) before it is answered: a test changes the stored
@@ -420,8 +513,9 @@ fn query<B>(request: &Request<B>, key: &str) -> Option<String> {
         .find_map(|(k, v)| (k == key).then_some(v))
 }
 
-/// `a=1&b=x%20y` → `[(a, 1), (b, x y)]`, form-decoded, empty pairs dropped.
-fn query_pairs(query: &str) -> Vec<(String, String)> {
+/// `a=1&b=x%20y` → `[(a, 1), (b, x y)]`, form-decoded, empty pairs dropped. The crate's unit-test
+/// fixtures parse queries with it too.
+pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
         .filter(|p| !p.is_empty())
@@ -495,6 +589,14 @@ fn selects(selector: &str, labels: &serde_json::Map<String, Value>) -> Option<bo
         }
     }
     Some(true)
+}
+
+/// `plural.group` as the API server names a resource in messages (`configmaps` for the core group).
+fn resource(api_version: &str, plural: &str) -> String {
+    match api_version.rsplit_once('/') {
+        Some((group, _)) => format!("{plural}.{group}"),
+        None => plural.to_owned(),
+    }
 }
 
 fn status_reply(code: u16, reason: &str, message: String) -> (StatusCode, Value) {
@@ -582,23 +684,26 @@ async fn serve(mut handle: Handle, state: Arc<State>, client: Client) {
             .unwrap_or_default();
         let hook = lock(&state.hook).clone();
         let recording = lock(&state.recorded).is_some();
-        if hook.is_some() || recording {
+        let watched = lock(&state.intercept).is_some() || lock(&state.gate).is_some();
+        let recorded = (hook.is_some() || recording || watched).then(|| {
             let pairs = query_pairs(parts.uri.query().unwrap_or_default());
             let mut uri = percent_decode(parts.uri.path());
             for (i, (k, v)) in pairs.iter().enumerate() {
                 uri.push(if i == 0 { '?' } else { '&' });
                 uri.push_str(&format!("{k}={v}"));
             }
-            let recorded = Recorded {
+            Recorded {
                 method: parts.method.to_string(),
                 uri,
                 body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            };
+            }
+        });
+        if let Some(recorded) = &recorded {
             if let Some(hook) = hook {
-                hook(&recorded, &server);
+                hook(recorded, &server);
             }
             if let Some(log) = lock(&state.recorded).as_mut() {
-                log.push(recorded);
+                log.push(recorded.clone());
             }
         }
         let request = Request::from_parts(parts, bytes);
@@ -607,31 +712,65 @@ async fn serve(mut handle: Handle, state: Arc<State>, client: Client) {
             held.push(send);
             continue;
         }
-        let (status, body) = match (request.method(), route(request.uri().path())) {
-            (&Method::GET, Some(Route::Log { key })) => {
-                state.counters.logs.fetch_add(1, Ordering::Relaxed);
-                let container = query(&request, "container").unwrap_or_default();
-                match lock(&state.logs).get(&(key.2.clone(), key.3.clone(), container)) {
-                    Some(text) => (StatusCode::OK, text.clone().into_bytes()),
-                    None => {
-                        let (status, body) =
-                            status_reply(404, "NotFound", format!("pods {:?} not found", key.3));
-                        (status, serde_json::to_vec(&body).unwrap_or_default())
-                    }
-                }
-            }
-            _ => {
-                let (status, body) = answer(request, &state);
+        let gate = recorded.as_ref().and_then(|r| {
+            lock(&state.gate)
+                .as_ref()
+                .filter(|g| (g.holds)(r))
+                .map(|g| g.to_test.clone())
+        });
+        if let (Some(to_test), Some(recorded)) = (gate, &recorded) {
+            let (release, released) = tokio::sync::oneshot::channel();
+            let _ = to_test.send(HeldRequest {
+                request: recorded.clone(),
+                release,
+            });
+            let state = state.clone();
+            let recorded = recorded.clone();
+            // Released or dropped alike: the answer comes from the store as it is then.
+            tokio::spawn(async move {
+                let _ = released.await;
+                send.send_response(respond(request, Some(&recorded), &state));
+            });
+            continue;
+        }
+        send.send_response(respond(request, recorded.as_ref(), &state));
+    }
+}
+
+/// The answer to one (non-watch) request: an intercept's canned reply, a pod log, or the store's answer.
+fn respond(
+    request: Request<Vec<u8>>,
+    recorded: Option<&Recorded>,
+    state: &State,
+) -> Response<Body> {
+    let intercept = lock(&state.intercept).clone();
+    let canned = intercept.zip(recorded).and_then(|(reply, r)| reply(r));
+    let (status, body) = if let Some((code, body)) = canned {
+        (
+            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            serde_json::to_vec(&body).unwrap_or_default(),
+        )
+    } else if let (&Method::GET, Some(Route::Log { key })) =
+        (request.method(), route(request.uri().path()))
+    {
+        state.counters.logs.fetch_add(1, Ordering::Relaxed);
+        let container = query(&request, "container").unwrap_or_default();
+        match lock(&state.logs).get(&(key.2.clone(), key.3.clone(), container)) {
+            Some(text) => (StatusCode::OK, text.clone().into_bytes()),
+            None => {
+                let (status, body) =
+                    status_reply(404, "NotFound", format!("pods {:?} not found", key.3));
                 (status, serde_json::to_vec(&body).unwrap_or_default())
             }
-        };
-        send.send_response(
-            Response::builder()
-                .status(status)
-                .body(Body::from(body))
-                .unwrap_or_else(|_| Response::new(Body::empty())),
-        );
-    }
+        }
+    } else {
+        let (status, body) = answer(request, state);
+        (status, serde_json::to_vec(&body).unwrap_or_default())
+    };
+    Response::builder()
+        .status(status)
+        .body(Body::from(body))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
 fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
@@ -651,6 +790,8 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
     let body: Value = serde_json::from_slice(request.body()).unwrap_or(Value::Null);
     let counters = &state.counters;
     let not_found = |what: &str| status_reply(404, "NotFound", format!("{what} not found"));
+    // The API server names the resource with its group: `jobsets.jobset.x-k8s.io "x" not found`.
+    let missing = |key: &Key| not_found(&format!("{} {:?}", resource(&key.0, &key.1), key.3));
 
     if method == Method::GET && path == "/version" {
         return (StatusCode::OK, version());
@@ -667,7 +808,12 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
                 })
                 .collect();
             if resources.is_empty() {
-                return not_found(&api_version);
+                // What the API server says for a group it does not serve.
+                return status_reply(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource".into(),
+                );
             }
             (
                 StatusCode::OK,
@@ -759,7 +905,7 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
                 return status_reply(
                     409,
                     "AlreadyExists",
-                    format!("{} {:?} already exists", key.1, key.3),
+                    format!("{} {:?} already exists", resource(&key.0, &key.1), key.3),
                 );
             }
             let mut object = body;
@@ -778,7 +924,7 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
                 .and_then(|b| serde_json::from_slice(b).ok())
             {
                 Some(v) => (StatusCode::OK, v),
-                None => not_found(&format!("{} {:?}", key.1, key.3)),
+                None => missing(&key),
             }
         }
         (Method::PATCH, Some(Route::Object { key, status: false }))
@@ -812,7 +958,7 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
                 .get(&key)
                 .and_then(|b| serde_json::from_slice::<Value>(b).ok())
             else {
-                return not_found(&format!("{} {:?}", key.1, key.3));
+                return missing(&key);
             };
             let expected = body["metadata"].get("resourceVersion");
             if expected.is_some_and(|v| *v != object["metadata"]["resourceVersion"]) {
@@ -820,8 +966,9 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
                     409,
                     "Conflict",
                     format!(
-                        "Operation cannot be fulfilled on {} {:?}: the object has been modified",
-                        key.1, key.3
+                        "Operation cannot be fulfilled on {} {:?}: the object has been modified; please apply your changes to the latest version and try again",
+                        resource(&key.0, &key.1),
+                        key.3
                     ),
                 );
             }
@@ -837,7 +984,7 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
                 .get(&key)
                 .and_then(|b| serde_json::from_slice::<Value>(b).ok())
             else {
-                return not_found(&format!("{} {:?}", key.1, key.3));
+                return missing(&key);
             };
             if let Some(status) = body.get("status") {
                 merge(
@@ -860,7 +1007,7 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
                     StatusCode::OK,
                     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
                 ),
-                None => not_found(&format!("{} {:?}", key.1, key.3)),
+                None => missing(&key),
             }
         }
         (method, _) => status_reply(
@@ -1013,6 +1160,69 @@ mod tests {
         );
         assert_eq!(server.requests()[0].body["metadata"]["name"], "c");
         assert_eq!((server.stats().creates, server.stats().logs), (2, 2));
+    }
+
+    #[tokio::test]
+    async fn intercepts_holds_and_speaks_the_api_servers_errors() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use k8s_openapi::api::scheduling::v1::PriorityClass;
+        use kube::api::{Api, Patch, PatchParams};
+        let server = FakeApiServer::start();
+        server.record_requests();
+        let classes: Api<PriorityClass> = Api::all(server.client());
+        let err = classes.get("high").await.unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 404
+                && s.message == "priorityclasses.scheduling.k8s.io \"high\" not found"),
+            "{err:?}"
+        );
+        server.insert(
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                             "metadata": {"name": "high"}, "value": 1000}),
+        );
+        assert_eq!(classes.get("high").await.unwrap().value, Some(1000));
+
+        server.intercept(|r| {
+            r.uri
+                .ends_with("/high")
+                .then(|| api_status(403, "Forbidden", "priorityclasses is forbidden"))
+        });
+        let err = classes.get("high").await.unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 403 && s.reason == "Forbidden"),
+            "{err:?}"
+        );
+        assert_eq!(server.stats().gets, 2, "a canned reply is not counted");
+        let seen: Vec<String> = server
+            .take_requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.uri))
+            .collect();
+        assert_eq!(
+            seen,
+            ["GET /apis/scheduling.k8s.io/v1/priorityclasses/high"; 3]
+        );
+        assert!(server.requests().is_empty(), "taken");
+
+        // A held write stays unanswered while others are served; released, it applies to the store then.
+        let mut held = server.hold(|r| r.method == "PATCH");
+        let cms: Api<ConfigMap> = Api::namespaced(server.client(), "a");
+        let cm: ConfigMap = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "a"}, "data": {"k": "v"}}))
+        .unwrap();
+        let write = tokio::spawn({
+            let cms = cms.clone();
+            async move {
+                cms.patch("c", &PatchParams::apply("m"), &Patch::Apply(&cm))
+                    .await
+            }
+        });
+        let patch = held.next().await.unwrap();
+        assert_eq!(patch.request.body["data"]["k"], "v");
+        assert!(cms.get_opt("c").await.unwrap().is_none(), "not applied yet");
+        patch.release();
+        assert_eq!(write.await.unwrap().unwrap().data.unwrap()["k"], "v");
+        assert!(cms.get_opt("c").await.unwrap().is_some());
     }
 
     #[test]
