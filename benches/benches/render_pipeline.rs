@@ -48,25 +48,15 @@ spec:
   trainer: {numNodes: 1000, resourcesPerNode: {limits: {nvidia.com/gpu: '8'}}}
 ";
 
-const FLUX: &str = "
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata: {name: flux-distributed}
-spec:
-  mlPolicy: {numNodes: 1, flux: {}}
-  template:
-    spec:
-      replicatedJobs:
-        - name: node
-          template:
-            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
-            spec: {template: {spec: {containers: [{name: node, image: 'ubuntu:jammy'}]}}}
----
+/// The shared Flux runtime (`testdata/runtimes/flux.yaml`, also `kubetrain render`'s test fixture).
+const FLUX_RUNTIME: &str = include_str!("../../testdata/runtimes/flux.yaml");
+
+const FLUX_JOB: &str = "
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata: {name: bench, namespace: default, uid: 5f0c1d2e}
 spec:
-  runtimeRef: {name: flux-distributed}
+  runtimeRef: {name: flux-runtime}
   trainer: {numNodes: 4, numProcPerNode: 4, command: [lmp, -in, in.reaxc.hns]}
 ";
 
@@ -132,7 +122,8 @@ fn benches(c: &mut Criterion) {
         runtime,
         Observed::default(),
     );
-    let docs = parse_documents(FLUX).expect("bench fixture parses");
+    let docs =
+        parse_documents(&format!("{FLUX_RUNTIME}---{FLUX_JOB}")).expect("bench fixture parses");
     let (Document::ClusterTrainingRuntime(flux_runtime), Document::TrainJob(flux)) =
         (&docs[0].document, &docs[1].document)
     else {

@@ -2,20 +2,11 @@
 
 use crate::common::{arg, kubetrain, text};
 
-const FLUX: &str = "apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata: {name: flux-runtime}
-spec:
-  mlPolicy: {numNodes: 1, flux: {}}
-  template:
-    spec:
-      replicatedJobs:
-        - name: node
-          template:
-            metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
-            spec: {template: {spec: {containers: [{name: node, image: 'ubuntu:jammy'}]}}}
----
-apiVersion: trainer.kubeflow.org/v1alpha1
+/// The shared Flux runtime (`testdata/runtimes/flux.yaml`).
+const FLUX_RUNTIME: &str = include_str!("../../../../testdata/runtimes/flux.yaml");
+
+/// A LAMMPS TrainJob on the Flux runtime: no uid, a CPU limit in millicores.
+const LAMMPS: &str = "apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata: {name: lammps, namespace: hpc}
 spec:
@@ -25,7 +16,8 @@ spec:
 
 #[test]
 fn flux_trainjob_renders_the_jobset_configmap_and_secret_unowned_without_uid() {
-    let out = kubetrain(&["render", "-f", "-"], Some(FLUX));
+    let input = format!("{FLUX_RUNTIME}---\n{LAMMPS}");
+    let out = kubetrain(&["render", "-f", "-"], Some(&input));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let kinds: Vec<&str> = stdout
@@ -44,7 +36,7 @@ fn flux_trainjob_renders_the_jobset_configmap_and_secret_unowned_without_uid() {
     assert!(!stdout.contains("2000m"));
     // Deterministic.
     assert_eq!(
-        kubetrain(&["render", "-f", "-"], Some(FLUX)).stdout,
+        kubetrain(&["render", "-f", "-"], Some(&input)).stdout,
         out.stdout
     );
 }

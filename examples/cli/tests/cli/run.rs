@@ -183,17 +183,24 @@ fn spawn(args: &[String]) -> Child {
         .expect("kubetrain starts")
 }
 
-/// Waits (giving up after 120 s) until the queue ledger in `queue` satisfies `ready`.
-fn wait_for_ledger(queue: &Path, what: &str, ready: impl Fn(&str) -> bool) {
-    let ledger: PathBuf = queue.join("ledger.json");
+/// Polls the files another process writes until `seen` holds, giving up after 120 s with "never saw `what`".
+fn wait_until(what: &str, seen: impl Fn() -> bool) {
     let start = Instant::now();
-    while !std::fs::read_to_string(&ledger).is_ok_and(|l| ready(&l)) {
+    while !seen() {
         assert!(
             start.elapsed() < Duration::from_secs(120),
             "never saw {what}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Waits until the queue ledger in `queue` satisfies `ready`.
+fn wait_for_ledger(queue: &Path, what: &str, ready: impl Fn(&str) -> bool) {
+    let ledger: PathBuf = queue.join("ledger.json");
+    wait_until(what, || {
+        std::fs::read_to_string(&ledger).is_ok_and(|l| ready(&l))
+    });
 }
 
 #[test]
@@ -351,14 +358,7 @@ fn a_second_run_of_the_same_job_is_refused_and_the_first_says_where_its_files_ar
     );
     let first = spawn(&args);
     // Wait for the first run's pod to be up (an event: the file it writes).
-    let start = Instant::now();
-    while !started.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the first run never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the first run's pod start", || started.exists());
     let second = kubetrain(&args.iter().map(String::as_str).collect::<Vec<_>>(), None);
     let stderr = text(&second.stderr);
     assert_eq!(second.status.code(), Some(1), "{stderr}");
