@@ -2,21 +2,19 @@
 //! leadership change, graceful shutdown, and the start-up check for the TrainJob CRD.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
-use kube::client::Body;
-use kubetrain_controller::mock::FakeApiServer;
+use kubetrain_controller::mock::{FakeApiServer, api_status};
 use kubetrain_controller::{Error, Leadership, Metrics, Settings};
 use serde_json::json;
+
+use crate::support::{insert_builtin_runtimes, sent, wait_for};
 
 const JOBSETS: (&str, &str) = ("jobset.x-k8s.io/v1alpha2", "jobsets");
 
 fn server_with_jobs(n: usize) -> FakeApiServer {
     let server = FakeApiServer::start();
-    for runtime in kubetrain_jobset::builtin::runtimes() {
-        server.insert(serde_json::to_value(runtime).expect("JSON"));
-    }
+    insert_builtin_runtimes(&server);
     for i in 0..n {
         server.insert(json!({
             "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
@@ -25,14 +23,6 @@ fn server_with_jobs(n: usize) -> FakeApiServer {
         }));
     }
     server
-}
-
-async fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,35 +83,32 @@ async fn a_follower_writes_nothing_until_it_leads() {
 
 #[tokio::test]
 async fn start_up_fails_clearly_without_the_trainjob_crd() {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let server = tokio::spawn(async move {
-        let (request, send) = handle.next_request().await.expect("discovery request");
-        assert_eq!(request.uri().path(), "/apis/trainer.kubeflow.org/v1alpha1");
-        send.send_response(
-            Response::builder()
-                .status(StatusCode::NOT_FOUND)
-                .body(Body::from(
-                    serde_json::to_vec(&json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                        "reason": "NotFound", "code": 404, "message": "the server could not find the requested resource"}))
-                    .unwrap(),
-                ))
-                .unwrap(),
-        );
+    // A cluster without the CRDs: the API server does not serve the group at all.
+    let server = FakeApiServer::start();
+    server.record_requests();
+    server.intercept(|r| {
+        (r.uri == "/apis/trainer.kubeflow.org/v1alpha1").then(|| {
+            api_status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        })
     });
     let result = kubetrain_controller::run(
-        client,
+        server.client(),
         Settings::default(),
         Leadership::always(),
         Arc::new(Metrics::default()),
         std::future::pending(),
     )
     .await;
-    server.await.unwrap();
     let error = result.expect_err("no CRD");
     assert!(matches!(error, Error::Startup(_)), "{error}");
     assert!(
         error.to_string().contains("install the kubetrain CRDs"),
         "{error}"
     );
+    // The discovery request is the only one: nothing is watched or written.
+    assert_eq!(sent(&server), ["GET /apis/trainer.kubeflow.org/v1alpha1"]);
 }

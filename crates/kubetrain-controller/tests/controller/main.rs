@@ -1,6 +1,8 @@
 //! The controller crate's integration tests, one test binary (one link instead of one per file): a module
-//! per concern. Run one module with
+//! per concern, sharing the helpers in `support`. Run one module with
 //! `cargo test -p kubetrain-controller --test controller <module>::`, e.g. `webhook_server::`.
+
+mod support;
 
 mod controller_run;
 mod election_lease;

@@ -1,30 +1,32 @@
 //! The status server end to end: a real HTTPS server on loopback with a self-signed certificate, requests as
 //! the Python SDK sends them, tokens reviewed and statuses written by the in-memory API server
-//! (`FakeApiServer`); and the per-TrainJob coalescing against a mock whose answers the test releases.
+//! (`FakeApiServer`); and the per-TrainJob coalescing against the same server holding each status write
+//! until the test releases it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use kube::client::Body;
-use kubetrain_controller::mock::{FakeApiServer, FakeToken};
+use kubetrain_controller::mock::{FakeApiServer, FakeToken, Held, HeldRequest};
 use kubetrain_controller::status_server::auth::audience;
 use kubetrain_controller::status_server::coalesce::{Busy, Coalescer, Outcome};
 use kubetrain_controller::status_server::metrics::Verdict;
 use kubetrain_controller::status_server::{MAX_BODY, StatusMetrics, StatusServer};
-use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
-use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
-use tokio_rustls::TlsConnector;
+
+use crate::support::Tls;
 
 const NS: &str = "team-a";
 const JOB: &str = "mnist";
 const GOOD: &str = "good-token";
+/// How long one step may take before the test gives up (generous: the machine may be loaded).
+const PATIENCE: Duration = Duration::from_secs(60);
 
 fn path(namespace: &str, name: &str) -> String {
     format!("/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status")
@@ -34,33 +36,28 @@ struct Fixture {
     addr: SocketAddr,
     api: FakeApiServer,
     metrics: Arc<StatusMetrics>,
-    connector: TlsConnector,
+    tls: Tls,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<()>,
-    _certs: tempfile::TempDir,
 }
 
-impl Fixture {
-    async fn start() -> Self {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let certs = tempfile::tempdir().unwrap();
-        let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-        std::fs::write(certs.path().join(CERT_FILE), pair.cert.pem()).unwrap();
-        std::fs::write(
-            certs.path().join(KEY_FILE),
-            pair.signing_key.serialize_pem(),
-        )
-        .unwrap();
-        let cert = Arc::new(ReloadingCert::from_dir(certs.path(), provider.clone()).unwrap());
-
-        let api = FakeApiServer::start();
-        api.insert(json!({
+/// The API server holding the TrainJob `team-a/mnist`.
+fn api_with_job() -> FakeApiServer {
+    let api = FakeApiServer::start();
+    api.insert(json!({
             "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
             "metadata": {"name": JOB, "namespace": NS},
             "spec": {"runtimeRef": {"name": "torch-distributed"}},
             "status": {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed",
                 "message": "TrainJob is resumed", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
-        }));
+    }));
+    api
+}
+
+impl Fixture {
+    async fn start() -> Self {
+        let tls = Tls::self_signed();
+        let api = api_with_job();
         let sa = |ns: &str| format!("system:serviceaccount:{ns}:default");
         api.add_token(
             GOOD,
@@ -125,8 +122,8 @@ impl Fixture {
             StatusMetrics::register(&mut prometheus_client::registry::Registry::default());
         let server = StatusServer::bind(
             "127.0.0.1:0".parse().unwrap(),
-            cert,
-            provider.clone(),
+            tls.cert.clone(),
+            tls.provider.clone(),
             api.client(),
         )
         .await
@@ -137,22 +134,13 @@ impl Fixture {
         let served = tokio::spawn(server.serve(async {
             let _ = stopped.await;
         }));
-
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(pair.cert.der().clone()).unwrap();
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         Self {
             addr,
             api,
             metrics,
-            connector: TlsConnector::from(Arc::new(config)),
+            tls,
             stop: Some(stop),
             served,
-            _certs: certs,
         }
     }
 
@@ -164,12 +152,7 @@ impl Fixture {
         body: Vec<u8>,
         content_length: Option<&str>,
     ) -> (StatusCode, Value) {
-        let tcp = TcpStream::connect(self.addr).await.unwrap();
-        let tls = self
-            .connector
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
-            .expect("TLS handshake with the webhook certificate");
+        let tls = self.tls.connect(self.addr, PATIENCE).await;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
                 .await
@@ -199,12 +182,7 @@ impl Fixture {
     /// the JSON answer.
     async fn send_chunked(&self, token: Option<&str>, len: usize) -> (u16, Value) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let tcp = TcpStream::connect(self.addr).await.unwrap();
-        let mut tls = self
-            .connector
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
-            .unwrap();
+        let mut tls = self.tls.connect(self.addr, PATIENCE).await;
         let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
         let head = format!(
             "POST {} HTTP/1.1\r\nhost: localhost\r\n{auth}content-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
@@ -477,54 +455,38 @@ async fn paths_sizes_and_missing_jobs() {
     f.stop().await;
 }
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
-
-async fn next_patch(api: &mut Handle) -> (Value, tower_test::mock::SendResponse<Response<Body>>) {
-    let (request, send) = api.next_request().await.expect("a status patch");
-    assert_eq!(request.method(), Method::PATCH);
-    assert_eq!(request.uri().path(), path(NS, JOB));
-    assert!(
-        request
-            .uri()
-            .query()
-            .unwrap()
-            .contains("fieldManager=trainer-status")
-    );
-    let body = request.into_body().collect_bytes().await.unwrap();
-    (serde_json::from_slice(&body).unwrap(), send)
-}
-
-fn ok() -> Response<Body> {
-    Response::new(Body::from(
-        serde_json::to_vec(
-            &json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": JOB, "namespace": NS}}),
-        )
-        .unwrap(),
-    ))
+/// The next status write the API server holds: its body, checked to be our field manager's patch of
+/// `team-a/<job>`'s status.
+async fn next_patch(held: &mut Held, job: &str) -> HeldRequest {
+    let patch = tokio::time::timeout(PATIENCE, held.next())
+        .await
+        .expect("a status patch in time")
+        .expect("the API server is alive");
+    assert_eq!(patch.request.method, "PATCH");
+    let uri = &patch.request.uri;
+    assert!(uri.starts_with(&format!("{}?", path(NS, job))), "{uri}");
+    assert!(uri.contains("fieldManager=trainer-status"), "{uri}");
+    patch
 }
 
 #[tokio::test]
 async fn a_flood_from_one_job_is_coalesced_to_one_write_in_flight_and_the_newest_waiting() {
-    let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let api = api_with_job();
+    api.record_requests();
+    let mut held = api.hold(|r| r.method == "PATCH");
     let superseded = Arc::new(AtomicU64::new(0));
     let counted = superseded.clone();
-    let writes = Coalescer::new(
-        kube::Client::new(service, "default"),
-        "trainer-status",
-        1,
-        move || {
-            counted.fetch_add(1, Ordering::Relaxed);
-        },
-    );
+    let writes = Coalescer::new(api.client(), "trainer-status", 1, move || {
+        counted.fetch_add(1, Ordering::Relaxed);
+    });
     let submit = |n: i64| {
         let writes = writes.clone();
         tokio::spawn(async move { writes.submit(NS, JOB, json!({"n": n})).await })
     };
 
     let first = submit(0);
-    let (patch, in_flight) = next_patch(&mut api).await;
-    assert_eq!(patch, json!({"n": 0}));
+    let in_flight = next_patch(&mut held, JOB).await;
+    assert_eq!(in_flight.request.body, json!({"n": 0}));
     // While the first write is in flight, 100 more arrive; each replaces the one waiting.
     let mut later = Vec::new();
     for n in 1..=100 {
@@ -540,15 +502,15 @@ async fn a_flood_from_one_job_is_coalesced_to_one_write_in_flight_and_the_newest
     // Another TrainJob while this one holds the only slot: busy, not queued.
     assert_eq!(writes.submit(NS, "other", json!({})).await, Err(Busy));
 
-    in_flight.send_response(ok());
+    in_flight.release();
     assert_eq!(first.await.unwrap(), Ok(Outcome::Written));
-    let (patch, second) = next_patch(&mut api).await;
+    let second = next_patch(&mut held, JOB).await;
     assert_eq!(
-        patch,
+        second.request.body,
         json!({"n": 100}),
         "only the newest update is written"
     );
-    second.send_response(ok());
+    second.release();
     for waiter in later {
         assert_eq!(waiter.await.unwrap(), Ok(Outcome::Written));
     }
@@ -561,17 +523,9 @@ async fn a_flood_from_one_job_is_coalesced_to_one_write_in_flight_and_the_newest
         let writes = writes.clone();
         tokio::spawn(async move { writes.submit(NS, "other", json!({})).await })
     };
-    let (request, send) = api.next_request().await.unwrap();
-    assert!(request.uri().path().ends_with("/trainjobs/other/status"));
-    send.send_response(
-        Response::builder()
-            .status(404)
-            .body(Body::from(
-                serde_json::to_vec(&json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                    "message": "trainjobs.trainer.kubeflow.org \"other\" not found", "reason": "NotFound", "code": 404}))
-                .unwrap(),
-            ))
-            .unwrap(),
-    );
+    // No TrainJob "other" is stored: the API server answers 404 NotFound.
+    next_patch(&mut held, "other").await.release();
     assert_eq!(other.await.unwrap(), Ok(Outcome::NotFound));
+    // Two writes for 101 updates of one TrainJob, one for the other; nothing else was sent.
+    assert_eq!(api.requests().len(), 3, "{:?}", api.requests());
 }

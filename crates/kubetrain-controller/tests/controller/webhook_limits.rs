@@ -3,21 +3,19 @@
 //! Requests are written by hand over TLS so that a test can stall half-way through a body.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubetrain_controller::mock::FakeApiServer;
-use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
 use kubetrain_controller::webhook::{
     Admission, MAX_BODY, MAX_MESSAGE, Route, RuntimeCache, ServerLimits, WebhookServer,
 };
-use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
-use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
+
+use crate::support::{Tls, insert_builtin_runtimes};
 
 const NS: &str = "team-a";
 /// How long any single step may take before the test gives up (generous: the machine may be loaded).
@@ -25,40 +23,27 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 struct Server {
     addr: SocketAddr,
-    connector: TlsConnector,
+    tls: Tls,
     apiserver: FakeApiServer,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<()>,
-    _certs: tempfile::TempDir,
 }
 
 impl Server {
     /// A webhook server with `limits`, reading runtimes from a watch cache of an in-memory API server that
     /// holds the built-in runtimes.
     async fn start(limits: ServerLimits) -> Self {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let certs = tempfile::tempdir().unwrap();
-        let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-        std::fs::write(certs.path().join(CERT_FILE), pair.cert.pem()).unwrap();
-        std::fs::write(
-            certs.path().join(KEY_FILE),
-            pair.signing_key.serialize_pem(),
-        )
-        .unwrap();
-        let cert = Arc::new(ReloadingCert::from_dir(certs.path(), provider.clone()).unwrap());
-
+        let tls = Tls::self_signed();
         let apiserver = FakeApiServer::start();
-        for runtime in kubetrain_jobset::builtin::runtimes() {
-            apiserver.insert(serde_json::to_value(runtime).unwrap());
-        }
+        insert_builtin_runtimes(&apiserver);
         let (cache, watches) = RuntimeCache::new(apiserver.client());
         tokio::spawn(watches);
         cache.wait_until_ready().await;
         let admission = Admission::new(apiserver.client()).with_cache(cache);
         let server = WebhookServer::bind(
             "127.0.0.1:0".parse().unwrap(),
-            cert,
-            provider.clone(),
+            tls.cert.clone(),
+            tls.provider.clone(),
             admission,
         )
         .await
@@ -69,33 +54,17 @@ impl Server {
         let served = tokio::spawn(server.serve(async {
             let _ = stopped.await;
         }));
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(pair.cert.der().clone()).unwrap();
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         Self {
             addr,
-            connector: TlsConnector::from(Arc::new(config)),
+            tls,
             apiserver,
             stop: Some(stop),
             served,
-            _certs: certs,
         }
     }
 
     async fn connect(&self) -> TlsStream<TcpStream> {
-        let tcp = TcpStream::connect(self.addr).await.unwrap();
-        tokio::time::timeout(
-            PATIENCE,
-            self.connector
-                .connect(ServerName::try_from("localhost").unwrap(), tcp),
-        )
-        .await
-        .expect("TLS handshake in time")
-        .expect("TLS handshake")
+        self.tls.connect(self.addr, PATIENCE).await
     }
 
     /// Opens a connection and sends a POST head for `route` with these headers, then `body`.

@@ -1,37 +1,37 @@
 //! The admission webhooks end to end: a real HTTPS server on loopback with a self-signed certificate,
-//! AdmissionReviews posted over TLS, and the runtime / JobSet lookups answered by a mock API server.
+//! AdmissionReviews posted over TLS, and the runtime / JobSet / PriorityClass lookups answered by the
+//! in-memory API server, whose request log shows exactly which reads each review made.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::Client;
-use kube::client::Body;
+use kubetrain_controller::mock::{FakeApiServer, api_status};
 use kubetrain_controller::webhook::metrics::Verdict;
-use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
 use kubetrain_controller::webhook::{Admission, Route, WebhookMetrics, WebhookServer};
-use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
-use tokio_rustls::TlsConnector;
-use tower_test::mock::Handle;
+
+use crate::support::{Tls, builtin_runtime as builtin, sent};
 
 const NS: &str = "team-a";
 const CLUSTER_RUNTIMES: &str = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes";
+/// How long one step may take before the test gives up (generous: the machine may be loaded).
+const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A webhook server on an ephemeral loopback port, the mock API server behind its client, and a TLS client
-/// that trusts the server's self-signed certificate.
+/// A webhook server on an ephemeral loopback port, the in-memory API server behind its client (recording
+/// every request), and a TLS client that trusts the server's self-signed certificate.
 struct Fixture {
     addr: SocketAddr,
     metrics: Arc<WebhookMetrics>,
-    connector: TlsConnector,
+    tls: Tls,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<()>,
-    _certs: tempfile::TempDir,
 }
 
 fn fixed_now() -> Time {
@@ -39,29 +39,19 @@ fn fixed_now() -> Time {
 }
 
 impl Fixture {
-    async fn start() -> (Self, ApiServer) {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let certs = tempfile::tempdir().unwrap();
-        let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-        std::fs::write(certs.path().join(CERT_FILE), pair.cert.pem()).unwrap();
-        std::fs::write(
-            certs.path().join(KEY_FILE),
-            pair.signing_key.serialize_pem(),
-        )
-        .unwrap();
-        let cert = Arc::new(ReloadingCert::from_dir(certs.path(), provider.clone()).unwrap());
-
-        let (service, apiserver) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let client = Client::new(service, "default");
+    async fn start() -> (Self, FakeApiServer) {
+        let tls = Tls::self_signed();
+        let api = FakeApiServer::start();
+        api.record_requests();
         let metrics =
             WebhookMetrics::register(&mut prometheus_client::registry::Registry::default());
-        let admission = Admission::new(client)
+        let admission = Admission::new(api.client())
             .with_clock(fixed_now)
             .with_metrics(metrics.clone());
         let server = WebhookServer::bind(
             "127.0.0.1:0".parse().unwrap(),
-            cert,
-            provider.clone(),
+            tls.cert.clone(),
+            tls.provider.clone(),
             admission,
         )
         .await
@@ -72,32 +62,19 @@ impl Fixture {
             let _ = stopped.await;
         }));
 
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(pair.cert.der().clone()).unwrap();
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
         let fixture = Self {
             addr,
             metrics,
-            connector: TlsConnector::from(Arc::new(config)),
+            tls,
             stop: Some(stop),
             served,
-            _certs: certs,
         };
-        (fixture, ApiServer(apiserver))
+        (fixture, api)
     }
 
     /// Sends one request over a fresh TLS connection; returns the status and the body.
     async fn send(&self, method: Method, path: &str, body: Vec<u8>) -> (StatusCode, Bytes) {
-        let tcp = TcpStream::connect(self.addr).await.unwrap();
-        let tls = self
-            .connector
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
-            .expect("TLS handshake with the webhook's certificate");
+        let tls = self.tls.connect(self.addr, PATIENCE).await;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
                 .await
@@ -139,34 +116,9 @@ impl Fixture {
     }
 }
 
-/// The mock API server behind the webhook's kube client.
-struct ApiServer(Handle<Request<Body>, Response<Body>>);
-
-impl ApiServer {
-    /// Answers the next API call, checking its method and path.
-    async fn expect(&mut self, method: &str, path: impl AsRef<str>, status: u16, body: Value) {
-        let path = path.as_ref();
-        let (request, send) =
-            tokio::time::timeout(std::time::Duration::from_secs(5), self.0.next_request())
-                .await
-                .unwrap_or_else(|_| panic!("expected {method} {path}, nothing came"))
-                .expect("the client is alive");
-        assert_eq!(request.method().as_str(), method);
-        assert_eq!(request.uri().path(), path);
-        send.send_response(
-            Response::builder()
-                .status(status)
-                .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                .unwrap(),
-        );
-    }
-}
-
-fn not_found(resource: &str, name: &str) -> Value {
-    json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("{resource} \"{name}\" not found"), "reason": "NotFound", "code": 404
-    })
+/// `GET <path>`, one request-log line.
+fn get(path: impl AsRef<str>) -> String {
+    format!("GET {}", path.as_ref())
 }
 
 fn review(operation: &str, kind: &str, resource: &str, object: Value, old: Option<Value>) -> Value {
@@ -196,34 +148,26 @@ fn trainjob(spec: Value) -> Value {
     })
 }
 
-fn builtin(name: &str) -> Value {
-    let runtime = kubetrain_jobset::builtin::runtimes()
-        .into_iter()
-        .find(|r| r.name() == name)
-        .unwrap();
-    serde_json::to_value(runtime).unwrap()
-}
-
 fn message(response: &Value) -> &str {
     response["status"]["message"].as_str().unwrap_or_default()
 }
 
 #[tokio::test]
 async fn a_valid_trainjob_is_allowed_after_reading_its_cluster_runtime() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
+    api.insert(builtin("torch-distributed"));
     let job =
         trainjob(json!({"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}}));
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("CREATE", "TrainJob", "trainjobs", job, None),
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("CREATE", "TrainJob", "trainjobs", job, None),
+        )
+        .await;
+    assert_eq!(
+        sent(&api),
+        [get(format!("{CLUSTER_RUNTIMES}/torch-distributed"))]
     );
-    let answered = api.expect(
-        "GET",
-        format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-        200,
-        builtin("torch-distributed"),
-    );
-    let (response, ()) = tokio::join!(posted, answered);
     assert_eq!(response["allowed"], true, "{response}");
     assert!(response.get("warnings").is_none(), "{response}");
     fx.stop().await;
@@ -231,22 +175,22 @@ async fn a_valid_trainjob_is_allowed_after_reading_its_cluster_runtime() {
 
 #[tokio::test]
 async fn every_error_is_reported_with_its_field_path() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
+    api.insert(builtin("torch-distributed"));
     let job = trainjob(json!({
         "runtimeRef": {"name": "torch-distributed"},
         "trainer": {"numNodes": -1, "env": [{"name": "PET_NNODES", "value": "3"}]}
     }));
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("CREATE", "TrainJob", "trainjobs", job, None),
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("CREATE", "TrainJob", "trainjobs", job, None),
+        )
+        .await;
+    assert_eq!(
+        sent(&api),
+        [get(format!("{CLUSTER_RUNTIMES}/torch-distributed"))]
     );
-    let answered = api.expect(
-        "GET",
-        format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-        200,
-        builtin("torch-distributed"),
-    );
-    let (response, ()) = tokio::join!(posted, answered);
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);
     let message = message(&response);
@@ -278,19 +222,15 @@ async fn every_error_is_reported_with_its_field_path() {
 
 #[tokio::test]
 async fn a_missing_runtime_is_denied_with_upstreams_message() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
     let job = trainjob(json!({"runtimeRef": {"name": "nope"}}));
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("CREATE", "TrainJob", "trainjobs", job, None),
-    );
-    let answered = api.expect(
-        "GET",
-        format!("{CLUSTER_RUNTIMES}/nope"),
-        404,
-        not_found("clustertrainingruntimes.trainer.kubeflow.org", "nope"),
-    );
-    let (response, ()) = tokio::join!(posted, answered);
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("CREATE", "TrainJob", "trainjobs", job, None),
+        )
+        .await;
+    assert_eq!(sent(&api), [get(format!("{CLUSTER_RUNTIMES}/nope"))]);
     assert_eq!(response["allowed"], false);
     assert_eq!(
         message(&response),
@@ -301,42 +241,52 @@ async fn a_missing_runtime_is_denied_with_upstreams_message() {
 
 #[tokio::test]
 async fn a_namespaced_runtime_is_read_from_the_trainjobs_namespace() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
     let mut runtime = builtin("torch-distributed");
     runtime["kind"] = json!("TrainingRuntime");
     runtime["metadata"] = json!({"name": "mine", "namespace": NS});
+    api.insert(runtime);
+    // A ClusterTrainingRuntime of the same name must not be the one read.
+    let mut cluster = builtin("torch-distributed");
+    cluster["metadata"]["name"] = json!("mine");
+    api.insert(cluster);
     let job = trainjob(json!({"runtimeRef": {"name": "mine", "kind": "TrainingRuntime"}}));
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("CREATE", "TrainJob", "trainjobs", job, None),
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("CREATE", "TrainJob", "trainjobs", job, None),
+        )
+        .await;
+    assert_eq!(
+        sent(&api),
+        [get(format!(
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainingruntimes/mine"
+        ))]
     );
-    let answered = api.expect(
-        "GET",
-        format!("/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainingruntimes/mine"),
-        200,
-        runtime,
-    );
-    let (response, ()) = tokio::join!(posted, answered);
     assert_eq!(response["allowed"], true, "{response}");
     fx.stop().await;
 }
 
 #[tokio::test]
 async fn an_unreadable_runtime_is_an_internal_error_not_an_allow() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
+    api.insert(builtin("torch-distributed"));
+    api.intercept(|r| {
+        r.uri
+            .starts_with(CLUSTER_RUNTIMES)
+            .then(|| api_status(403, "Forbidden", "clustertrainingruntimes is forbidden"))
+    });
     let job = trainjob(json!({"runtimeRef": {"name": "torch-distributed"}}));
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("CREATE", "TrainJob", "trainjobs", job, None),
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("CREATE", "TrainJob", "trainjobs", job, None),
+        )
+        .await;
+    assert_eq!(
+        sent(&api),
+        [get(format!("{CLUSTER_RUNTIMES}/torch-distributed"))]
     );
-    let answered = api.expect(
-        "GET",
-        format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-        403,
-        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
-               "message": "clustertrainingruntimes is forbidden", "code": 403}),
-    );
-    let (response, ()) = tokio::join!(posted, answered);
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 500);
     assert_eq!(
@@ -352,21 +302,21 @@ async fn an_unreadable_runtime_is_an_internal_error_not_an_allow() {
 
 #[tokio::test]
 async fn a_deprecated_runtime_passes_with_a_warning() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
     let mut runtime = builtin("torch-distributed");
     runtime["metadata"]["labels"] = json!({"trainer.kubeflow.org/support": "deprecated"});
+    api.insert(runtime);
     let job = trainjob(json!({"runtimeRef": {"name": "torch-distributed"}}));
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("CREATE", "TrainJob", "trainjobs", job, None),
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("CREATE", "TrainJob", "trainjobs", job, None),
+        )
+        .await;
+    assert_eq!(
+        sent(&api),
+        [get(format!("{CLUSTER_RUNTIMES}/torch-distributed"))]
     );
-    let answered = api.expect(
-        "GET",
-        format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-        200,
-        runtime,
-    );
-    let (response, ()) = tokio::join!(posted, answered);
     assert_eq!(response["allowed"], true);
     let warnings = response["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1);
@@ -392,42 +342,34 @@ fn kueue_patch(node_selector: &str) -> Value {
 
 #[tokio::test]
 async fn runtime_patches_change_only_while_suspended_and_not_while_the_jobset_runs() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
+    api.insert(builtin("torch-distributed"));
     let running = trainjob(
         json!({"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": [kueue_patch("a")]}),
     );
     let mut changed = running.clone();
     changed["spec"]["runtimePatches"] = json!([kueue_patch("b")]);
-    let jobset_path = format!("/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NS}/jobsets/llm");
+    let reads = [
+        get(format!("{CLUSTER_RUNTIMES}/torch-distributed")),
+        get(format!(
+            "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NS}/jobsets/llm"
+        )),
+    ];
 
     // Neither old nor new is suspended: forbidden.
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review(
-            "UPDATE",
-            "TrainJob",
-            "trainjobs",
-            changed.clone(),
-            Some(running.clone()),
-        ),
-    );
-    let answered = async {
-        api.expect(
-            "GET",
-            format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-            200,
-            builtin("torch-distributed"),
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review(
+                "UPDATE",
+                "TrainJob",
+                "trainjobs",
+                changed.clone(),
+                Some(running.clone()),
+            ),
         )
         .await;
-        api.expect(
-            "GET",
-            &jobset_path,
-            404,
-            not_found("jobsets.jobset.x-k8s.io", "llm"),
-        )
-        .await;
-    };
-    let (response, ()) = tokio::join!(posted, answered);
+    assert_eq!(sent(&api), reads);
     assert_eq!(response["allowed"], false);
     assert_eq!(
         message(&response),
@@ -454,18 +396,9 @@ async fn runtime_patches_change_only_while_suspended_and_not_while_the_jobset_ru
             {"name": "node", "ready": 0, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0}
         ]}
     });
-    let posted = fx.review(Route::ValidateTrainJob, update.clone());
-    let answered = async {
-        api.expect(
-            "GET",
-            format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-            200,
-            builtin("torch-distributed"),
-        )
-        .await;
-        api.expect("GET", &jobset_path, 200, jobset).await;
-    };
-    let (response, ()) = tokio::join!(posted, answered);
+    api.insert(jobset);
+    let response = fx.review(Route::ValidateTrainJob, update.clone()).await;
+    assert_eq!(sent(&api), reads);
     assert_eq!(response["allowed"], false);
     assert!(
         message(&response).contains("ReplicatedJob node is still active"),
@@ -473,47 +406,32 @@ async fn runtime_patches_change_only_while_suspended_and_not_while_the_jobset_ru
     );
 
     // Suspended and no JobSet: allowed.
-    let posted = fx.review(Route::ValidateTrainJob, update);
-    let answered = async {
-        api.expect(
-            "GET",
-            format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-            200,
-            builtin("torch-distributed"),
-        )
-        .await;
-        api.expect(
-            "GET",
-            &jobset_path,
-            404,
-            not_found("jobsets.jobset.x-k8s.io", "llm"),
-        )
-        .await;
-    };
-    let (response, ()) = tokio::join!(posted, answered);
+    assert!(api.remove("jobset.x-k8s.io/v1alpha2", "jobsets", NS, "llm"));
+    let response = fx.review(Route::ValidateTrainJob, update).await;
+    assert_eq!(sent(&api), reads);
     assert_eq!(response["allowed"], true, "{response}");
     fx.stop().await;
 }
 
 #[tokio::test]
 async fn immutable_fields_are_enforced_on_update() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
+    api.insert(builtin("torch-distributed"));
     let old =
         trainjob(json!({"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "a:1"}}));
     let mut new = old.clone();
     new["spec"]["trainer"] = json!({"image": "b:2"});
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("UPDATE", "TrainJob", "trainjobs", new, Some(old)),
-    );
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("UPDATE", "TrainJob", "trainjobs", new, Some(old)),
+        )
+        .await;
     // Runtime patches are unchanged, so the JobSet is not read.
-    let answered = api.expect(
-        "GET",
-        format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-        200,
-        builtin("torch-distributed"),
+    assert_eq!(
+        sent(&api),
+        [get(format!("{CLUSTER_RUNTIMES}/torch-distributed"))]
     );
-    let (response, ()) = tokio::join!(posted, answered);
     assert_eq!(response["allowed"], false);
     assert!(
         message(&response).contains("spec.trainer")
@@ -535,7 +453,7 @@ fn decode_patch(response: &Value) -> Value {
 
 #[tokio::test]
 async fn the_defaulter_stamps_runtime_patch_times_as_a_json_patch() {
-    let (fx, _api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
     let mut stamped = kueue_patch("a");
     stamped["manager"] = json!("example.com/other");
     stamped["time"] = json!("2025-01-01T00:00:00Z");
@@ -579,12 +497,13 @@ async fn the_defaulter_stamps_runtime_patch_times_as_a_json_patch() {
         .await;
     assert_eq!(response["allowed"], true);
     assert!(response.get("patch").is_none(), "{response}");
+    assert_eq!(sent(&api), Vec::<String>::new(), "no API reads");
     fx.stop().await;
 }
 
 #[tokio::test]
 async fn runtimes_are_validated_and_deprecation_warns_on_create_only() {
-    let (fx, _api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
     let mut runtime = builtin("torch-distributed");
     runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"] = json!(2);
     let response = fx
@@ -665,12 +584,13 @@ async fn runtimes_are_validated_and_deprecation_warns_on_create_only() {
     );
     let response = fx.review(Route::ValidateTrainingRuntime, update).await;
     assert_eq!(response["allowed"], true);
+    assert_eq!(sent(&api), Vec::<String>::new(), "no API reads");
     fx.stop().await;
 }
 
 #[tokio::test]
 async fn an_undecodable_object_is_denied_with_its_path() {
-    let (fx, _api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
     let job = trainjob(json!({"runtimeRef": {"name": "x"}, "trainer": {"numNodes": "many"}}));
     let response = fx
         .review(
@@ -684,12 +604,13 @@ async fn an_undecodable_object_is_denied_with_its_path() {
         message(&response).contains("spec.trainer.numNodes"),
         "{response}"
     );
+    assert_eq!(sent(&api), Vec::<String>::new(), "no API reads");
     fx.stop().await;
 }
 
 #[tokio::test]
 async fn malformed_requests_get_http_errors_and_the_server_keeps_serving() {
-    let (fx, _api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
     let path = Route::ValidateTrainJob.path();
     let (status, body) = fx.send(Method::POST, path, b"{not json".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -727,63 +648,49 @@ async fn malformed_requests_get_http_errors_and_the_server_keeps_serving() {
         )
         .await;
     assert_eq!(response["allowed"], true);
+    assert_eq!(sent(&api), Vec::<String>::new(), "no API reads");
     fx.stop().await;
 }
 
 #[tokio::test]
 async fn volcano_runtimes_need_existing_priority_classes() {
-    let (fx, mut api) = Fixture::start().await;
+    let (fx, api) = Fixture::start().await;
     let mut runtime = builtin("torch-distributed");
     runtime["spec"]["podGroupPolicy"] = json!({"volcano": {}});
     runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         ["priorityClassName"] = json!("high");
+    api.insert(runtime);
     let job = trainjob(json!({"runtimeRef": {"name": "torch-distributed"}}));
-    let priority = "/apis/scheduling.k8s.io/v1/priorityclasses/high";
+    let reads = [
+        get(format!("{CLUSTER_RUNTIMES}/torch-distributed")),
+        get("/apis/scheduling.k8s.io/v1/priorityclasses/high"),
+    ];
 
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("CREATE", "TrainJob", "trainjobs", job.clone(), None),
-    );
-    let answered = async {
-        api.expect(
-            "GET",
-            format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-            200,
-            runtime.clone(),
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("CREATE", "TrainJob", "trainjobs", job.clone(), None),
         )
         .await;
-        api.expect(
-            "GET",
-            priority,
-            404,
-            not_found("priorityclasses.scheduling.k8s.io", "high"),
-        )
-        .await;
-    };
-    let (response, ()) = tokio::join!(posted, answered);
+    assert_eq!(sent(&api), reads);
     assert_eq!(response["allowed"], false);
+    // The API server's NotFound message is passed on word for word.
     assert_eq!(
         message(&response),
         "spec.templateSpec.priorityClassName: Invalid value: \"high\": PriorityClass \"high\" doesn't exist: priorityclasses.scheduling.k8s.io \"high\" not found"
     );
 
-    let posted = fx.review(
-        Route::ValidateTrainJob,
-        review("CREATE", "TrainJob", "trainjobs", job, None),
+    api.insert(
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                      "metadata": {"name": "high"}, "value": 1000}),
     );
-    let answered = async {
-        api.expect(
-            "GET",
-            format!("{CLUSTER_RUNTIMES}/torch-distributed"),
-            200,
-            runtime.clone(),
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("CREATE", "TrainJob", "trainjobs", job, None),
         )
         .await;
-        let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                           "metadata": {"name": "high"}, "value": 1000});
-        api.expect("GET", priority, 200, class).await;
-    };
-    let (response, ()) = tokio::join!(posted, answered);
+    assert_eq!(sent(&api), reads);
     assert_eq!(response["allowed"], true, "{response}");
     fx.stop().await;
 }

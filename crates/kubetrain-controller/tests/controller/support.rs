@@ -1,0 +1,101 @@
+//! Helpers the modules share: a self-signed TLS setup for the loopback servers, the built-in runtimes as the
+//! API server holds them, the fake API server's request log as lines, and waiting on a condition.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubetrain_controller::mock::FakeApiServer;
+use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::ServerName;
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+/// A self-signed certificate for `localhost` in a temporary directory (as cert-manager would mount it), the
+/// server's reloading view of it, and a client that trusts it.
+pub struct Tls {
+    /// The ring provider both sides use.
+    pub provider: Arc<CryptoProvider>,
+    /// The server's certificate, read from the directory.
+    pub cert: Arc<ReloadingCert>,
+    /// A client trusting only this certificate.
+    pub connector: TlsConnector,
+    _dir: tempfile::TempDir,
+}
+
+impl Tls {
+    /// A fresh certificate and key.
+    pub fn self_signed() -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let dir = tempfile::tempdir().unwrap();
+        let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        std::fs::write(dir.path().join(CERT_FILE), pair.cert.pem()).unwrap();
+        std::fs::write(dir.path().join(KEY_FILE), pair.signing_key.serialize_pem()).unwrap();
+        let cert = Arc::new(ReloadingCert::from_dir(dir.path(), provider.clone()).unwrap());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pair.cert.der().clone()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Self {
+            provider,
+            cert,
+            connector: TlsConnector::from(Arc::new(config)),
+            _dir: dir,
+        }
+    }
+
+    /// A TLS connection to `addr`, checked against the certificate; gives up after `patience`.
+    pub async fn connect(&self, addr: SocketAddr, patience: Duration) -> TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        tokio::time::timeout(
+            patience,
+            self.connector
+                .connect(ServerName::try_from("localhost").unwrap(), tcp),
+        )
+        .await
+        .expect("TLS handshake in time")
+        .expect("TLS handshake with the server's self-signed certificate")
+    }
+}
+
+/// The built-in ClusterTrainingRuntime `name` as JSON.
+pub fn builtin_runtime(name: &str) -> Value {
+    let runtime = kubetrain_jobset::builtin::runtimes()
+        .into_iter()
+        .find(|r| r.name() == name)
+        .unwrap_or_else(|| panic!("no built-in runtime {name}"));
+    serde_json::to_value(runtime).unwrap()
+}
+
+/// Stores every built-in ClusterTrainingRuntime in `server`.
+pub fn insert_builtin_runtimes(server: &FakeApiServer) {
+    for runtime in kubetrain_jobset::builtin::runtimes() {
+        server.insert(serde_json::to_value(runtime).unwrap());
+    }
+}
+
+/// The requests `server` recorded since the last call, as `METHOD uri` lines (see
+/// `FakeApiServer::record_requests`): a test checks the requests of each step in turn.
+pub fn sent(server: &FakeApiServer) -> Vec<String> {
+    server
+        .take_requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.uri))
+        .collect()
+}
+
+/// Polls `done` until it holds; fails naming `what` after `timeout`. For conditions only visible by
+/// polling (counters of a running controller), never as a sleep.
+pub async fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
