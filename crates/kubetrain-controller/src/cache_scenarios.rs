@@ -1,6 +1,7 @@
-//! The reconcile with watch caches, as call sequences against the `ApiServerVerifier`: reads come from the
-//! stores (no `GET` unless a store cannot answer), and a write whose result cannot change is not sent. Every
-//! test asserts the exact requests and that nothing else is called.
+//! The reconcile with watch caches, as request sequences against the in-memory API server
+//! (`FakeApiServer`): reads come from the stores (no `GET` unless a store cannot answer), and a write whose
+//! result cannot change is not sent. Every test asserts the exact requests from the server's log and that
+//! nothing else was sent; a watch "catching up" fills a store with what the fake server holds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use crate::controller::{Context, reconcile};
 use crate::fixtures::*;
 use crate::leadership::Leadership;
 use crate::metrics::Metrics;
+use crate::mock::FakeApiServer;
 use crate::settings::Settings;
 
 /// A context whose stores are `caches`; the same context (and so the same apply memory) across reconciles.
@@ -64,7 +66,7 @@ fn listed_caches() -> (Caches, Writers) {
     (caches, w)
 }
 
-/// `value` with the uid and resourceVersion the verifier's apply answers carry (or others).
+/// `value` with this uid and resourceVersion.
 fn stored(mut value: Value, uid: &str, rv: &str) -> Value {
     value["metadata"]["uid"] = json!(uid);
     value["metadata"]["resourceVersion"] = json!(rv);
@@ -72,14 +74,10 @@ fn stored(mut value: Value, uid: &str, rv: &str) -> Value {
 }
 
 /// `job`'s JobSet as stored at `rv`, without status (so the TrainJob's status has nothing to follow).
-fn jobset_at(job: &TrainJob, suspend: bool, rv: &str) -> Value {
+fn cached_jobset(job: &TrainJob, suspend: bool, rv: &str) -> CachedJobSet {
     let mut js = stored(jobset_json(job, suspend, None, 0), "child-uid", rv);
     js["status"] = Value::Null;
-    js
-}
-
-fn cached_jobset(job: &TrainJob, suspend: bool, rv: &str) -> CachedJobSet {
-    serde_json::from_value(jobset_at(job, suspend, rv)).expect("JobSet")
+    serde_json::from_value(js).expect("JobSet")
 }
 
 fn config_map(value: Value, rv: &str) -> ConfigMap {
@@ -92,30 +90,53 @@ fn metadata<K>(name: &str, rv: &str) -> PartialObjectMeta<K> {
     .expect("metadata")
 }
 
+/// The object `server` holds at `path` (as a watch would deliver it), typed for a store.
+fn caught_up<K: serde::de::DeserializeOwned>(server: &FakeApiServer, path: &str) -> K {
+    let (api_version, plural, name) = match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["", "api", "v1", "namespaces", _, plural, name] => ("v1".to_owned(), *plural, *name),
+        ["", "apis", group, version, "namespaces", _, plural, name] => {
+            (format!("{group}/{version}"), *plural, *name)
+        }
+        _ => panic!("not an object path: {path}"),
+    };
+    let object = server
+        .get(&api_version, plural, NS, name)
+        .unwrap_or_else(|| panic!("the fake API server holds no {path}"));
+    serde_json::from_value(object).expect("typed object")
+}
+
+/// The resourceVersion of the object `server` holds at `path`.
+fn rv_of(server: &FakeApiServer, path: &str) -> String {
+    let object: Value = caught_up(server, path);
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion")
+        .to_owned()
+}
+
 /// Reconciles `job` with `ctx` against exactly `calls`.
 async fn expect_calls(
     job: &TrainJob,
     ctx: &Arc<Context>,
-    verifier: ApiServerVerifier,
+    server: &FakeApiServer,
     calls: Vec<Call>,
-) -> (crate::Result<Action>, ApiServerVerifier) {
-    let server = verifier.run(calls);
+) -> crate::Result<Action> {
+    prepare(server, &calls);
     let result = tokio::time::timeout(
         Duration::from_secs(10),
         reconcile(Arc::new(job.clone()), ctx.clone()),
     )
     .await;
-    let mut handle = server.await.expect("every expected call came, as expected");
     let Ok(result) = result else {
-        let extra = tokio::time::timeout(Duration::from_millis(50), handle.next_request()).await;
-        let extra = extra
-            .ok()
-            .flatten()
-            .map(|(r, _)| format!("{} {}", r.method(), r.uri()));
-        panic!("the reconcile did not finish; waiting for an answer to {extra:?}");
+        let sent: Vec<String> = server
+            .requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.uri))
+            .collect();
+        panic!("the reconcile did not finish; sent so far: {sent:?}");
     };
-    assert_silent(&mut handle).await;
-    (result, ApiServerVerifier(handle))
+    verify(server, &calls);
+    result
 }
 
 /// The condition the first reconcile of a suspended TrainJob writes.
@@ -128,16 +149,16 @@ fn suspended_condition() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Cond
 
 #[tokio::test]
 async fn a_suspended_job_is_applied_once_then_only_when_something_changed() {
-    let (client, verifier) = mock_client();
-    let (caches, mut w) = listed_caches();
-    let ctx = cached_context(client, caches);
     let job = trainjob("mnist").suspend(true);
+    let server = fake_server(&job);
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(server.client(), caches);
 
     // New: the runtime comes from the store; only the writes go out.
-    let (result, verifier) = expect_calls(
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![
             Call::apply(configmap_path("mnist-runtime-snapshot")),
             Call::apply(jobset_path("mnist")).check(|b| assert_eq!(b["spec"]["suspend"], true)),
@@ -149,32 +170,34 @@ async fn a_suspended_job_is_applied_once_then_only_when_something_changed() {
 
     // The watches caught up: the same JobSet would be applied to the same stored version, so nothing is sent.
     let job = job.conditions(vec![suspended_condition()]);
-    listed(&mut w.jobsets, vec![cached_jobset(&job, true, "2")]);
+    let applied: CachedJobSet = caught_up(&server, &jobset_path("mnist"));
+    listed(&mut w.jobsets, vec![applied.clone()]);
     listed(
         &mut w.config_maps,
-        vec![config_map(snapshot_json(&job, "torch-distributed"), "2")],
+        vec![caught_up(
+            &server,
+            &configmap_path("mnist-runtime-snapshot"),
+        )],
     );
-    let (result, verifier) = expect_calls(&job, &ctx, verifier, vec![]).await;
+    let result = expect_calls(&job, &ctx, &server, vec![]).await;
     result.expect("reconciled");
 
     // Someone changed the JobSet since (the JobSet controller, a user): applied again.
-    listed(&mut w.jobsets, vec![cached_jobset(&job, true, "3")]);
-    let (result, verifier) = expect_calls(
-        &job,
-        &ctx,
-        verifier,
-        vec![Call::apply(jobset_path("mnist"))],
-    )
-    .await;
+    let changed = format!("{}0", rv_of(&server, &jobset_path("mnist")));
+    listed(&mut w.jobsets, vec![cached_jobset(&job, true, &changed)]);
+    let result = expect_calls(&job, &ctx, &server, vec![Call::apply(jobset_path("mnist"))]).await;
     result.expect("reconciled");
 
     // Resumed (Kueue admitted it): the new body goes through, whatever the memory holds.
-    listed(&mut w.jobsets, vec![cached_jobset(&job, true, "2")]);
+    listed(
+        &mut w.jobsets,
+        vec![caught_up(&server, &jobset_path("mnist"))],
+    );
     let resumed = job.clone().suspend(false);
-    let (result, _) = expect_calls(
+    let result = expect_calls(
         &resumed,
         &ctx,
-        verifier,
+        &server,
         vec![
             Call::apply(jobset_path("mnist")).check(|b| assert_eq!(b["spec"]["suspend"], false)),
             Call::merge_status(status_path("mnist")).check(|patch| {
@@ -192,14 +215,14 @@ async fn a_suspended_job_is_applied_once_then_only_when_something_changed() {
 
 #[tokio::test(start_paused = true)]
 async fn the_leaders_own_writes_not_yet_in_the_cache_are_awaited_then_read_live() {
-    let (client, verifier) = mock_client();
-    let (caches, mut w) = listed_caches();
-    let ctx = cached_context(client, caches);
     let job = trainjob("mnist").suspend(true);
-    let (result, verifier) = expect_calls(
+    let server = fake_server(&job);
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(server.client(), caches);
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![
             Call::apply(configmap_path("mnist-runtime-snapshot")),
             Call::apply(jobset_path("mnist")),
@@ -212,22 +235,22 @@ async fn the_leaders_own_writes_not_yet_in_the_cache_are_awaited_then_read_live(
     // The stores have not seen the applies yet (another watch's event came first): nothing is read or
     // written; the watch events of those applies will trigger the next reconcile.
     let job = job.conditions(vec![suspended_condition()]);
-    let (result, verifier) = expect_calls(&job, &ctx, verifier, vec![]).await;
+    let result = expect_calls(&job, &ctx, &server, vec![]).await;
     assert_eq!(
         result.expect("reconciled"),
         Action::requeue(Duration::from_secs(5))
     );
 
     // Still absent long after: asked live (a snapshot written from a runtime edited since would be wrong).
+    // The server holds both as applied, at the versions the apply memory has.
     tokio::time::advance(Duration::from_secs(16)).await;
-    let (result, verifier) = expect_calls(
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![
-            Call::get(jobset_path("mnist")).ok(jobset_at(&job, true, "2")),
-            Call::get(configmap_path("mnist-runtime-snapshot"))
-                .ok(snapshot_json(&job, "torch-distributed")),
+            Call::get(jobset_path("mnist")),
+            Call::get(configmap_path("mnist-runtime-snapshot")),
             // The store cannot vouch for the JobSet's version: applied again.
             Call::apply(jobset_path("mnist")),
         ],
@@ -239,12 +262,16 @@ async fn the_leaders_own_writes_not_yet_in_the_cache_are_awaited_then_read_live(
     tokio::time::advance(Duration::from_secs(16)).await;
     listed(
         &mut w.config_maps,
-        vec![config_map(snapshot_json(&job, "torch-distributed"), "2")],
+        vec![caught_up(
+            &server,
+            &configmap_path("mnist-runtime-snapshot"),
+        )],
     );
-    let (result, _) = expect_calls(
+    assert!(server.remove("jobset.x-k8s.io/v1alpha2", "jobsets", NS, "mnist"));
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![
             Call::get(jobset_path("mnist")).not_found(),
             Call::apply(jobset_path("mnist")),
@@ -256,11 +283,11 @@ async fn the_leaders_own_writes_not_yet_in_the_cache_are_awaited_then_read_live(
 
 #[tokio::test]
 async fn a_status_already_written_is_not_written_again_from_a_stale_cache() {
-    let (client, verifier) = mock_client();
-    let (caches, mut w) = listed_caches();
-    let ctx = cached_context(client, caches);
     let mut job = trainjob("mnist");
     job.metadata.resource_version = Some("5".into());
+    let server = fake_server(&job);
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(server.client(), caches);
     let mut running = jobset_json(&job, false, None, 1);
     running = stored(running, "child-uid", "4");
     listed(
@@ -273,10 +300,10 @@ async fn a_status_already_written_is_not_written_again_from_a_stale_cache() {
     );
 
     // A running JobSet is never applied; its jobsStatus goes into the TrainJob's status.
-    let (result, verifier) = expect_calls(
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![
             Call::merge_status(status_path("mnist"))
                 .check(|p| assert_eq!(p["status"]["jobsStatus"][0]["active"], 1)),
@@ -286,15 +313,15 @@ async fn a_status_already_written_is_not_written_again_from_a_stale_cache() {
     result.expect("reconciled");
 
     // Reconciled again before the TrainJob's watch delivered that write (same resourceVersion): skipped.
-    let (result, verifier) = expect_calls(&job, &ctx, verifier, vec![]).await;
+    let result = expect_calls(&job, &ctx, &server, vec![]).await;
     result.expect("reconciled");
 
     // A newer TrainJob whose status someone reset: written again.
     job.metadata.resource_version = Some("7".into());
-    let (result, _) = expect_calls(
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![Call::merge_status(status_path("mnist"))],
     )
     .await;
@@ -304,14 +331,14 @@ async fn a_status_already_written_is_not_written_again_from_a_stale_cache() {
 #[tokio::test]
 async fn an_ssh_secret_missing_from_the_cache_is_confirmed_live_and_a_stable_hostfile_is_not_reapplied()
  {
-    let (client, verifier) = mock_client();
-    let (caches, mut w) = listed_caches();
-    let ctx = cached_context(client, caches);
     let job = trainjob("ds").runtime("deepspeed-distributed", "ClusterTrainingRuntime");
-    let (result, verifier) = expect_calls(
+    let server = fake_server(&job);
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(server.client(), caches);
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![
             // Never generate keys on the cache's word alone: a new Secret would replace running pods' keys.
             Call::get(secret_path("ds-mpi-ssh-auth")).not_found(),
@@ -325,35 +352,31 @@ async fn an_ssh_secret_missing_from_the_cache_is_confirmed_live_and_a_stable_hos
     result.expect("reconciled");
 
     // Everything in the stores at the versions applied: the hostfile (rendered every time) is not sent.
-    let hostfile = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "ds-mpi-hostfile", "namespace": NS, "ownerReferences": [owner_json(&job)]}});
-    listed(&mut w.jobsets, vec![cached_jobset(&job, false, "2")]);
-    listed(
-        &mut w.config_maps,
-        vec![
-            config_map(snapshot_json(&job, "deepspeed-distributed"), "2"),
-            config_map(hostfile.clone(), "2"),
-        ],
-    );
+    let snapshot: ConfigMap = caught_up(&server, &configmap_path("ds-runtime-snapshot"));
+    let hostfile: ConfigMap = caught_up(&server, &configmap_path("ds-mpi-hostfile"));
+    listed(&mut w.jobsets, vec![caught_up(&server, &jobset_path("ds"))]);
+    listed(&mut w.config_maps, vec![snapshot.clone(), hostfile.clone()]);
     listed(
         &mut w.secrets,
-        vec![metadata::<Secret>("ds-mpi-ssh-auth", "2")],
+        vec![caught_up::<PartialObjectMeta<Secret>>(
+            &server,
+            &secret_path("ds-mpi-ssh-auth"),
+        )],
     );
-    let (result, verifier) = expect_calls(&job, &ctx, verifier, vec![]).await;
+    let result = expect_calls(&job, &ctx, &server, vec![]).await;
     result.expect("reconciled");
 
     // The hostfile was edited: applied again.
-    listed(
-        &mut w.config_maps,
-        vec![
-            config_map(snapshot_json(&job, "deepspeed-distributed"), "2"),
-            config_map(hostfile, "9"),
-        ],
-    );
-    let (result, _) = expect_calls(
+    let mut edited = hostfile;
+    edited.metadata.resource_version = Some(format!(
+        "{}0",
+        rv_of(&server, &configmap_path("ds-mpi-hostfile"))
+    ));
+    listed(&mut w.config_maps, vec![snapshot, edited]);
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![Call::apply(configmap_path("ds-mpi-hostfile"))],
     )
     .await;
@@ -362,14 +385,14 @@ async fn an_ssh_secret_missing_from_the_cache_is_confirmed_live_and_a_stable_hos
 
 #[tokio::test]
 async fn stores_that_have_not_listed_yet_are_read_around() {
-    let (client, verifier) = mock_client();
-    let (caches, _writers) = Caches::new();
-    let ctx = cached_context(client, caches);
     let job = trainjob("mnist");
-    let (result, _) = expect_calls(
+    let server = fake_server(&job);
+    let (caches, _writers) = Caches::new();
+    let ctx = cached_context(server.client(), caches);
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![
             Call::get(jobset_path("mnist")).not_found(),
             Call::get(configmap_path("mnist-runtime-snapshot")).not_found(),
@@ -385,23 +408,23 @@ async fn stores_that_have_not_listed_yet_are_read_around() {
 
 #[tokio::test]
 async fn a_pod_group_is_read_from_the_cache_and_a_missing_runtime_live() {
-    let (client, verifier) = mock_client();
-    let (caches, mut w) = listed_caches();
-    let ctx = cached_context(client, caches);
     let mut runtime = cluster_runtime_json("torch-distributed");
     runtime["metadata"]["name"] = json!("gang-runtime");
     runtime["spec"]["podGroupPolicy"] = json!({"coscheduling": {"scheduleTimeoutSeconds": 100}});
     let job = trainjob("gang").runtime("gang-runtime", "ClusterTrainingRuntime");
+    let server = fake_server(&job);
+    let (caches, mut w) = listed_caches();
+    let ctx = cached_context(server.client(), caches);
     listed(
         &mut w.coscheduling,
         vec![metadata::<kubetrain_api::podgroup::coscheduling::PodGroup>(
             "gang", "1",
         )],
     );
-    let (result, _) = expect_calls(
+    let result = expect_calls(
         &job,
         &ctx,
-        verifier,
+        &server,
         vec![
             // Not in the store (created a moment ago): asked live.
             Call::get(cluster_runtime_path("gang-runtime")).ok(runtime),

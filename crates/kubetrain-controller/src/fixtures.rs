@@ -1,15 +1,13 @@
-//! Test fixtures (controller-rs style): TrainJob builders and the `ApiServerVerifier`, a `tower_test` mock API
-//! server that expects an exact sequence of calls, checks each one's method, path, query and body, and answers
-//! as the API server would.
+//! Test fixtures (controller-rs style): TrainJob builders, and expected request sequences ([`Call`]) checked
+//! against the in-memory API server's request log (`crate::mock::FakeApiServer`): each request's method,
+//! path, query, content type and body, in order, and nothing else.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use http::{Method, Request, Response, StatusCode};
+use http::Method;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
-use kube::client::Body;
 use kubetrain_api::TrainJob;
 use kubetrain_api::jobset::{JobSet, JobSetStatus, ReplicatedJobStatus};
 use serde_json::{Value, json};
@@ -17,9 +15,8 @@ use serde_json::{Value, json};
 use crate::controller::Context;
 use crate::leadership::Leadership;
 use crate::metrics::Metrics;
+use crate::mock::{FakeApiServer, api_status};
 use crate::settings::{FIELD_MANAGER, Settings};
-
-pub(crate) type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
 pub(crate) const NS: &str = "team-a";
 pub(crate) const UID: &str = "5f0c6a1e-0000-4000-8000-000000000001";
@@ -52,21 +49,20 @@ pub(crate) fn events_path() -> String {
 /// A body check.
 type Check = Box<dyn Fn(&Value) + Send + Sync>;
 
-/// How the mock answers.
-enum Reply {
-    Json(StatusCode, Value),
-    /// 200 with the request body (as SSA and POST answer), plus server-set uid/resourceVersion.
-    Echo,
-}
-
-/// One expected call.
+/// One expected request, checked against the fake API server's request log after the reconcile; it also
+/// sets up what the server answers: the object a `GET` finds ([`Call::ok`]) or a failure ([`Call::fail`]).
+/// Everything else is the fake's own answer (an apply stores and returns the object, a status patch
+/// merges into the stored TrainJob, a missing object is 404).
 pub(crate) struct Call {
     method: Method,
     path: String,
     query: Vec<(String, String)>,
     content_type: Option<&'static str>,
     checks: Vec<Check>,
-    reply: Reply,
+    /// Stored before the reconcile, so that this `GET` finds it.
+    stored: Option<Value>,
+    /// Answered instead of the fake's own answer: (code, reason).
+    fail: Option<(u16, String)>,
 }
 
 impl Call {
@@ -77,7 +73,8 @@ impl Call {
             query: Vec::new(),
             content_type: None,
             checks: Vec::new(),
-            reply: Reply::Json(StatusCode::OK, json!({})),
+            stored: None,
+            fail: None,
         }
     }
     /// `GET path`.
@@ -88,15 +85,11 @@ impl Call {
     pub(crate) fn delete(path: String) -> Self {
         Self::new(Method::DELETE, path)
     }
-    /// `POST path`, answered with the request body.
+    /// `POST path` (the fake creates the object).
     pub(crate) fn post(path: String) -> Self {
-        Self {
-            reply: Reply::Echo,
-            ..Self::new(Method::POST, path)
-        }
+        Self::new(Method::POST, path)
     }
-    /// A server-side apply: `PATCH path?fieldManager=<ours>&force=true` with the apply content type, answered
-    /// with the request body.
+    /// A server-side apply: `PATCH path?fieldManager=<ours>&force=true` with the apply content type.
     pub(crate) fn apply(path: String) -> Self {
         Self {
             query: vec![
@@ -104,42 +97,31 @@ impl Call {
                 ("force".into(), "true".into()),
             ],
             content_type: Some("application/apply-patch+yaml"),
-            reply: Reply::Echo,
             ..Self::new(Method::PATCH, path)
         }
     }
-    /// A JSON merge patch of the status subresource by our field manager, answered with `{}`.
+    /// A JSON merge patch of the status subresource by our field manager (of the TrainJob the scenario
+    /// stores).
     pub(crate) fn merge_status(path: String) -> Self {
-        // The API server answers with the whole TrainJob.
-        let name = path.rsplit('/').nth(1).unwrap_or_default().to_owned();
         Self {
             query: vec![("fieldManager".into(), FIELD_MANAGER.into())],
             content_type: Some("application/merge-patch+json"),
             ..Self::new(Method::PATCH, path)
         }
-        .ok(
-            json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-                   "metadata": {"name": name, "namespace": NS, "uid": UID},
-                   "spec": {"runtimeRef": {"name": "torch-distributed"}}}),
-        )
     }
-    /// Answer 200 with `body`.
-    pub(crate) fn ok(mut self, body: Value) -> Self {
-        self.reply = Reply::Json(StatusCode::OK, body);
+    /// The server holds `object` (at this call's path) when the reconcile starts.
+    pub(crate) fn ok(mut self, object: Value) -> Self {
+        self.stored = Some(object);
         self
     }
     /// Answer with an API `Status` failure.
     pub(crate) fn fail(mut self, code: u16, reason: &str) -> Self {
-        self.reply = Reply::Json(
-            StatusCode::from_u16(code).expect("valid code"),
-            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                   "message": format!("mock {reason}"), "reason": reason, "code": code}),
-        );
+        self.fail = Some((code, reason.to_owned()));
         self
     }
-    /// Answer 404 NotFound.
+    /// The server does not hold the object: the fake answers 404 NotFound (a name for readers).
     pub(crate) fn not_found(self) -> Self {
-        self.fail(404, "NotFound")
+        self
     }
     /// Check the request body.
     pub(crate) fn check(mut self, check: impl Fn(&Value) + Send + Sync + 'static) -> Self {
@@ -148,87 +130,71 @@ impl Call {
     }
 }
 
-/// The mock API server side of a test client.
-pub(crate) struct ApiServerVerifier(pub(crate) Handle);
-
-impl ApiServerVerifier {
-    /// Serves `calls` in order (panicking on any mismatch), then hands the handle back so the test can check
-    /// that nothing else is called.
-    pub(crate) fn run(self, calls: Vec<Call>) -> tokio::task::JoinHandle<Handle> {
-        let mut handle = self.0;
-        tokio::spawn(async move {
-            for (i, call) in calls.into_iter().enumerate() {
-                let (request, send) =
-                    tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-                        .await
-                        .unwrap_or_else(|_| {
-                            panic!("call {i} ({} {}) never came", call.method, call.path)
-                        })
-                        .unwrap_or_else(|| panic!("client gone before call {i}"));
-                assert_eq!(
-                    (request.method(), request.uri().path()),
-                    (&call.method, call.path.as_str()),
-                    "call {i}"
-                );
-                let query = crate::mock::query_pairs(request.uri().query().unwrap_or_default());
-                for pair in &call.query {
-                    assert!(
-                        query.contains(pair),
-                        "call {i}: query {query:?} lacks {pair:?}"
-                    );
-                }
-                if let Some(ct) = call.content_type {
-                    let got = request
-                        .headers()
-                        .get(http::header::CONTENT_TYPE)
-                        .and_then(|v| v.to_str().ok());
-                    assert_eq!(got, Some(ct), "call {i}: content type");
-                }
-                let bytes = request.into_body().collect_bytes().await.expect("body");
-                let body: Value = if bytes.is_empty() {
-                    Value::Null
-                } else {
-                    serde_json::from_slice(&bytes).expect("JSON body")
-                };
-                for check in &call.checks {
-                    check(&body);
-                }
-                let (status, reply) = match call.reply {
-                    Reply::Json(status, v) => (status, v),
-                    Reply::Echo => {
-                        let mut v = body;
-                        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                            meta.entry("uid").or_insert_with(|| json!("child-uid"));
-                            meta.insert("resourceVersion".into(), json!("2"));
-                        }
-                        (StatusCode::OK, v)
-                    }
-                };
-                send.send_response(
-                    Response::builder()
-                        .status(status)
-                        .body(Body::from(serde_json::to_vec(&reply).expect("JSON")))
-                        .expect("response"),
-                );
-            }
-            handle
-        })
-    }
+/// The in-memory API server for a scenario, recording requests, with `job` stored (status patches merge
+/// into it).
+pub(crate) fn fake_server(job: &TrainJob) -> FakeApiServer {
+    let server = FakeApiServer::start();
+    server.insert(serde_json::to_value(job).expect("JSON"));
+    server.record_requests();
+    server
 }
 
-/// Asserts the client makes no further call.
-pub(crate) async fn assert_silent(handle: &mut Handle) {
-    if let Ok(Some((request, _))) =
-        tokio::time::timeout(Duration::from_millis(50), handle.next_request()).await
-    {
-        panic!("unexpected call {} {}", request.method(), request.uri());
+/// Sets `server` up for `calls`: stores the objects their `GET`s find, answers their failures.
+pub(crate) fn prepare(server: &FakeApiServer, calls: &[Call]) {
+    let mut failures = Vec::new();
+    for call in calls {
+        if let Some(object) = &call.stored {
+            server.insert(object.clone());
+        }
+        if let Some((code, reason)) = &call.fail {
+            failures.push((
+                call.method.to_string(),
+                call.path.clone(),
+                *code,
+                reason.clone(),
+            ));
+        }
     }
+    server.intercept(move |r| {
+        let path = r.uri.split_once('?').map_or(r.uri.as_str(), |(p, _)| p);
+        failures
+            .iter()
+            .find(|(m, p, ..)| *m == r.method && p == path)
+            .map(|(_, _, code, reason)| api_status(*code, reason, &format!("mock {reason}")))
+    });
 }
 
-/// A mock-backed client and its verifier.
-pub(crate) fn mock_client() -> (Client, ApiServerVerifier) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    (Client::new(service, NS), ApiServerVerifier(handle))
+/// Checks the requests `server` recorded since the last check against `calls`: the same requests in the
+/// same order (method, path, query, content type, body checks), and nothing else.
+pub(crate) fn verify(server: &FakeApiServer, calls: &[Call]) {
+    let requests = server.take_requests();
+    for (i, call) in calls.iter().enumerate() {
+        let Some(request) = requests.get(i) else {
+            panic!("call {i} ({} {}) never came", call.method, call.path);
+        };
+        let (path, query) = request.uri.split_once('?').unwrap_or((&request.uri, ""));
+        assert_eq!(
+            (request.method.as_str(), path),
+            (call.method.as_str(), call.path.as_str()),
+            "call {i}"
+        );
+        let query = crate::mock::query_pairs(query);
+        for pair in &call.query {
+            assert!(
+                query.contains(pair),
+                "call {i}: query {query:?} lacks {pair:?}"
+            );
+        }
+        if let Some(ct) = call.content_type {
+            assert_eq!(request.content_type, ct, "call {i}: content type");
+        }
+        for check in &call.checks {
+            check(&request.body);
+        }
+    }
+    if let Some(extra) = requests.get(calls.len()) {
+        panic!("unexpected call {} {}", extra.method, extra.uri);
+    }
 }
 
 /// A reconcile context on `client` with default settings.

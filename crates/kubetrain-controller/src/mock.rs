@@ -138,6 +138,9 @@ pub struct Recorded {
     pub uri: String,
     /// The JSON body (`Null` when there is none or it is not JSON).
     pub body: Value,
+    /// The `Content-Type` header (empty when none): tells a server-side apply
+    /// (`application/apply-patch+yaml`) from a merge patch (`application/merge-patch+json`).
+    pub content_type: String,
 }
 
 /// A hook run before each answer; see [`FakeApiServer::on_request`].
@@ -696,6 +699,12 @@ async fn serve(mut handle: Handle, state: Arc<State>, client: Client) {
                 method: parts.method.to_string(),
                 uri,
                 body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                content_type: parts
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned(),
             }
         });
         if let Some(recorded) = &recorded {
