@@ -3,7 +3,7 @@
 //! write nothing, a concurrent change is not overwritten, and `run` does it end to end.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::runtime::controller::Action;
 use kubetrain_api::{ClusterTrainingRuntime, TrainingRuntime};
@@ -13,6 +13,8 @@ use kubetrain_controller::runtime_finalizer::{
 };
 use kubetrain_controller::{Leadership, Settings};
 use serde_json::{Value, json};
+
+use crate::support::wait_for;
 
 const API_VERSION: &str = "trainer.kubeflow.org/v1alpha1";
 const OTHER: &str = "example.com/keep-me";
@@ -186,16 +188,11 @@ async fn run_removes_the_finalizer_from_every_runtime_and_stops_on_shutdown() {
             let _ = stopped.await;
         },
     ));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while finalizers(&server, "clustertrainingruntimes", "", "legacy") != json!([OTHER])
-        || finalizers(&server, "trainingruntimes", "team-a", "legacy") != Value::Null
-    {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for the patches"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for("the patches", Duration::from_secs(60), || {
+        finalizers(&server, "clustertrainingruntimes", "", "legacy") == json!([OTHER])
+            && finalizers(&server, "trainingruntimes", "team-a", "legacy") == Value::Null
+    })
+    .await;
     assert_eq!(server.stats().merge_patches, 2);
     stop.send(()).expect("controllers alive");
     tokio::time::timeout(Duration::from_secs(30), controllers)

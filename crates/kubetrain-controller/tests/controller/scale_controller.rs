@@ -12,16 +12,14 @@ use kubetrain_controller::{Leadership, Metrics, Settings};
 use prometheus_client::registry::Registry;
 use serde_json::json;
 
+use crate::support::builtin_runtime;
+
 const JOBSETS: (&str, &str) = ("jobset.x-k8s.io/v1alpha2", "jobsets");
 const CONFIGMAPS: (&str, &str) = ("v1", "configmaps");
 
 fn server_with(jobs: usize, namespaces: usize) -> FakeApiServer {
     let server = FakeApiServer::start();
-    let runtime = kubetrain_jobset::builtin::runtimes()
-        .into_iter()
-        .find(|r| r.name() == "torch-distributed")
-        .expect("built-in runtime");
-    server.insert(serde_json::to_value(runtime).expect("JSON"));
+    server.insert(builtin_runtime("torch-distributed"));
     for i in 0..jobs {
         server.insert(json!({
             "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
