@@ -117,7 +117,9 @@ pub fn parse_documents(text: &str) -> Result<Vec<LocatedDocument>, ParseError> {
                 piece.len(),
             )));
         }
-        let value: Value = serde_saphyr::from_str(piece).map_err(|e| {
+        // The fast reader where the document is in its subset (the controller reads every runtime snapshot
+        // here); its answer is serde-saphyr's either way (differential tests and the `yaml_fast_path` fuzz target).
+        let value: Value = kubetrain_yaml::fast::from_str(piece).map_err(|e| {
             ParseError::Syntax(format!(
                 "document {} (from line {line}): {}",
                 index + 1,

@@ -4,7 +4,7 @@
 //! | kind | watch | kept |
 //! |---|---|---|
 //! | TrainJobs | full | everything but `managedFields` |
-//! | JobSets | full | metadata (no `managedFields`), `spec.suspend`, `status`: the pod templates are never parsed into memory |
+//! | JobSets | full | metadata (`managedFields` skipped while reading), `spec.suspend`, `status`: the pod templates are never parsed into memory |
 //! | ConfigMaps | full | a TrainJob's (snapshot, hostfile) whole; any other only its name and owners |
 //! | Secrets, PodGroups | metadata only | name, uid, resourceVersion, owners: only existence matters |
 //! | (Cluster)TrainingRuntimes | full | everything but `managedFields` |
@@ -42,14 +42,61 @@ use serde::Deserialize;
 /// it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct CachedJobSet {
-    /// The JobSet's metadata.
-    #[serde(default)]
+    /// The JobSet's metadata (without `managedFields`, which are skipped while reading).
+    #[serde(default, deserialize_with = "meta_without_managed_fields")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     spec: SlimSpec,
     /// The JobSet's status.
     #[serde(default)]
     pub status: Option<JobSetStatus>,
+}
+
+/// `ObjectMeta` read without its `managedFields`: a JobSet's run to several kilobytes (every field of the
+/// applied spec, then the JobSet controller's status), and each watch event carries them; skipping them while
+/// reading is cheaper than building them and dropping them in [`strip`].
+fn meta_without_managed_fields<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ObjectMeta, D::Error> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        annotations: Option<BTreeMap<String, String>>,
+        creation_timestamp: Option<Time>,
+        deletion_grace_period_seconds: Option<i64>,
+        deletion_timestamp: Option<Time>,
+        finalizers: Option<Vec<String>>,
+        generate_name: Option<String>,
+        generation: Option<i64>,
+        labels: Option<BTreeMap<String, String>>,
+        name: Option<String>,
+        namespace: Option<String>,
+        owner_references: Option<Vec<OwnerReference>>,
+        resource_version: Option<String>,
+        self_link: Option<String>,
+        uid: Option<String>,
+    }
+    let m = Option::<Meta>::deserialize(deserializer)?;
+    Ok(m.map(|m| ObjectMeta {
+        annotations: m.annotations,
+        creation_timestamp: m.creation_timestamp,
+        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+        deletion_timestamp: m.deletion_timestamp,
+        finalizers: m.finalizers,
+        generate_name: m.generate_name,
+        generation: m.generation,
+        labels: m.labels,
+        managed_fields: None,
+        name: m.name,
+        namespace: m.namespace,
+        owner_references: m.owner_references,
+        resource_version: m.resource_version,
+        self_link: m.self_link,
+        uid: m.uid,
+    })
+    .unwrap_or_default())
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -522,6 +569,31 @@ mod tests {
             version_of(&cached.metadata),
             ("j1".to_owned(), "7".to_owned())
         );
+    }
+
+    #[test]
+    fn a_cached_jobsets_metadata_is_all_but_managed_fields() {
+        let metadata = serde_json::json!({
+            "name": "mnist", "namespace": "a", "uid": "j1", "resourceVersion": "7", "generation": 3,
+            "generateName": "mn-", "selfLink": "/x", "creationTimestamp": "2026-12-01T10:00:00Z",
+            "deletionTimestamp": "2026-12-01T11:00:00Z", "deletionGracePeriodSeconds": 0,
+            "labels": {"l": "1"}, "annotations": {"a": "2"}, "finalizers": ["f"],
+            "ownerReferences": [{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                "name": "mnist", "uid": "t1", "controller": true, "blockOwnerDeletion": true}],
+            "managedFields": [{"manager": "kubetrain", "operation": "Apply", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:suspend": {}}}}],
+        });
+        let cached: CachedJobSet =
+            serde_json::from_value(serde_json::json!({"metadata": metadata.clone()})).unwrap();
+        let mut full: ObjectMeta = serde_json::from_value(metadata).unwrap();
+        assert!(full.managed_fields.is_some());
+        full.managed_fields = None;
+        assert_eq!(cached.metadata, full, "every other field is read as ObjectMeta reads it");
+
+        for absent in [serde_json::json!({}), serde_json::json!({"metadata": null})] {
+            let cached: CachedJobSet = serde_json::from_value(absent).unwrap();
+            assert_eq!(cached.metadata, ObjectMeta::default());
+        }
     }
 
     #[test]

@@ -126,6 +126,21 @@ fn observed_maps_what_was_read() {
 }
 
 #[test]
+fn every_builtin_runtimes_snapshot_is_read_by_the_fast_yaml_path() {
+    // Every reconcile reads the snapshot; serde-saphyr's full reader costs several times the fast path.
+    let j = job(json!({"runtimeRef": {"name": "torch-distributed"}}));
+    for runtime in kubetrain_jobset::builtin::runtimes() {
+        let name = runtime.metadata.name.clone().unwrap_or_default();
+        let cm = snapshot_config_map(&j, &FetchedRuntime::Cluster(Box::new(runtime))).unwrap();
+        let yaml = &cm.data.as_ref().unwrap()[RUNTIME_KEY];
+        assert!(
+            kubetrain_yaml::fast::parse(yaml).is_some(),
+            "{name}: the snapshot leaves the fast reader's subset:\n{yaml}"
+        );
+    }
+}
+
+#[test]
 fn snapshot_round_trips_and_is_checked_like_upstream() {
     let j = job(json!({"runtimeRef": {"name": "torch-distributed"}}));
     let runtime = builtin("torch-distributed");
