@@ -2,11 +2,9 @@
 //! Reads `../shared/upstream/trainer` when it exists; a clone without it skips these tests with a message (CI
 //! fails instead: `shared_data`).
 
-#[path = "../../../tests/support/shared_data.rs"]
-mod shared_data;
-
 use std::path::{Path, PathBuf};
 
+use crate::shared_data;
 use kubetrain_api::{ParseError, parse_documents};
 use serde_json::Value;
 

@@ -1,8 +1,6 @@
 //! Facts of upstream's Flux plugin (`plugins/flux/flux.go` and its tests), checked on our own fixtures.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kubetrain_jobset::Object;
 

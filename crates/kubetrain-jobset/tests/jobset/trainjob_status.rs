@@ -1,8 +1,6 @@
 //! Facts of upstream's TrainJobStatus plugin (`plugins/trainjobstatus` and its tests) through `render_with`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kubetrain_api::RuntimeCatalog;
 use kubetrain_jobset::{
     Object, Observed, RenderError, RenderOptions, Rendered, TrainJobStatusOptions, builtin,

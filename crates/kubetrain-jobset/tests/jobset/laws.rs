@@ -1,8 +1,7 @@
 //! Laws of rendering: render is deterministic (byte-identical YAML for the same inputs and seed), and counts and
 //! env do not depend on the order of the enforce phases.
 
-mod common;
-
+use crate::common;
 use kubetrain_api::{RuntimeCatalog, TrainJob};
 use kubetrain_jobset::{Observed, builtin, render, resolve, ssh::seeded_rng};
 use kubetrain_merge::Info;

@@ -1,9 +1,7 @@
 //! Facts of trainer.md, checked on hand-written fixtures: one table per plugin, plus upstream's small
 //! unit-test facts (trainer.md §5).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kubetrain_api::jobset::JobSet;
 use kubetrain_jobset::{Observed, ObservedJobSet};
 

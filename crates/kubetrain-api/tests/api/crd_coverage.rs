@@ -2,11 +2,9 @@
 //! CRD schemas exists in ours. Skips when `../shared/upstream` is not beside the repository (CI fails instead:
 //! `shared_data`).
 
-#[path = "../../../tests/support/shared_data.rs"]
-mod shared_data;
-
 use std::collections::BTreeSet;
 
+use crate::shared_data;
 use kubetrain_api::crd;
 use serde_json::Value;
 

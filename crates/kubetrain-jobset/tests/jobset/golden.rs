@@ -3,14 +3,11 @@
 //! shipped runtime rendered with a 3-node TrainJob. Skips cleanly when the upstream data is absent (CI fails
 //! instead: `shared_data`).
 
-mod common;
-#[path = "../../../tests/support/shared_data.rs"]
-mod shared_data;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::*;
+use crate::common::*;
+use crate::shared_data;
 use kubetrain_api::{Document, MLPolicySource, RuntimeCatalog, TrainJob, parse_documents};
 use kubetrain_jobset::{Object, Observed, Rendered, builtin, render, resolve, ssh::seeded_rng};
 

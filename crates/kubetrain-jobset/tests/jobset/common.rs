@@ -1,7 +1,5 @@
 //! Helpers shared by the render tests: parsing fixtures and reading rendered objects.
 
-#![allow(dead_code)]
-
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
 use kubetrain_api::jobset::{JobSet, ReplicatedJob};
 use kubetrain_api::{Document, RuntimeCatalog, TrainJob, parse_documents};

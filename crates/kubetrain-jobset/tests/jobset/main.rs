@@ -1,0 +1,12 @@
+//! The render integration tests, one test binary (one link instead of five): a module per concern, with the
+//! fixture helpers they share in `common`.
+
+#[path = "../../../../tests/support/shared_data.rs"]
+mod shared_data;
+
+mod common;
+mod facts;
+mod flux;
+mod golden;
+mod laws;
+mod trainjob_status;
