@@ -4,8 +4,9 @@
 //! with a message saying what it did not check.
 //!
 //! Included by path, not a crate, so it adds no build step:
-//! `#[path = "../../../tests/support/shared_data.rs"] mod shared_data;` (from `crates/<crate>/tests/` or
-//! `crates/<crate>/src/`).
+//! `#[path = "../../../../tests/support/shared_data.rs"] mod shared_data;` in a test binary's
+//! `crates/<crate>/tests/<suite>/main.rs` (its modules then `use crate::shared_data;`), one `../` less from
+//! `crates/<crate>/src/`.
 
 use std::path::{Path, PathBuf};
 
