@@ -6,7 +6,8 @@
 //! - list (with `limit`/`continue` pages) and watch (held open, never sends events);
 //! - get, server-side apply (`PATCH` with apply content type: the object is stored, status kept), JSON merge
 //!   patch of `/status`, JSON merge patch of an object (a `metadata.resourceVersion` in the patch must match,
-//!   else 409 Conflict, as on the API server), delete, and event creation;
+//!   else 409 Conflict, as on the API server), replace (`PUT`, with the same resourceVersion check), delete,
+//!   and event creation;
 //! - `TokenReview`s of the tokens registered with [`FakeApiServer::add_token`], with the API server's
 //!   audience rules (the review's audiences must meet the token's; the answer lists the ones they share);
 //! - create (`POST` to a collection: 201, or 409 AlreadyExists), list `labelSelector`s (`k=v`, `k!=v`,
@@ -22,6 +23,9 @@
 //! the test releases each one (a write in flight while others arrive). Errors carry the API server's
 //! messages (`priorityclasses.scheduling.k8s.io "high" not found`), so code that passes them on can be
 //! checked word for word.
+//!
+//! A process that needs a real endpoint (a command-line tool reading a kubeconfig) gets one with
+//! [`FakeApiServer::serve`]: plain HTTP on a loopback port, in front of the same store.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -94,6 +98,7 @@ const SERVED: &[(&str, &str, &str, bool)] = &[
         "PriorityClass",
         false,
     ),
+    ("coordination.k8s.io/v1", "leases", "Lease", true),
 ];
 
 /// Where an object lives: apiVersion, plural, namespace ("" when cluster-scoped), name.
@@ -126,6 +131,8 @@ pub struct Stats {
     pub creates: u64,
     /// Pod log requests.
     pub logs: u64,
+    /// Replaces (`PUT` of an object).
+    pub replaces: u64,
 }
 
 /// One request the server answered, as [`FakeApiServer::requests`] returns it.
@@ -218,6 +225,7 @@ struct Counters {
     token_reviews: AtomicU64,
     creates: AtomicU64,
     logs: AtomicU64,
+    replaces: AtomicU64,
 }
 
 #[derive(Default)]
@@ -315,6 +323,25 @@ impl FakeApiServer {
     /// objects there to script what a polling client sees next, deterministically.
     pub fn on_request(&self, hook: impl Fn(&Recorded, &FakeApiServer) + Send + Sync + 'static) {
         *lock(&self.state.hook) = Some(Arc::new(hook));
+    }
+
+    /// Serves this server over plain HTTP on `127.0.0.1` (an ephemeral port), on the current tokio runtime,
+    /// for clients outside the process: each request goes to the same store, log, intercepts and holds as
+    /// [`FakeApiServer::client`]'s. Watches stay open, unanswered, as in process. Serving stops when the
+    /// returned [`ServedApi`] is dropped (or [`ServedApi::stop`]ped).
+    ///
+    /// # Errors
+    /// When no loopback port can be bound.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn serve(&self) -> std::io::Result<ServedApi> {
+        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+        listener.set_nonblocking(true)?;
+        let address = listener.local_addr()?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let accepting = tokio::spawn(accept(listener, self.client.clone()));
+        Ok(ServedApi { address, accepting })
     }
 
     /// Serves `text` as the log of `container` in pod `namespace/pod`.
@@ -435,8 +462,121 @@ impl FakeApiServer {
             token_reviews: get(&c.token_reviews),
             creates: get(&c.creates),
             logs: get(&c.logs),
+            replaces: get(&c.replaces),
         }
     }
+}
+
+/// A [`FakeApiServer`] served on a loopback port by [`FakeApiServer::serve`]; serving stops when it is
+/// dropped.
+#[derive(Debug)]
+pub struct ServedApi {
+    address: std::net::SocketAddr,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl ServedApi {
+    /// The address it listens on (`127.0.0.1:<port>`).
+    pub fn address(&self) -> std::net::SocketAddr {
+        self.address
+    }
+
+    /// The server URL for a kubeconfig: `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A kubeconfig whose current context `fake` reaches this server (cluster `fake` at [`ServedApi::url`],
+    /// user `fake` with bearer token `fake`) in `namespace`.
+    pub fn kubeconfig(&self, namespace: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters:\n- name: fake\n  cluster:\n    server: '{}'\n\
+             users:\n- name: fake\n  user:\n    token: fake\n\
+             contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: '{}'\n\
+             current-context: fake\n",
+            self.url(),
+            namespace.replace('\'', "''"),
+        )
+    }
+
+    /// Writes [`ServedApi::kubeconfig`] to `path`, for a process given `KUBECONFIG=<path>`.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn write_kubeconfig(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        namespace: &str,
+    ) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig(namespace))
+    }
+
+    /// Stops serving and waits until the port is closed and every connection dropped.
+    pub async fn stop(mut self) {
+        self.accepting.abort();
+        // The aborted task has dropped the listener and its connections once it is joined.
+        let _ = (&mut self.accepting).await;
+    }
+}
+
+impl Drop for ServedApi {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+/// Accepts connections until aborted; aborting drops the connection set, which aborts every connection.
+async fn accept(listener: tokio::net::TcpListener, client: Client) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                // A failed accept (the peer gave up) ends only that connection.
+                let Ok((stream, _)) = accepted else { continue };
+                let client = client.clone();
+                connections.spawn(async move {
+                    let service = hyper::service::service_fn(move |request| forward(client.clone(), request));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// One HTTP request from outside, answered by the in-process server through its client.
+async fn forward(
+    client: Client,
+    request: Request<hyper::body::Incoming>,
+) -> Result<Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible> {
+    use http_body_util::BodyExt;
+    let (parts, body) = request.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes().to_vec())
+        .unwrap_or_default();
+    let answer = match client
+        .send(Request::from_parts(parts, Body::from(bytes)))
+        .await
+    {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            let bytes = body.collect_bytes().await.unwrap_or_default();
+            Response::from_parts(parts, http_body_util::Full::new(bytes))
+        }
+        Err(error) => {
+            let mut response = Response::new(http_body_util::Full::new(
+                error.to_string().into_bytes().into(),
+            ));
+            *response.status_mut() = StatusCode::BAD_GATEWAY;
+            response
+        }
+    };
+    Ok(answer)
 }
 
 impl State {
@@ -801,6 +941,17 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
     let not_found = |what: &str| status_reply(404, "NotFound", format!("{what} not found"));
     // The API server names the resource with its group: `jobsets.jobset.x-k8s.io "x" not found`.
     let missing = |key: &Key| not_found(&format!("{} {:?}", resource(&key.0, &key.1), key.3));
+    let conflict = |key: &Key| {
+        status_reply(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} {:?}: the object has been modified; please apply your changes to the latest version and try again",
+                resource(&key.0, &key.1),
+                key.3
+            ),
+        )
+    };
 
     if method == Method::GET && path == "/version" {
         return (StatusCode::OK, version());
@@ -971,15 +1122,7 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
             };
             let expected = body["metadata"].get("resourceVersion");
             if expected.is_some_and(|v| *v != object["metadata"]["resourceVersion"]) {
-                return status_reply(
-                    409,
-                    "Conflict",
-                    format!(
-                        "Operation cannot be fulfilled on {} {:?}: the object has been modified; please apply your changes to the latest version and try again",
-                        resource(&key.0, &key.1),
-                        key.3
-                    ),
-                );
+                return conflict(&key);
             }
             merge(&mut object, &body);
             state.stamp(&mut object, false);
@@ -1003,6 +1146,28 @@ fn answer(request: Request<Vec<u8>>, state: &State) -> (StatusCode, Value) {
                         .unwrap_or(&mut Value::Null),
                     status,
                 );
+            }
+            state.stamp(&mut object, false);
+            objects.insert(key, serde_json::to_vec(&object).unwrap_or_default());
+            (StatusCode::OK, object)
+        }
+        (Method::PUT, Some(Route::Object { key, status: false })) => {
+            counters.replaces.fetch_add(1, Ordering::Relaxed);
+            let mut objects = state.objects.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(old) = objects
+                .get(&key)
+                .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+            else {
+                return missing(&key);
+            };
+            // Optimistic concurrency as on the API server: a stale resourceVersion loses.
+            let expected = body["metadata"].get("resourceVersion");
+            if expected.is_some_and(|v| *v != old["metadata"]["resourceVersion"]) {
+                return conflict(&key);
+            }
+            let mut object = body;
+            if let Some(uid) = old["metadata"].get("uid") {
+                object["metadata"]["uid"] = uid.clone();
             }
             state.stamp(&mut object, false);
             objects.insert(key, serde_json::to_vec(&object).unwrap_or_default());
@@ -1232,6 +1397,97 @@ mod tests {
         patch.release();
         assert_eq!(write.await.unwrap().unwrap().data.unwrap()["k"], "v");
         assert!(cms.get_opt("c").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn serves_over_loopback_through_its_kubeconfig_until_stopped() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::api::Api;
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let server = FakeApiServer::start();
+        server.record_requests();
+        server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "settings", "namespace": "team-a"}}));
+        let served = server.serve().unwrap();
+        assert_eq!(served.url(), format!("http://{}", served.address()));
+        assert!(served.address().ip().is_loopback());
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        served.write_kubeconfig(&path, "team-a").unwrap();
+        let config = kube::Config::from_custom_kubeconfig(
+            Kubeconfig::read_from(&path).unwrap(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(config.default_namespace, "team-a");
+        let cms: Api<ConfigMap> = Api::default_namespaced(Client::try_from(config).unwrap());
+        assert!(cms.get_opt("settings").await.unwrap().is_some());
+        let err = cms.get("nope").await.unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 404
+                && s.message == "configmaps \"nope\" not found"),
+            "{err:?}"
+        );
+        let seen: Vec<String> = server
+            .requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.uri))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "GET /api/v1/namespaces/team-a/configmaps/settings",
+                "GET /api/v1/namespaces/team-a/configmaps/nope",
+            ]
+        );
+        assert_eq!(server.stats().gets, 2, "the same store and counters");
+
+        let address = served.address();
+        served.stop().await;
+        assert!(
+            tokio::net::TcpStream::connect(address).await.is_err(),
+            "stopped: the port is closed"
+        );
+    }
+
+    #[tokio::test]
+    async fn replaces_with_the_api_servers_concurrency_check() {
+        use k8s_openapi::api::coordination::v1::Lease;
+        use kube::api::{Api, PostParams};
+        let server = FakeApiServer::start();
+        let leases: Api<Lease> = Api::namespaced(server.client(), "a");
+        let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "l"},
+            "spec": {"holderIdentity": "x"}}))
+        .unwrap();
+        let err = leases
+            .replace("l", &PostParams::default(), &lease)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 404),
+            "{err:?}"
+        );
+        let created = leases.create(&PostParams::default(), &lease).await.unwrap();
+        let replaced = leases
+            .replace("l", &PostParams::default(), &created)
+            .await
+            .unwrap();
+        assert_ne!(
+            replaced.metadata.resource_version,
+            created.metadata.resource_version
+        );
+        assert_eq!(replaced.metadata.uid, created.metadata.uid);
+        let err = leases
+            .replace("l", &PostParams::default(), &created)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
+            "a stale resourceVersion loses: {err:?}"
+        );
+        assert_eq!(server.stats().replaces, 3);
     }
 
     #[test]
