@@ -1,57 +1,62 @@
-//! Lease election as call sequences against a mock API server (client-go's rules, one round at a time, then
-//! the loop with virtual time).
+//! Lease election against the in-memory API server (client-go's rules, one round at a time, then the loop
+//! with virtual time): the Lease lives in the fake's store, which answers reads, writes and their
+//! resourceVersion conflicts as the API server does; the request log shows each round's exact requests.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::Client;
-use kube::client::Body;
 use kubetrain_controller::election::{ElectionConfig, LeaderElector, Round};
 use kubetrain_controller::leadership::Leadership;
+use kubetrain_controller::mock::{FakeApiServer, api_status};
 use serde_json::{Value, json};
-use tower_test::mock::Handle;
 
 const LEASE: &str =
     "/apis/coordination.k8s.io/v1/namespaces/kubeflow-system/leases/trainer.kubeflow.org";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kubeflow-system/leases";
 const ME: &str = "pod-a_1";
 
-struct ApiServer(Handle<Request<Body>, Response<Body>>);
-
-impl ApiServer {
-    /// Answers the next call after checking method and path; returns the request body as JSON (or Null).
-    async fn expect(&mut self, method: &str, path: &str, status: u16, body: Value) -> Value {
-        let (request, send) = tokio::time::timeout(Duration::from_secs(30), self.0.next_request())
-            .await
-            .unwrap_or_else(|_| panic!("expected {method} {path}; nothing came"))
-            .expect("client alive");
-        assert_eq!(request.method().as_str(), method, "{}", request.uri());
-        assert_eq!(request.uri().path(), path);
-        let bytes = http_body_util::BodyExt::collect(request.into_body())
-            .await
-            .unwrap()
-            .to_bytes();
-        send.send_response(
-            Response::builder()
-                .status(status)
-                .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                .unwrap(),
-        );
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-    }
-}
-
-fn setup() -> (LeaderElector, ApiServer) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
+fn setup() -> (LeaderElector, FakeApiServer) {
+    let server = FakeApiServer::start();
+    server.record_requests();
     let config = ElectionConfig::new("kubeflow-system", "trainer.kubeflow.org", ME);
-    (LeaderElector::new(client, config), ApiServer(handle))
+    (LeaderElector::new(server.client(), config), server)
 }
 
-fn status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-           "message": reason, "reason": reason, "code": code})
+/// The requests since the last call, as `METHOD path` lines, and their JSON bodies.
+fn taken(server: &FakeApiServer) -> (Vec<String>, Vec<Value>) {
+    server
+        .take_requests()
+        .into_iter()
+        .map(|r| {
+            let path = r.uri.split('?').next().unwrap_or_default().to_owned();
+            (format!("{} {path}", r.method), r.body)
+        })
+        .unzip()
+}
+
+fn get() -> String {
+    format!("GET {LEASE}")
+}
+
+fn put() -> String {
+    format!("PUT {LEASE}")
+}
+
+fn post() -> String {
+    format!("POST {LEASES}")
+}
+
+/// The Lease as stored now.
+fn stored(server: &FakeApiServer) -> Value {
+    server
+        .get(
+            "coordination.k8s.io/v1",
+            "leases",
+            "kubeflow-system",
+            "trainer.kubeflow.org",
+        )
+        .expect("the Lease is stored")
 }
 
 fn ago(seconds: i64) -> String {
@@ -64,7 +69,7 @@ fn ago(seconds: i64) -> String {
 fn lease(holder: &str, renewed_secs_ago: i64, transitions: i32) -> Value {
     json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "trainer.kubeflow.org", "namespace": "kubeflow-system", "resourceVersion": "42"},
+        "metadata": {"name": "trainer.kubeflow.org", "namespace": "kubeflow-system"},
         "spec": {
             "holderIdentity": holder, "leaseDurationSeconds": 15,
             "acquireTime": ago(100), "renewTime": ago(renewed_secs_ago),
@@ -75,263 +80,316 @@ fn lease(holder: &str, renewed_secs_ago: i64, transitions: i32) -> Value {
 
 #[tokio::test]
 async fn a_missing_lease_is_created_and_held() {
-    let (elector, mut api) = setup();
-    let round = tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() });
-    api.expect("GET", LEASE, 404, status(404, "NotFound")).await;
-    let created = api.expect("POST", LEASES, 201, lease(ME, 0, 0)).await;
+    let (elector, server) = setup();
+    let round = elector.try_acquire_or_renew().await.unwrap();
+    let (calls, bodies) = taken(&server);
+    assert_eq!(calls, [get(), post()]);
+    let created = &bodies[1];
     assert_eq!(created["metadata"]["name"], "trainer.kubeflow.org");
     assert_eq!(created["spec"]["holderIdentity"], ME);
     assert_eq!(created["spec"]["leaseDurationSeconds"], 15);
     assert_eq!(created["spec"]["leaseTransitions"], 0);
     assert_eq!(created["spec"]["acquireTime"], created["spec"]["renewTime"]);
-    assert_eq!(round.await.unwrap(), Round::Acquired { transitions: 0 });
+    assert_eq!(round, Round::Acquired { transitions: 0 });
+    assert_eq!(stored(&server)["spec"]["holderIdentity"], ME);
 }
 
 #[tokio::test]
 async fn a_fresh_lease_of_another_replica_is_left_alone() {
-    let (elector, mut api) = setup();
-    let round = tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() });
-    api.expect("GET", LEASE, 200, lease("pod-b_9", 3, 5)).await;
+    let (elector, server) = setup();
+    server.insert(lease("pod-b_9", 3, 5));
+    let before = stored(&server);
     assert_eq!(
-        round.await.unwrap(),
+        elector.try_acquire_or_renew().await.unwrap(),
         Round::HeldBy {
             holder: "pod-b_9".into()
         }
     );
+    assert_eq!(taken(&server).0, [get()]);
+    assert_eq!(stored(&server), before);
 }
 
 #[tokio::test]
 async fn an_expired_lease_is_taken_over_with_one_more_transition() {
-    let (elector, mut api) = setup();
-    let round = tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() });
-    api.expect("GET", LEASE, 200, lease("pod-b_9", 60, 3)).await;
-    let put = api.expect("PUT", LEASE, 200, lease(ME, 0, 4)).await;
+    let (elector, server) = setup();
+    server.insert(lease("pod-b_9", 60, 3));
+    let read = stored(&server)["metadata"]["resourceVersion"].clone();
+    let round = elector.try_acquire_or_renew().await.unwrap();
+    let (calls, bodies) = taken(&server);
+    assert_eq!(calls, [get(), put()]);
+    let put = &bodies[1];
     assert_eq!(
-        put["metadata"]["resourceVersion"], "42",
+        put["metadata"]["resourceVersion"], read,
         "optimistic concurrency"
     );
     assert_eq!(put["spec"]["holderIdentity"], ME);
     assert_eq!(put["spec"]["leaseTransitions"], 4);
     assert_eq!(put["spec"]["acquireTime"], put["spec"]["renewTime"]);
-    assert_eq!(round.await.unwrap(), Round::Acquired { transitions: 4 });
+    assert_eq!(round, Round::Acquired { transitions: 4 });
 }
 
 #[tokio::test]
 async fn a_released_lease_is_taken_at_once() {
-    let (elector, mut api) = setup();
-    let round = tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() });
+    let (elector, server) = setup();
     let mut released = lease("", 1, 2);
     released["spec"]["leaseDurationSeconds"] = json!(1);
-    api.expect("GET", LEASE, 200, released).await;
-    let put = api.expect("PUT", LEASE, 200, lease(ME, 0, 3)).await;
-    assert_eq!(put["spec"]["holderIdentity"], ME);
-    assert_eq!(round.await.unwrap(), Round::Acquired { transitions: 3 });
+    server.insert(released);
+    let round = elector.try_acquire_or_renew().await.unwrap();
+    let (calls, bodies) = taken(&server);
+    assert_eq!(calls, [get(), put()]);
+    assert_eq!(bodies[1]["spec"]["holderIdentity"], ME);
+    assert_eq!(round, Round::Acquired { transitions: 3 });
 }
 
 #[tokio::test]
 async fn the_holder_renews_without_a_new_acquire_time() {
-    let (elector, mut api) = setup();
-    let round = tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() });
-    let held = lease(ME, 2, 7);
-    api.expect("GET", LEASE, 200, held.clone()).await;
-    let put = api.expect("PUT", LEASE, 200, lease(ME, 0, 7)).await;
+    let (elector, server) = setup();
+    server.insert(lease(ME, 2, 7));
+    let held = stored(&server);
+    let round = elector.try_acquire_or_renew().await.unwrap();
+    let (calls, bodies) = taken(&server);
+    assert_eq!(calls, [get(), put()]);
+    let put = &bodies[1];
     assert_eq!(put["spec"]["acquireTime"], held["spec"]["acquireTime"]);
     assert_ne!(put["spec"]["renewTime"], held["spec"]["renewTime"]);
     assert_eq!(put["spec"]["leaseTransitions"], 7);
-    assert_eq!(put["metadata"]["resourceVersion"], "42");
-    assert_eq!(round.await.unwrap(), Round::Renewed);
-}
-
-/// A Lease as the API server answers a write: our body with a new resourceVersion.
-fn stored(mut written: Value, resource_version: &str) -> Value {
-    written["metadata"]["resourceVersion"] = json!(resource_version);
-    written
+    assert_eq!(
+        put["metadata"]["resourceVersion"],
+        held["metadata"]["resourceVersion"]
+    );
+    assert_eq!(round, Round::Renewed);
 }
 
 #[tokio::test]
 async fn after_its_own_write_the_holder_renews_with_one_request() {
-    let (elector, mut api) = setup();
-    let elector = std::sync::Arc::new(elector);
-    let round = |elector: &std::sync::Arc<LeaderElector>| {
-        let elector = elector.clone();
-        tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() })
-    };
-
-    let first = round(&elector);
-    api.expect("GET", LEASE, 404, status(404, "NotFound")).await;
-    api.expect("POST", LEASES, 201, stored(lease(ME, 0, 0), "100"))
-        .await;
-    assert_eq!(first.await.unwrap(), Round::Acquired { transitions: 0 });
+    let (elector, server) = setup();
+    assert_eq!(
+        elector.try_acquire_or_renew().await.unwrap(),
+        Round::Acquired { transitions: 0 }
+    );
+    assert_eq!(taken(&server).0, [get(), post()]);
+    let created = stored(&server)["metadata"]["resourceVersion"].clone();
 
     // No GET: the renewal writes over the stored Lease, with the stored resourceVersion.
-    let second = round(&elector);
-    let renewal = api
-        .expect("PUT", LEASE, 200, stored(lease(ME, 0, 0), "101"))
-        .await;
-    assert_eq!(renewal["metadata"]["resourceVersion"], "100");
-    assert_eq!(renewal["spec"]["holderIdentity"], ME);
-    assert_eq!(renewal["spec"]["leaseTransitions"], 0);
-    assert_eq!(second.await.unwrap(), Round::Renewed);
-
-    let third = round(&elector);
-    let renewal = api
-        .expect("PUT", LEASE, 200, stored(lease(ME, 0, 0), "102"))
-        .await;
     assert_eq!(
-        renewal["metadata"]["resourceVersion"], "101",
+        elector.try_acquire_or_renew().await.unwrap(),
+        Round::Renewed
+    );
+    let (calls, bodies) = taken(&server);
+    assert_eq!(calls, [put()]);
+    assert_eq!(bodies[0]["metadata"]["resourceVersion"], created);
+    assert_eq!(bodies[0]["spec"]["holderIdentity"], ME);
+    assert_eq!(bodies[0]["spec"]["leaseTransitions"], 0);
+    let renewed = stored(&server)["metadata"]["resourceVersion"].clone();
+    assert_ne!(renewed, created);
+
+    assert_eq!(
+        elector.try_acquire_or_renew().await.unwrap(),
+        Round::Renewed
+    );
+    let (calls, bodies) = taken(&server);
+    assert_eq!(calls, [put()]);
+    assert_eq!(
+        bodies[0]["metadata"]["resourceVersion"], renewed,
         "each renewal carries the resourceVersion of the previous answer"
     );
-    assert_eq!(third.await.unwrap(), Round::Renewed);
 }
 
 #[tokio::test]
 async fn a_conflicting_renewal_falls_back_to_reading_the_lease() {
-    let (elector, mut api) = setup();
-    let elector = std::sync::Arc::new(elector);
-    let first = {
-        let elector = elector.clone();
-        tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() })
-    };
-    api.expect("GET", LEASE, 200, lease(ME, 2, 7)).await;
-    api.expect("PUT", LEASE, 200, stored(lease(ME, 0, 7), "43"))
-        .await;
-    assert_eq!(first.await.unwrap(), Round::Renewed);
-
-    // Another replica took the Lease over meanwhile: the one-request renewal gets 409, the round reads the
-    // Lease, finds it held and fresh, and leaves it alone.
-    let second = tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() });
-    let renewal = api.expect("PUT", LEASE, 409, status(409, "Conflict")).await;
-    assert_eq!(renewal["metadata"]["resourceVersion"], "43");
-    api.expect("GET", LEASE, 200, stored(lease("pod-b_9", 0, 8), "44"))
-        .await;
+    let (elector, server) = setup();
+    server.insert(lease(ME, 2, 7));
     assert_eq!(
-        second.await.unwrap(),
+        elector.try_acquire_or_renew().await.unwrap(),
+        Round::Renewed
+    );
+    assert_eq!(taken(&server).0, [get(), put()]);
+    let ours = stored(&server)["metadata"]["resourceVersion"].clone();
+
+    // Another replica took the Lease over meanwhile: the one-request renewal gets 409 (its resourceVersion
+    // is stale), the round reads the Lease, finds it held and fresh, and leaves it alone.
+    server.insert(lease("pod-b_9", 0, 8));
+    assert_eq!(
+        elector.try_acquire_or_renew().await.unwrap(),
         Round::HeldBy {
             holder: "pod-b_9".into()
         }
     );
+    let (calls, bodies) = taken(&server);
+    assert_eq!(calls, [put(), get()]);
+    assert_eq!(bodies[0]["metadata"]["resourceVersion"], ours);
+    assert_eq!(stored(&server)["spec"]["holderIdentity"], "pod-b_9");
 }
 
 #[tokio::test]
 async fn losing_a_write_race_is_a_conflict_not_an_error() {
-    let (elector, mut api) = setup();
-    let elector = std::sync::Arc::new(elector);
-    let first = {
+    let (elector, server) = setup();
+    let elector = Arc::new(elector);
+    let round = |elector: &Arc<LeaderElector>| {
         let elector = elector.clone();
         tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() })
     };
-    api.expect("GET", LEASE, 200, lease("pod-b_9", 60, 3)).await;
-    api.expect("PUT", LEASE, 409, status(409, "Conflict")).await;
-    assert_eq!(first.await.unwrap(), Round::Conflict);
 
-    let second = tokio::spawn(async move { elector.try_acquire_or_renew().await.unwrap() });
-    api.expect("GET", LEASE, 404, status(404, "NotFound")).await;
-    api.expect("POST", LEASES, 409, status(409, "AlreadyExists"))
-        .await;
+    // Another replica writes the expired Lease while our takeover is in flight: ours gets 409.
+    server.insert(lease("pod-b_9", 60, 3));
+    let mut held = server.hold(|r| r.method == "PUT");
+    let first = round(&elector);
+    let takeover = held.next().await.unwrap();
+    server.insert(lease("pod-c_2", 0, 4));
+    takeover.release();
+    assert_eq!(first.await.unwrap(), Round::Conflict);
+    assert_eq!(taken(&server).0, [get(), put()]);
+
+    // The same for a create: the Lease appears while our POST is in flight (409 AlreadyExists).
+    server.remove(
+        "coordination.k8s.io/v1",
+        "leases",
+        "kubeflow-system",
+        "trainer.kubeflow.org",
+    );
+    let mut held = server.hold(|r| r.method == "POST");
+    let second = round(&elector);
+    let create = held.next().await.unwrap();
+    server.insert(lease("pod-c_2", 0, 4));
+    create.release();
     assert_eq!(second.await.unwrap(), Round::Conflict);
+    assert_eq!(taken(&server).0, [get(), post()]);
+    assert_eq!(stored(&server)["spec"]["holderIdentity"], "pod-c_2");
 }
 
 #[tokio::test]
 async fn other_api_errors_are_reported_with_the_lease() {
-    let (elector, mut api) = setup();
-    let round = tokio::spawn(async move { elector.try_acquire_or_renew().await });
-    api.expect("GET", LEASE, 403, status(403, "Forbidden"))
-        .await;
-    let error = round.await.unwrap().unwrap_err().to_string();
+    let (elector, server) = setup();
+    server.intercept(|_| {
+        Some(api_status(
+            403,
+            "Forbidden",
+            "leases.coordination.k8s.io \"trainer.kubeflow.org\" is forbidden",
+        ))
+    });
+    let error = elector
+        .try_acquire_or_renew()
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         error.contains("kubeflow-system/trainer.kubeflow.org"),
         "{error}"
     );
+    assert_eq!(taken(&server).0, [get()]);
 }
 
 #[tokio::test]
 async fn release_clears_only_our_own_hold() {
-    let (elector, mut api) = setup();
-    let elector = std::sync::Arc::new(elector);
-    let mine = {
-        let elector = elector.clone();
-        tokio::spawn(async move { elector.release().await.unwrap() })
-    };
-    api.expect("GET", LEASE, 200, lease(ME, 1, 2)).await;
-    let put = api.expect("PUT", LEASE, 200, lease("", 0, 2)).await;
+    let (elector, server) = setup();
+    server.insert(lease(ME, 1, 2));
+    assert!(elector.release().await.unwrap());
+    let (calls, bodies) = taken(&server);
+    assert_eq!(calls, [get(), put()]);
+    let put = &bodies[1];
     assert!(
         put["spec"].get("holderIdentity").is_none_or(Value::is_null),
         "{put}"
     );
     assert_eq!(put["spec"]["leaseDurationSeconds"], 1);
     assert_eq!(put["spec"]["leaseTransitions"], 2);
-    assert!(mine.await.unwrap());
 
-    let theirs = tokio::spawn(async move { elector.release().await.unwrap() });
-    api.expect("GET", LEASE, 200, lease("pod-b_9", 1, 2)).await;
+    server.insert(lease("pod-b_9", 1, 2));
+    let theirs = stored(&server);
     assert!(
-        !theirs.await.unwrap(),
+        !elector.release().await.unwrap(),
         "someone else's lease is not touched"
     );
+    assert_eq!(taken(&server).0, [get()]);
+    assert_eq!(stored(&server), theirs);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_loop_leads_steps_down_after_the_renew_deadline_and_reacquires() {
-    let (elector, mut api) = setup();
+    let (elector, server) = setup();
     let (tx, mut leadership) = Leadership::channel();
+    let mut changes = tx.subscribe();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(elector.run(tx, async {
         let _ = stopped.await;
     }));
 
-    api.expect("GET", LEASE, 404, status(404, "NotFound")).await;
-    api.expect("POST", LEASES, 201, lease(ME, 0, 0)).await;
     assert!(leadership.acquired().await);
     let led_at = tokio::time::Instant::now();
+    assert_eq!(taken(&server).0, [get(), post()]);
 
-    // The API server fails every renewal: still leader until the renew deadline (10 s) has passed. The first
-    // failure is the one-request renewal over our own write; after it the elector reads first.
-    api.expect("PUT", LEASE, 500, status(500, "InternalError"))
-        .await;
-    loop {
-        api.expect("GET", LEASE, 500, status(500, "InternalError"))
-            .await;
-        tokio::task::yield_now().await;
-        if !leadership.is_leader() {
-            break;
-        }
-        assert!(
-            led_at.elapsed() < Duration::from_secs(13),
-            "stepped down too late"
-        );
-    }
+    // The API server fails every request: still leader until the renew deadline (10 s) has passed.
+    server.intercept(|_| {
+        Some(api_status(
+            500,
+            "InternalError",
+            "etcdserver: request timed out",
+        ))
+    });
+    changes.wait_for(|leader| !*leader).await.unwrap();
+    let led_for = led_at.elapsed();
+    assert!(led_for >= Duration::from_secs(10), "stepped down too early");
+    assert!(led_for < Duration::from_secs(13), "stepped down too late");
+    // The first failure is the one-request renewal over our own write; after it the elector reads first.
+    let (failed, _) = taken(&server);
+    assert_eq!(failed[0], put(), "{failed:?}");
     assert!(
-        led_at.elapsed() >= Duration::from_secs(10),
-        "stepped down too early"
+        failed.len() > 1 && failed[1..].iter().all(|call| *call == get()),
+        "{failed:?}"
     );
 
     // The API server is back and the lease is still ours: leading again.
-    api.expect("GET", LEASE, 200, lease(ME, 12, 0)).await;
-    api.expect("PUT", LEASE, 200, lease(ME, 0, 0)).await;
+    server.insert(lease(ME, 12, 0));
+    server.intercept(|_| None);
     assert!(leadership.acquired().await);
+    assert_eq!(taken(&server).0, [get(), put()]);
 
     // Graceful shutdown: leadership ends first, then the lease is released.
+    let mut held = server.hold(|r| r.method == "PUT");
     stop.send(()).unwrap();
-    api.expect("GET", LEASE, 200, lease(ME, 0, 0)).await;
-    let put = api.expect("PUT", LEASE, 200, lease("", 0, 0)).await;
-    assert!(put["spec"].get("holderIdentity").is_none_or(Value::is_null));
+    let release = held.next().await.unwrap();
+    assert!(!leadership.is_leader(), "no longer leader once releasing");
+    assert!(
+        release.request.body["spec"]
+            .get("holderIdentity")
+            .is_none_or(Value::is_null)
+    );
+    release.release();
     running.await.unwrap().unwrap();
     assert!(!leadership.is_leader());
+    assert_eq!(taken(&server).0, [get(), put()]);
+    assert!(
+        stored(&server)["spec"]
+            .get("holderIdentity")
+            .is_none_or(Value::is_null)
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_follower_never_leads_while_another_replica_renews() {
-    let (elector, mut api) = setup();
+    let (elector, server) = setup();
+    server.insert(lease("pod-b_9", 1, 1));
+    let mut held = server.hold(|r| r.method == "GET");
     let (tx, leadership) = Leadership::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(elector.run(tx, async {
         let _ = stopped.await;
     }));
     for _ in 0..5 {
-        api.expect("GET", LEASE, 200, lease("pod-b_9", 1, 1)).await;
+        let read = held.next().await.unwrap();
         assert!(!leadership.is_leader());
+        // The other replica renews before each of our reads is answered.
+        server.insert(lease("pod-b_9", 1, 1));
+        read.release();
     }
+    // Answers whatever read is still held, so the round in flight ends and the loop sees the stop.
+    drop(held);
     stop.send(()).unwrap();
     running.await.unwrap().unwrap();
     assert!(!leadership.is_leader());
+    let (calls, _) = taken(&server);
+    assert!(
+        calls.len() >= 5 && calls.iter().all(|call| *call == get()),
+        "only reads: {calls:?}"
+    );
 }
