@@ -1,17 +1,13 @@
-//! `kubetrain submit|get|list|logs|wait|delete|runtimes` against a fake API server on loopback, reached
-//! through a real kubeconfig.
+//! `kubetrain submit|get|list|logs|wait|delete|runtimes` against the controller's fake API server served on
+//! loopback, reached through a real kubeconfig.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output};
 
+use kubetrain_controller::mock::{FakeApiServer, ServedApi};
 use serde_json::{Value, json};
 
 use crate::common::{arg, command, quickstart, text};
-
-const TRAINJOBS: &str = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs";
 
 fn trainjob(name: &str) -> Value {
     json!({
@@ -23,7 +19,8 @@ fn trainjob(name: &str) -> Value {
 
 fn pod(index: u32) -> Value {
     json!({
-        "metadata": {"name": format!("mnist-node-0-{index}-abcde"),
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("mnist-node-0-{index}-abcde"), "namespace": "team-a",
             "labels": {"jobset.sigs.k8s.io/jobset-name": "mnist", "jobset.sigs.k8s.io/replicatedjob-name": "node",
                        "batch.kubernetes.io/job-completion-index": index.to_string()}},
         "spec": {"containers": [{"name": "node"}]},
@@ -31,113 +28,58 @@ fn pod(index: u32) -> Value {
     })
 }
 
-fn list(items: Vec<Value>) -> Value {
-    json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+/// A cluster with one TrainJob `mnist` and its two running pods (the first with a log), and the built-in
+/// `torch-distributed` ClusterTrainingRuntime; every request is recorded.
+fn cluster() -> FakeApiServer {
+    let server = FakeApiServer::start();
+    server.record_requests();
+    server.insert(trainjob("mnist"));
+    server.insert(pod(0));
+    server.insert(pod(1));
+    server.set_log("team-a", "mnist-node-0-0-abcde", "node", "hello\nworld\n");
+    let yaml = kubetrain_jobset::builtin::source("torch-distributed").unwrap();
+    server.insert(serde_saphyr::from_str(yaml).unwrap());
+    server
 }
 
-/// Answers like the API server for one TrainJob `mnist` with two running pods.
-fn route(method: &str, target: &str, body: &str) -> (u16, String) {
-    let (path, _query) = target.split_once('?').unwrap_or((target, ""));
-    let json = |v: Value| v.to_string();
-    match (method, path) {
-        ("GET", p) if p == format!("{TRAINJOBS}/mnist") => (200, json(trainjob("mnist"))),
-        ("DELETE", p) if p == format!("{TRAINJOBS}/mnist") => (200, json(trainjob("mnist"))),
-        ("GET", TRAINJOBS) => (200, json(list(vec![trainjob("mnist")]))),
-        ("POST", TRAINJOBS) => (201, body.to_string()),
-        ("GET", "/api/v1/namespaces/team-a/pods") => (200, json(list(vec![pod(0), pod(1)]))),
-        ("GET", "/api/v1/namespaces/team-a/pods/mnist-node-0-0-abcde/log") => {
-            (200, "hello\nworld\n".into())
-        }
-        ("GET", "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes") => {
-            let yaml = kubetrain_jobset::builtin::source("torch-distributed").unwrap();
-            let rt: Value = serde_saphyr::from_str(yaml).unwrap();
-            (200, json(list(vec![rt])))
-        }
-        ("GET", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes") => {
-            (200, json(list(vec![])))
-        }
-        _ => (
-            404,
-            json(
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                        "code": 404, "message": format!("{method} {target} not found")}),
-            ),
-        ),
-    }
+/// Runs the command `make` builds for [`cluster`] served on loopback; returns its output and the requests
+/// the server saw, as `METHOD target body` lines.
+fn against_cluster(make: impl FnOnce(&ServedApi) -> Command) -> (Output, Vec<String>) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let server = cluster();
+        let served = server.serve().unwrap();
+        let mut command = make(&served);
+        // The runtime answers the requests while the command runs on the blocking pool.
+        let out = tokio::task::spawn_blocking(move || command.output().expect("kubetrain runs"))
+            .await
+            .unwrap();
+        let seen = server
+            .requests()
+            .iter()
+            .map(|r| format!("{} {} {}", r.method, r.uri, r.body))
+            .collect();
+        (out, seen)
+    })
 }
 
-/// Serves `route` on a loopback port; returns the port and the log of "METHOD target body" lines.
-fn fake_api_server() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).is_err() {
-                continue;
-            }
-            let mut length = 0usize;
-            loop {
-                let mut header = String::new();
-                if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
-                    break;
-                }
-                if let Some((k, v)) = header.split_once(':')
-                    && k.eq_ignore_ascii_case("content-length")
-                {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let body = String::from_utf8_lossy(&body).into_owned();
-            let mut parts = request_line.split_whitespace();
-            let (method, target) = (
-                parts.next().unwrap_or_default(),
-                parts.next().unwrap_or_default(),
-            );
-            log.lock()
-                .unwrap()
-                .push(format!("{method} {target} {body}"));
-            let (status, answer) = route(method, target, &body);
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-                answer.len()
-            );
-        }
-    });
-    (port, seen)
-}
-
-/// `kubetrain args` against a fresh fake API server, reached through a kubeconfig naming it: the output and
-/// the requests the server saw.
+/// `kubetrain args` against a fresh [`cluster`], reached through a kubeconfig naming it (namespace team-a):
+/// the output and the requests the server saw.
 fn kubetrain(args: &[&str]) -> (Output, Vec<String>) {
-    let (port, seen) = fake_api_server();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("config");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n\
-             users: [{{name: u, user: {{token: t}}}}]\n\
-             contexts: [{{name: c, context: {{cluster: fake, user: u, namespace: team-a}}}}]\ncurrent-context: c\n"
-        ),
-    )
-    .unwrap();
-    let out = command()
-        .args(args)
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HOME", dir.path())
-        .output()
-        .expect("kubetrain runs");
-    let seen = seen.lock().unwrap().clone();
-    (out, seen)
+    against_cluster(|served| {
+        served.write_kubeconfig(&kubeconfig, "team-a").unwrap();
+        let mut command = command();
+        command
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", dir.path());
+        command
+    })
 }
 
 fn stdout(out: &Output) -> String {
@@ -270,28 +212,31 @@ fn logs_wait_delete_and_runtimes() {
 /// `kubetrain` with a kubeconfig of two contexts (`a`: namespace team-a on the fake server, `b`: a server
 /// nobody listens on) and no `KUBECONFIG`: the file and context come from the flags only.
 fn kubetrain_with_flags(args: &[&str]) -> Output {
-    let (port, _seen) = fake_api_server();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("two-contexts");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- {{name: fake, cluster: {{server: 'http://127.0.0.1:{port}'}}}}\n\
-             - {{name: gone, cluster: {{server: 'https://127.0.0.1:1'}}}}\n\
-             users: [{{name: u, user: {{token: t}}}}]\n\
-             contexts:\n- {{name: a, context: {{cluster: fake, user: u, namespace: team-a}}}}\n\
-             - {{name: b, context: {{cluster: gone, user: u, namespace: team-a}}}}\ncurrent-context: b\n"
-        ),
-    )
-    .unwrap();
-    let mut all = args.to_vec();
-    all.extend(["--kubeconfig", arg(&kubeconfig)]);
-    command()
-        .args(all)
-        .env_remove("KUBECONFIG")
-        .env("HOME", dir.path())
-        .output()
-        .expect("kubetrain runs")
+    against_cluster(|served| {
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- {{name: fake, cluster: {{server: '{}'}}}}\n\
+                 - {{name: gone, cluster: {{server: 'https://127.0.0.1:1'}}}}\n\
+                 users: [{{name: u, user: {{token: t}}}}]\n\
+                 contexts:\n- {{name: a, context: {{cluster: fake, user: u, namespace: team-a}}}}\n\
+                 - {{name: b, context: {{cluster: gone, user: u, namespace: team-a}}}}\ncurrent-context: b\n",
+                served.url()
+            ),
+        )
+        .unwrap();
+        let mut all = args.to_vec();
+        all.extend(["--kubeconfig", arg(&kubeconfig)]);
+        let mut command = command();
+        command
+            .args(all)
+            .env_remove("KUBECONFIG")
+            .env("HOME", dir.path());
+        command
+    })
+    .0
 }
 
 #[test]
