@@ -588,7 +588,10 @@ mod tests {
         let mut full: ObjectMeta = serde_json::from_value(metadata).unwrap();
         assert!(full.managed_fields.is_some());
         full.managed_fields = None;
-        assert_eq!(cached.metadata, full, "every other field is read as ObjectMeta reads it");
+        assert_eq!(
+            cached.metadata, full,
+            "every other field is read as ObjectMeta reads it"
+        );
 
         for absent in [serde_json::json!({}), serde_json::json!({"metadata": null})] {
             let cached: CachedJobSet = serde_json::from_value(absent).unwrap();
