@@ -32,6 +32,8 @@ use crate::serving::{HttpResponse, Limits, respond, serve};
 const LIMITS: Limits = Limits {
     max_connections: 64,
     request_deadline: std::time::Duration::from_secs(10),
+    head_timeout: crate::serving::HEAD_TIMEOUT,
+    idle_timeout: crate::serving::IDLE_TIMEOUT,
 };
 
 /// Content type of the OpenMetrics text that prometheus-client writes.

@@ -1,15 +1,22 @@
 //! One accept loop for the operator's two servers (the HTTPS webhook and the plain-HTTP health and metrics
 //! endpoint): HTTP/1.1 over hyper, optional TLS, and a graceful stop that lets in-flight requests finish.
 //!
-//! Slow or malicious clients are bounded three ways: the TLS handshake and the request head must arrive
-//! within 10 s; each request (body read included) must be answered within its deadline
-//! ([`Limits::request_deadline`], or the client gets 408 and the connection closes); and at most
-//! [`Limits::max_connections`] connections are open at once. Past the cap the server stops accepting, so
-//! further clients wait in the kernel's listen backlog (back-pressure) until a connection ends; nothing is
-//! allocated for them.
+//! Slow or malicious clients are bounded three ways: the TLS handshake must end within 10 s and a request
+//! head within [`Limits::head_timeout`] of its first byte (of the connection's start, for the first request);
+//! each request (body read included) must be answered within its deadline ([`Limits::request_deadline`], or
+//! the client gets 408 and the connection closes); and at most [`Limits::max_connections`] connections are
+//! open at once. Past the cap the server stops accepting, so further clients wait in the kernel's listen
+//! backlog (back-pressure) until a connection ends; nothing is allocated for them.
+//!
+//! Between requests a keep-alive connection may idle for [`Limits::idle_timeout`], longer than the 90 s after
+//! which Go's HTTP client (the API server calling webhooks) drops idle connections: closing an idle
+//! connection is a race with a client that is just sending its next request on it, and the API server does
+//! not retry a `POST` that failed half-written ("broken pipe"), so the client must be the one that closes.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,16 +26,23 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 /// What every handler answers with.
 pub(crate) type HttpResponse = Response<Full<Bytes>>;
 
-/// How long a client may take for the TLS handshake or to send the request head.
+/// How long a client may take for the TLS handshake.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// [`Limits::head_timeout`] of every server: the head of a request within 10 s of its first byte.
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// [`Limits::idle_timeout`] of every server: longer than Go's 90 s `IdleConnTimeout`, so the client closes
+/// an idle connection before the server does.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long in-flight requests may run after the stop signal.
 const GRACE: Duration = Duration::from_secs(10);
 /// hyper's read buffer per connection (its default is about 400 KiB), which also bounds the request head:
@@ -43,6 +57,10 @@ pub(crate) struct Limits {
     pub max_connections: usize,
     /// From the request head being read to the response: body read and handling together.
     pub request_deadline: Duration,
+    /// From a request head's first byte (the connection's start, for its first request) to its end.
+    pub head_timeout: Duration,
+    /// How long a keep-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
 }
 
 /// A response with a status, a content type and a body.
@@ -91,8 +109,7 @@ pub(crate) async fn serve<H, Fut>(
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
-                    let deadline = limits.request_deadline;
-                    connections.spawn(connection(stream, tls.clone(), handler.clone(), stop_rx.clone(), slot, deadline));
+                    connections.spawn(connection(stream, tls.clone(), handler.clone(), stop_rx.clone(), slot, limits));
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -122,7 +139,7 @@ async fn connection<H, Fut>(
     handler: H,
     stop: watch::Receiver<bool>,
     _slot: OwnedSemaphorePermit,
-    deadline: Duration,
+    limits: Limits,
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = HttpResponse> + Send + 'static,
@@ -130,24 +147,35 @@ async fn connection<H, Fut>(
     match tls {
         Some(acceptor) => match tokio::time::timeout(CLIENT_TIMEOUT, acceptor.accept(stream)).await
         {
-            Ok(Ok(stream)) => drive(TokioIo::new(stream), handler, stop, deadline).await,
+            Ok(Ok(stream)) => drive(stream, handler, stop, limits).await,
             Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
             Err(_) => tracing::debug!("TLS handshake timed out"),
         },
-        None => drive(TokioIo::new(stream), handler, stop, deadline).await,
+        None => drive(stream, handler, stop, limits).await,
     }
 }
 
-async fn drive<I, H, Fut>(io: I, handler: H, mut stop: watch::Receiver<bool>, deadline: Duration)
+async fn drive<S, H, Fut>(stream: S, handler: H, mut stop: watch::Receiver<bool>, limits: Limits)
 where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = HttpResponse> + Send + 'static,
 {
+    let deadline = limits.request_deadline;
+    let (phase, phases) = watch::channel(Phase::Head(Instant::now()));
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        phase: phase.clone(),
+    });
     let service = service_fn(move |request| {
+        // The head is complete: from here the request deadline bounds the request.
+        phase.send_replace(Phase::Busy);
         let answer = tokio::time::timeout(deadline, handler(request));
+        let phase = phase.clone();
         async move {
-            Ok::<_, Infallible>(answer.await.unwrap_or_else(|_| {
+            let answer = answer.await;
+            phase.send_replace(Phase::Idle);
+            Ok::<_, Infallible>(answer.unwrap_or_else(|_| {
                 tracing::debug!(?deadline, "request not complete by its deadline");
                 let mut response = respond(
                     StatusCode::REQUEST_TIMEOUT,
@@ -162,9 +190,11 @@ where
             }))
         }
     });
+    // hyper's header timer starts when it waits for a head, idle time included: it is the idle bound here,
+    // and `slow_head` the bound on a head once it has begun.
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(CLIENT_TIMEOUT)
+        .header_read_timeout(limits.idle_timeout)
         .max_buf_size(READ_BUFFER)
         .serve_connection(io, service);
     let mut connection = std::pin::pin!(connection);
@@ -175,7 +205,106 @@ where
             }
             return;
         }
+        () = slow_head(phases, limits.head_timeout) => {
+            tracing::debug!(timeout = ?limits.head_timeout, "request head not complete in time; closing");
+            return;
+        }
         _ = stop.wait_for(|stop| *stop) => connection.as_mut().graceful_shutdown(),
     }
     let _ = connection.await;
+}
+
+/// Where a connection is between requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the next request; nothing of it has arrived.
+    Idle,
+    /// A request head is arriving, since this instant.
+    Head(Instant),
+    /// A request is being answered.
+    Busy,
+}
+
+/// Resolves when a request head has been arriving for longer than `limit`; never otherwise.
+async fn slow_head(mut phases: watch::Receiver<Phase>, limit: Duration) {
+    loop {
+        let phase = *phases.borrow_and_update();
+        if let Phase::Head(since) = phase {
+            tokio::select! {
+                () = tokio::time::sleep_until(since + limit) => {
+                    if *phases.borrow() == phase {
+                        return;
+                    }
+                }
+                changed = phases.changed() => if changed.is_err() {
+                    std::future::pending::<()>().await;
+                },
+            }
+        } else if phases.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A connection's stream that marks the first byte after an idle period as the start of a request head.
+struct Watched<S> {
+    inner: S,
+    phase: watch::Sender<Phase>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.phase.send_if_modified(|phase| {
+                let idle = *phase == Phase::Idle;
+                if idle {
+                    *phase = Phase::Head(Instant::now());
+                }
+                idle
+            });
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
 }

@@ -125,6 +125,8 @@ impl StatusServer {
         let limits = Limits {
             max_connections: MAX_CONNECTIONS,
             request_deadline: REQUEST_DEADLINE,
+            head_timeout: crate::serving::HEAD_TIMEOUT,
+            idle_timeout: crate::serving::IDLE_TIMEOUT,
         };
         serve(
             self.listener,

@@ -59,6 +59,13 @@ pub struct ServerLimits {
     /// 32 MiB, raised to `max_body` if smaller). A request that needs more waits, within its deadline, for
     /// others to finish.
     pub body_budget: usize,
+    /// Time from a request head's first byte (the connection's start, for its first request) to its end
+    /// (default 10 s); a slower head closes the connection.
+    pub head_timeout: Duration,
+    /// How long a keep-alive connection may wait for its next request (default 120 s). Keep it above the
+    /// client's own idle timeout (90 s for the API server) so that the client closes idle connections: a
+    /// server closing one races the client's next request on it, which then fails half-written.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServerLimits {
@@ -68,6 +75,8 @@ impl Default for ServerLimits {
             request_deadline: Duration::from_secs(10),
             max_body: MAX_BODY,
             body_budget: 32 * 1024 * 1024,
+            head_timeout: crate::serving::HEAD_TIMEOUT,
+            idle_timeout: crate::serving::IDLE_TIMEOUT,
         }
     }
 }
@@ -147,6 +156,8 @@ impl WebhookServer {
         let connections = Limits {
             max_connections: limits.max_connections,
             request_deadline: limits.request_deadline,
+            head_timeout: limits.head_timeout,
+            idle_timeout: limits.idle_timeout,
         };
         serve(
             self.listener,

@@ -94,6 +94,11 @@ impl Server {
 
 /// Reads the whole answer (the server closes the connection or sends `Connection: close`): status and body.
 async fn answer(mut tls: TlsStream<TcpStream>) -> (u16, String) {
+    read_answer(&mut tls).await
+}
+
+/// Reads one answer from a connection that stays open (keep-alive).
+async fn read_answer(tls: &mut TlsStream<TcpStream>) -> (u16, String) {
     let mut bytes = Vec::new();
     let read = tokio::time::timeout(PATIENCE, async {
         let mut buf = [0u8; 64 * 1024];
@@ -200,6 +205,98 @@ async fn a_body_that_stalls_is_cut_at_the_deadline_with_408() {
         .await;
     let (status, body) = answer(valid).await;
     assert_eq!(status, 200, "{body}");
+    server.stop().await;
+}
+
+/// Writes a valid validating review on `tls` (keep-alive) and reads its answer.
+async fn review_on(tls: &mut TlsStream<TcpStream>) -> (u16, String) {
+    let body = review(trainjob(json!({"numNodes": 1})));
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        Route::ValidateTrainJob.path(),
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(&body).await.unwrap();
+    tls.flush().await.unwrap();
+    read_answer(tls).await
+}
+
+// Real time with short limits: with real sockets, paused time would also skip ahead while bytes are in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_outlives_the_head_timeout() {
+    // The API server keeps idle webhook connections for 90 s and reuses them; a server that closed them after
+    // the head timeout raced its next POST, which failed half-written (seen once in 5,000 creates under load).
+    let head_timeout = Duration::from_millis(200);
+    let idle_timeout = Duration::from_secs(2);
+    let server = Server::start(ServerLimits {
+        head_timeout,
+        idle_timeout,
+        ..ServerLimits::default()
+    })
+    .await;
+    let mut tls = server.connect().await;
+    assert_eq!(review_on(&mut tls).await.0, 200);
+    // Idle for several head timeouts (the behaviour under test is the passing of time itself).
+    tokio::time::sleep(head_timeout * 4).await;
+    let (status, body) = review_on(&mut tls).await;
+    assert_eq!(
+        status, 200,
+        "the same connection answers after idling: {body}"
+    );
+
+    // Left idle, it is closed once the idle timeout has passed, not before.
+    let idle_from = Instant::now();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(PATIENCE, tls.read(&mut buf))
+        .await
+        .expect("closed within the test's patience");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "an idle connection ends with no data: {read:?}"
+    );
+    assert!(
+        idle_from.elapsed() >= idle_timeout - Duration::from_millis(50),
+        "closed {:?} into an idle timeout of {idle_timeout:?}",
+        idle_from.elapsed()
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_that_stalls_is_cut_at_the_head_timeout() {
+    let head_timeout = Duration::from_millis(300);
+    let server = Server::start(ServerLimits {
+        head_timeout,
+        ..ServerLimits::default()
+    })
+    .await;
+    for idle_first in [false, true] {
+        let mut tls = server.connect().await;
+        if idle_first {
+            // A request, then an idle period longer than the head timeout: the timer starts at the next byte.
+            assert_eq!(review_on(&mut tls).await.0, 200);
+            tokio::time::sleep(head_timeout * 3).await;
+        }
+        let began = Instant::now();
+        tls.write_all(b"POST /validate HTTP/1.1\r\nHost: loc")
+            .await
+            .unwrap();
+        tls.flush().await.unwrap();
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(PATIENCE, tls.read(&mut buf))
+            .await
+            .expect("closed within the test's patience");
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "a stalled head gets no answer, its connection closes: {read:?}"
+        );
+        assert!(
+            began.elapsed() >= head_timeout,
+            "closed {:?} after the head began, before the head timeout (idle first: {idle_first})",
+            began.elapsed()
+        );
+    }
     server.stop().await;
 }
 
