@@ -532,8 +532,11 @@ async fn accept(listener: tokio::net::TcpListener, client: Client) {
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                // A failed accept (the peer gave up) ends only that connection.
-                let Ok((stream, _)) = accepted else { continue };
+                let Ok((stream, _)) = accepted else {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                };
                 let client = client.clone();
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| forward(client.clone(), request));
