@@ -232,11 +232,7 @@ impl LeaderElector {
         let spec = lease.spec.take().unwrap_or_default();
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let round = if holder.as_deref() == Some(self.config.identity.as_str()) {
-            lease.spec = Some(LeaseSpec {
-                renew_time: Some(MicroTime(now)),
-                lease_duration_seconds: Some(self.lease_seconds()),
-                ..spec
-            });
+            lease.spec = Some(self.renewed(spec, now));
             Round::Renewed
         } else if let Some(holder) = holder.filter(|_| !expired(&spec, now, self.lease_seconds())) {
             return Ok(Round::HeldBy { holder });
@@ -272,11 +268,7 @@ impl LeaderElector {
         {
             return None;
         }
-        lease.spec = Some(LeaseSpec {
-            renew_time: Some(MicroTime(now)),
-            lease_duration_seconds: Some(self.lease_seconds()),
-            ..spec
-        });
+        lease.spec = Some(self.renewed(spec, now));
         match self
             .api
             .replace(&self.config.name, &PostParams::default(), &lease)
@@ -396,6 +388,15 @@ impl LeaderElector {
 
     fn lease_seconds(&self) -> i32 {
         i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+
+    /// `spec` renewed by its holder at `now`: holder, acquire time and transitions stay.
+    fn renewed(&self, spec: LeaseSpec, now: Timestamp) -> LeaseSpec {
+        LeaseSpec {
+            renew_time: Some(MicroTime(now)),
+            lease_duration_seconds: Some(self.lease_seconds()),
+            ..spec
+        }
     }
 
     fn held_spec(&self, now: Timestamp, transitions: i32) -> LeaseSpec {

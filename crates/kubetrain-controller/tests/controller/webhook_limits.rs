@@ -76,13 +76,7 @@ impl Server {
         body: &[u8],
     ) -> TlsStream<TcpStream> {
         let mut tls = self.connect().await;
-        let head = format!(
-            "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {content_length}\r\n\r\n",
-            route.path()
-        );
-        tls.write_all(head.as_bytes()).await.unwrap();
-        tls.write_all(body).await.unwrap();
-        tls.flush().await.unwrap();
+        send(&mut tls, route, content_type, content_length, body).await;
         tls
     }
 
@@ -208,17 +202,34 @@ async fn a_body_that_stalls_is_cut_at_the_deadline_with_408() {
     server.stop().await;
 }
 
+/// Sends a POST head for `route` with these headers, then `body`, on an open connection.
+async fn send(
+    tls: &mut TlsStream<TcpStream>,
+    route: Route,
+    content_type: &str,
+    content_length: usize,
+    body: &[u8],
+) {
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {content_length}\r\n\r\n",
+        route.path()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(body).await.unwrap();
+    tls.flush().await.unwrap();
+}
+
 /// Writes a valid validating review on `tls` (keep-alive) and reads its answer.
 async fn review_on(tls: &mut TlsStream<TcpStream>) -> (u16, String) {
     let body = review(trainjob(json!({"numNodes": 1})));
-    let head = format!(
-        "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        Route::ValidateTrainJob.path(),
-        body.len()
-    );
-    tls.write_all(head.as_bytes()).await.unwrap();
-    tls.write_all(&body).await.unwrap();
-    tls.flush().await.unwrap();
+    send(
+        tls,
+        Route::ValidateTrainJob,
+        "application/json",
+        body.len(),
+        &body,
+    )
+    .await;
     read_answer(tls).await
 }
 
