@@ -491,57 +491,30 @@ fn a_cohort_queued_late_reclaims_by_fair_sharing_as_kueue_did() {
              metadata: {{name: lq-{name}, namespace: ns}}\nspec: {{clusterQueue: {name}}}\n"
         );
     }
-    // (name, queue, priority, UID (orders equal heads), count, minCount, requests)
+    // (name, queue, priority, UID (orders equal heads), count, minCount, CPUs and GPUs per pod)
     let workloads_of = [
-        ("w0", "cq0", 100, "ba4e", 3, None, "{cpu: '2'}"),
-        ("w1", "cq0", 100, "64dc", 2, None, "{cpu: '3'}"),
-        (
-            "w2",
-            "cq0",
-            100,
-            "0410",
-            4,
-            Some(2),
-            "{cpu: '1', example.com/gpu: '2'}",
-        ),
-        (
-            "w3",
-            "cq0",
-            50,
-            "ef0c",
-            3,
-            Some(2),
-            "{cpu: '3', example.com/gpu: '2'}",
-        ),
-        ("w4", "cq0", 50, "733f", 1, None, "{cpu: '2'}"),
-        (
-            "w5",
-            "cq2",
-            0,
-            "d087",
-            4,
-            None,
-            "{cpu: '1', example.com/gpu: '1'}",
-        ),
-        (
-            "w6",
-            "cq2",
-            0,
-            "c553",
-            3,
-            None,
-            "{cpu: '2', example.com/gpu: '2'}",
-        ),
+        ("w0", "cq0", 100, "ba4e", 3, None, 2, 0),
+        ("w1", "cq0", 100, "64dc", 2, None, 3, 0),
+        ("w2", "cq0", 100, "0410", 4, Some(2), 1, 2),
+        ("w3", "cq0", 50, "ef0c", 3, Some(2), 3, 2),
+        ("w4", "cq0", 50, "733f", 1, None, 2, 0),
+        ("w5", "cq2", 0, "d087", 4, None, 1, 1),
+        ("w6", "cq2", 0, "c553", 3, None, 2, 2),
     ];
     let outcome = |arrival: &dyn Fn(&str) -> &'static str| {
         let mut yaml = base.clone();
-        for (name, cq, priority, uid, count, min, requests) in workloads_of {
+        for (name, cq, priority, uid, count, min, cpu, gpu) in workloads_of {
             let min = min.map_or(String::new(), |m| format!("    minCount: {m}\n"));
+            let gpu = if gpu > 0 {
+                format!(", example.com/gpu: '{gpu}'")
+            } else {
+                String::new()
+            };
             yaml += &format!(
                 "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata:\n  name: {name}\n  namespace: ns\n  \
                  uid: {uid}-0000\n  creationTimestamp: \"2026-12-02T00:30:40Z\"\n  annotations: {{kubetrain.dev/arrival: {}}}\n\
                  spec:\n  queueName: lq-{cq}\n  priority: {priority}\n  podSets:\n  - name: main\n    count: {count}\n{min}    \
-                 template:\n      spec:\n        containers: [{{name: c, resources: {{requests: {requests}}}}}]\n",
+                 template:\n      spec:\n        containers: [{{name: c, resources: {{requests: {{cpu: '{cpu}'{gpu}}}}}}}]\n",
                 arrival(name)
             );
         }
@@ -573,8 +546,6 @@ fn a_cohort_queued_late_reclaims_by_fair_sharing_as_kueue_did() {
             reason.map(str::to_owned),
         )
     };
-    let preempted = Some("InCohortFairSharing");
-
     let together = outcome(&|_| "15000ms");
     assert_eq!(
         together,
@@ -602,7 +573,7 @@ fn a_cohort_queued_late_reclaims_by_fair_sharing_as_kueue_did() {
             row("w2", "Admitted", "3×f1", None),
             row("w3", "Pending", "", None),
             row("w4", "Admitted", "1×f1", None),
-            row("w5", "Preempted", "", preempted),
+            row("w5", "Preempted", "", Some("InCohortFairSharing")),
             row("w6", "Admitted", "3×f0", None),
         ]
     );
