@@ -128,6 +128,17 @@ pub(crate) struct Cli {
     #[arg(long, env = "KUBETRAIN_CONCURRENCY", default_value_t = 5)]
     pub concurrency: u16,
 
+    /// Wait this long after a TrainJob's last watch event before reconciling it, so that a burst of events
+    /// (a JobSet's status moving through its pods' counts) is reconciled once (0 = no wait).
+    #[arg(long, env = "KUBETRAIN_DEBOUNCE", default_value = "100ms", value_parser = parse_duration)]
+    pub debounce: Duration,
+
+    /// Threads running the controller, webhooks and servers. 1 (the default) runs everything on one thread,
+    /// which costs the least CPU: the work is waiting on the API server, and a second thread mostly adds
+    /// hand-offs between them. 0 starts one per CPU.
+    #[arg(long, env = "KUBETRAIN_WORKER_THREADS", default_value_t = 1)]
+    pub worker_threads: usize,
+
     /// Reconcile every TrainJob at least this often, even when nothing changed (controller-runtime's
     /// SyncPeriod); 0 waits for changes only.
     #[arg(long, env = "KUBETRAIN_SYNC_PERIOD", default_value = "10h", value_parser = parse_duration)]
@@ -158,6 +169,7 @@ impl Cli {
             field_manager: self.field_manager.clone(),
             namespace: self.watch_namespace.clone(),
             concurrency: self.concurrency,
+            debounce: self.debounce,
             event_instance: self.leader_elect_identity.clone(),
             sync_period: Some(self.sync_period).filter(|p| !p.is_zero()),
             ..Settings::default()

@@ -15,10 +15,7 @@ fn main() -> ExitCode {
     init_logging(cli.log_format);
     // One rustls provider for the kube client and the webhook server alike (ring, as the rest of the tree).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime(cli.worker_threads) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("kubetrain-operator: cannot start the async runtime: {error}");
@@ -39,6 +36,21 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One thread (`current_thread`) for `--worker-threads 1`; otherwise a work-stealing pool, one worker per CPU
+/// for 0.
+fn async_runtime(worker_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        0 => tokio::runtime::Builder::new_multi_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+    };
+    builder.enable_all().build()
 }
 
 fn init_logging(format: LogFormat) {
