@@ -11,6 +11,14 @@
 //! status written: a reconcile that still sees that old resourceVersion (the cache has not caught up with the
 //! leader's own write) and computes the same status again skips the patch, which already landed.
 //!
+//! Last, it keeps a fingerprint of each TrainJob as the leader's last reconcile left it (what the reconcile reads
+//! of it, and the status it wrote or found): the watch event of the leader's own status patch carries exactly
+//! that, and reconciling it again would change nothing, so it triggers no reconcile (see
+//! [`crate::controller::run`]). Any other change (spec, labels, a status written by someone else) differs.
+//!
+//! Likewise the watch event of a child carrying exactly the version the leader's own apply answered triggers
+//! nothing (the reconcile that applied it already used that answer), unless a reconcile is waiting for it.
+//!
 //! Entries are dropped when a TrainJob finishes and by [`AppliedMemory::sweep`] when it is gone.
 
 use std::collections::HashMap;
@@ -71,6 +79,10 @@ struct Entry {
     objects: Vec<Remembered>,
     /// (hash of the resourceVersion patched from, hash of the status written).
     status: Option<(u64, u64)>,
+    /// The TrainJob's fingerprint after the leader's last reconcile.
+    reconciled: Option<u64>,
+    /// A reconcile is waiting for the watch events of the leader's own applies (so they must trigger it).
+    awaiting_echoes: bool,
 }
 
 /// The per-TrainJob memory of applied objects and written statuses (see the module docs).
@@ -179,6 +191,40 @@ impl AppliedMemory {
     pub fn wrote_status(&self, job: &Key, uid: &str, resource_version: &str, status: u64) {
         let from = hash_of(&[resource_version]);
         self.with_entry(job, uid, |e| e.status = Some((from, status)));
+    }
+
+    /// Remembers the fingerprint of the TrainJob as the leader's reconcile left it.
+    pub fn reconciled(&self, job: &Key, uid: &str, fingerprint: u64) {
+        self.with_entry(job, uid, |e| e.reconciled = Some(fingerprint));
+    }
+
+    /// Whether a TrainJob read from a watch event has exactly the fingerprint the leader's last reconcile left
+    /// (the event is the echo of the leader's own status write).
+    pub fn left_as_is(&self, job: &Key, uid: &str, fingerprint: u64) -> bool {
+        self.read(job, uid, |e| e.reconciled == Some(fingerprint))
+            .unwrap_or(false)
+    }
+
+    /// Whether the leader's last apply of `object` was answered with exactly `stored` (uid, resourceVersion):
+    /// a watch event carrying that version is the echo of the apply.
+    pub fn applied_version(&self, job: &Key, uid: &str, object: u64, stored: (&str, &str)) -> bool {
+        let version = hash_of(&[stored.0, stored.1]);
+        self.read(job, uid, |e| {
+            e.objects
+                .iter()
+                .any(|r| r.object == object && r.version == version)
+        })
+        .unwrap_or(false)
+    }
+
+    /// Marks whether a reconcile of the TrainJob waits for the watch events of the leader's own applies.
+    pub fn awaiting_echoes(&self, job: &Key, uid: &str, awaiting: bool) {
+        self.with_entry(job, uid, |e| e.awaiting_echoes = awaiting);
+    }
+
+    /// Whether a reconcile of the TrainJob waits for the watch events of the leader's own applies.
+    pub fn is_awaiting_echoes(&self, job: &Key, uid: &str) -> bool {
+        self.read(job, uid, |e| e.awaiting_echoes).unwrap_or(false)
     }
 
     /// Forgets a TrainJob (finished: it gets no more applies).

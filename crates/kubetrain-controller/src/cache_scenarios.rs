@@ -15,7 +15,7 @@ use kubetrain_api::{ClusterTrainingRuntime, TrainJob};
 use serde_json::{Value, json};
 
 use crate::cache::{CachedJobSet, Caches, Writers};
-use crate::controller::{Context, reconcile};
+use crate::controller::{Context, left_as_is, own_apply_echo, reconcile};
 use crate::fixtures::*;
 use crate::leadership::Leadership;
 use crate::metrics::Metrics;
@@ -435,4 +435,90 @@ async fn a_pod_group_is_read_from_the_cache_and_a_missing_runtime_live() {
     )
     .await;
     result.expect("reconciled");
+}
+
+#[tokio::test]
+async fn the_echo_of_the_leaders_own_status_write_triggers_no_reconcile_and_any_other_change_does()
+{
+    let job = trainjob("mnist").suspend(true);
+    let server = fake_server(&job);
+    let (caches, _writers) = listed_caches();
+    let ctx = cached_context(server.client(), caches);
+    let calls = vec![
+        Call::apply(configmap_path("mnist-runtime-snapshot")),
+        Call::apply(jobset_path("mnist")),
+        Call::merge_status(status_path("mnist")),
+    ];
+    expect_calls(&job, &ctx, &server, calls)
+        .await
+        .expect("reconciled");
+
+    // The watch event of that status patch: the TrainJob exactly as the API server now holds it.
+    let path = status_path("mnist");
+    let echo: TrainJob = caught_up(&server, path.trim_end_matches("/status"));
+    assert!(
+        echo.status.is_some(),
+        "the patch wrote the Suspended condition"
+    );
+    assert!(left_as_is(&ctx, &echo), "the echo needs no reconcile");
+
+    let changed = |change: fn(&mut TrainJob)| {
+        let mut job = echo.clone();
+        change(&mut job);
+        job
+    };
+    let table = [
+        ("never reconciled (no status yet)", job.clone()),
+        (
+            "resumed (spec.suspend false)",
+            changed(|j| j.spec.suspend = Some(false)),
+        ),
+        (
+            "labelled",
+            changed(|j| {
+                j.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
+            }),
+        ),
+        (
+            "annotated",
+            changed(|j| {
+                j.metadata.annotations = Some([("note".to_owned(), "x".to_owned())].into());
+            }),
+        ),
+        (
+            "being deleted",
+            changed(|j| j.metadata.deletion_timestamp = Some(ago(0))),
+        ),
+        (
+            "status written by someone else",
+            changed(|j| j.status.as_mut().expect("status").conditions.clear()),
+        ),
+        (
+            "created again under the same name",
+            changed(|j| j.metadata.uid = Some("another-uid".to_owned())),
+        ),
+    ];
+    for (what, job) in table {
+        assert!(!left_as_is(&ctx, &job), "{what}: must be reconciled");
+    }
+
+    // The watch events of its own applies: the JobSet and the snapshot exactly as the applies answered.
+    let jobset: CachedJobSet = caught_up(&server, &jobset_path("mnist"));
+    let snapshot: ConfigMap = caught_up(&server, &configmap_path("mnist-runtime-snapshot"));
+    assert!(own_apply_echo(&ctx, &jobset), "the JobSet's echo");
+    assert!(own_apply_echo(&ctx, &snapshot), "the snapshot's echo");
+    let mut edited = jobset.clone();
+    edited.metadata.resource_version = Some(format!("{}0", rv_of(&server, &jobset_path("mnist"))));
+    assert!(!own_apply_echo(&ctx, &edited), "changed since: reconciled");
+    let mut orphan = snapshot.clone();
+    orphan.metadata.owner_references = None;
+    assert!(
+        !own_apply_echo(&ctx, &orphan),
+        "not a TrainJob's: reconciled"
+    );
+    // A reconcile waiting for its own writes to reach the cache is woken by their echoes.
+    let uid = echo.metadata.uid.as_deref().expect("uid");
+    ctx.memory_for_tests()
+        .awaiting_echoes(&(NS.to_owned(), "mnist".to_owned()), uid, true);
+    assert!(!own_apply_echo(&ctx, &jobset), "awaited: reconciled");
 }

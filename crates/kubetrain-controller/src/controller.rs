@@ -51,7 +51,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -64,7 +64,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use kubetrain_api::jobset::{JOBSET_API_VERSION, JobSet};
 use kubetrain_api::podgroup::{coscheduling, volcano};
-use kubetrain_api::{ClusterTrainingRuntime, TrainJob, TrainingRuntime, TrainingRuntimeSpec};
+use kubetrain_api::{ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime};
 use kubetrain_jobset::status::is_finished;
 use kubetrain_merge::plugins::mpi::{hostfile_config_map_name, ssh_auth_secret_name};
 use rand_core::OsRng;
@@ -77,8 +77,9 @@ use crate::error::{Error, Result};
 use crate::events;
 use crate::leadership::Leadership;
 use crate::metrics::Metrics;
-use crate::reconcile::{self, FetchedRuntime, PodGroupKind, RuntimeKind};
+use crate::reconcile::{self, FetchedRuntime, PodGroupKind, RuntimeKind, SnapshotRuntime};
 use crate::settings::Settings;
+use crate::snapshots::ParsedSnapshots;
 
 /// What every reconcile shares: the client, settings, leadership view, metrics, event recorder and backoff.
 pub struct Context {
@@ -93,6 +94,8 @@ pub struct Context {
     cache: Option<Caches>,
     /// What the leader last wrote (used with the caches only: skipping needs the cache's versions).
     memory: AppliedMemory,
+    /// Runtime snapshots, parsed once per distinct text.
+    snapshots: ParsedSnapshots,
 }
 
 impl Context {
@@ -120,6 +123,7 @@ impl Context {
             recorder,
             cache: None,
             memory: AppliedMemory::default(),
+            snapshots: ParsedSnapshots::default(),
         }
     }
 
@@ -142,6 +146,11 @@ impl Context {
 
     fn leader(&self) -> bool {
         self.leadership.is_leader()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn memory_for_tests(&self) -> &AppliedMemory {
+        &self.memory
     }
 }
 
@@ -212,6 +221,7 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         // object, so wait for it instead of reading live; the requeue is the safety net for an event that
         // never comes (the object deleted at once), after which the reads go live.
         tracing::debug!(trainjob = %format_args!("{namespace}/{name}"), "waiting for the cache to see our writes");
+        ctx.memory.awaiting_echoes(&key, uid, true);
         return Ok(Some(OWN_WRITES_RECHECK));
     }
     let mut jobset = read_jobset(ctx, &key, uid).await?;
@@ -238,6 +248,10 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
                 failure = Some(error);
             }
         },
+    }
+
+    if let Some(cache) = &ctx.cache {
+        sweep(&ctx.memory, cache);
     }
 
     let now = Time(Timestamp::now());
@@ -313,10 +327,59 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     if jobset.is_none() && unsupported.is_none() && !is_finished(&decision.status) {
         return Err(Error::JobSetMissing(format!("{namespace}/{name}")));
     }
-    if let Some(cache) = &ctx.cache {
-        sweep(&ctx.memory, cache);
+    if ctx.cache.is_some() && !is_finished(&decision.status) {
+        // The echo of this reconcile's status write will carry exactly this: it needs no reconcile.
+        ctx.memory
+            .reconciled(&key, uid, fingerprint(job, &decision.status));
+        ctx.memory.awaiting_echoes(&key, uid, false);
     }
     Ok(decision.requeue_after.map(whole_seconds))
+}
+
+/// A hash of what a reconcile reads of a TrainJob (identity, labels, annotations, finalizers, owners,
+/// deletion, spec) and of `status`. The leader keeps it after each reconcile; a watch event whose TrainJob
+/// hashes the same, with its own status, is the echo of the leader's status patch.
+fn fingerprint(job: &TrainJob, status: &TrainJobStatus) -> u64 {
+    let m = &job.metadata;
+    hash_json(&(
+        (&m.uid, &m.labels, &m.annotations),
+        (&m.finalizers, &m.owner_references, &m.deletion_timestamp),
+        &job.spec,
+        status,
+    ))
+}
+
+/// Whether a child's watch event is the echo of the leader's own apply: it carries exactly the uid and
+/// resourceVersion that apply answered, which the reconcile that applied it already used. Such an event
+/// triggers no reconcile, unless one waits for it ([`own_writes_pending`]).
+pub(crate) fn own_apply_echo<K: Resource<DynamicType = ()>>(ctx: &Context, child: &K) -> bool {
+    let meta = child.meta();
+    let owner =
+        meta.owner_references.iter().flatten().find(|o| {
+            o.controller == Some(true) && o.kind == kubetrain_api::constants::TRAINJOB_KIND
+        });
+    let (Some(owner), Some(namespace), Some(name)) = (owner, &meta.namespace, &meta.name) else {
+        return false;
+    };
+    let key = (namespace.clone(), owner.name.clone());
+    let object = object_id(&K::api_version(&()), &K::kind(&()), name);
+    let stored = (
+        meta.uid.as_deref().unwrap_or_default(),
+        meta.resource_version.as_deref().unwrap_or_default(),
+    );
+    ctx.memory.applied_version(&key, &owner.uid, object, stored)
+        && !ctx.memory.is_awaiting_echoes(&key, &owner.uid)
+}
+
+/// Whether the TrainJob in a watch event is exactly as the leader's last reconcile left it (see
+/// [`fingerprint`]); such an event triggers no reconcile.
+pub(crate) fn left_as_is(ctx: &Context, job: &TrainJob) -> bool {
+    let Some(status) = &job.status else {
+        return false;
+    };
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    ctx.memory
+        .left_as_is(&key_of(job), uid, fingerprint(job, status))
 }
 
 /// How long after an apply a cache that lacks the object is taken to lag behind (watch events on a loaded
@@ -454,16 +517,23 @@ async fn sync_children(
     let client = &ctx.client;
     let snapshot_name = reconcile::snapshot_name(job);
     let snapshot = read_snapshot_map(ctx, &key, uid, &snapshot_name).await?;
-    let (runtime, new_snapshot): (TrainingRuntimeSpec, _) = match snapshot {
-        Some(cm) => (reconcile::read_snapshot(job, &cm)?, None),
+    // Upstream's checks in upstream's order (owner, then the data, then runtimeRef); only parsing is memoized.
+    let (snapshot_runtime, new_snapshot) = match snapshot {
+        Some(cm) => {
+            reconcile::check_owner(job, &cm)?;
+            let parsed = ctx.snapshots.get_or_parse(&cm)?;
+            parsed.check_runtime_ref(job)?;
+            (parsed, None)
+        }
         None => {
             let fetched = fetch_runtime(job, kind, ctx, namespace).await?;
             let cm = reconcile::snapshot_config_map(job, &fetched)?;
-            (fetched.into_spec(), Some(cm))
+            (Arc::new(SnapshotRuntime::from(fetched)), Some(cm))
         }
     };
+    let runtime = &snapshot_runtime.spec;
 
-    let reads = reconcile::reads(&runtime);
+    let reads = reconcile::reads(runtime);
     let ssh_secret_exists = if reads.ssh_secret {
         let secret = ssh_auth_secret_name(job.name());
         // Only a Secret the cache holds counts as present without asking: a missing one is confirmed live,
@@ -490,7 +560,7 @@ async fn sync_children(
     );
     // Operator keys must be unpredictable: the OS random source, never a seed.
     let rendered =
-        kubetrain_jobset::render_with(job, &runtime, &observed, &ctx.settings.render, &mut OsRng)?;
+        kubetrain_jobset::render_with(job, runtime, &observed, &ctx.settings.render, &mut OsRng)?;
 
     if !ctx.leader() {
         return Ok(None);
@@ -498,7 +568,7 @@ async fn sync_children(
     // The leader exports the opt-in trainerStatus gauges of a running job (crate::platform).
     ctx.metrics
         .platform
-        .trainer_status(job, crate::platform::exports_trainer_status(&runtime));
+        .trainer_status(job, crate::platform::exports_trainer_status(runtime));
     if let Some(cm) = &new_snapshot {
         let answered = apply_config_map(client, namespace, cm, &ctx.apply).await?;
         if ctx.cache.is_some() {
@@ -727,7 +797,9 @@ pub async fn run(
         "starting the TrainJob controller"
     );
 
-    let ns = settings.namespace.as_deref();
+    let namespace = settings.namespace.clone();
+    let ns = namespace.as_deref();
+    let poll = settings.leadership_poll;
     let config = Config::default()
         .concurrency(settings.concurrency)
         .debounce(settings.debounce);
@@ -738,28 +810,41 @@ pub async fn run(
         writers.trainjobs,
         cache::strip::<TrainJob>,
     );
-    let mut controller =
-        Controller::for_stream(trainjobs.applied_objects(), caches.trainjobs.clone())
-            .with_config(config)
-            .owns_stream(
-                cache::reflect(
-                    api::<CachedJobSet>(&client, ns),
-                    writers.jobsets,
-                    cache::strip::<CachedJobSet>,
-                )
-                .touched_objects(),
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            settings,
+            leadership.clone(),
+            metrics.clone(),
+        )
+        .with_caches(caches.clone()),
+    );
+    // The echo of the leader's own status patch is stored, but reconciles nothing (see `fingerprint`).
+    let echoes = ctx.clone();
+    let triggers = trainjobs
+        .applied_objects()
+        .try_filter(move |job| std::future::ready(!left_as_is(&echoes, job)));
+    let mut controller = Controller::for_stream(triggers, caches.trainjobs.clone())
+        .with_config(config)
+        .owns_stream(
+            cache::reflect(
+                api::<CachedJobSet>(&client, ns),
+                writers.jobsets,
+                cache::strip::<CachedJobSet>,
             )
-            .owns_stream(
-                cache::reflect(
-                    api::<ConfigMap>(&client, ns),
-                    writers.config_maps,
-                    cache::strip_config_map,
-                )
-                .touched_objects(),
+            .touched_objects()
+            .try_filter(not_an_echo(&ctx)),
+        )
+        .owns_stream(
+            cache::reflect(
+                api::<ConfigMap>(&client, ns),
+                writers.config_maps,
+                cache::strip_config_map,
             )
-            .owns_stream(
-                cache::reflect_metadata(api(&client, ns), writers.secrets).touched_objects(),
-            );
+            .touched_objects()
+            .try_filter(not_an_echo(&ctx)),
+        )
+        .owns_stream(cache::reflect_metadata(api(&client, ns), writers.secrets).touched_objects());
     if coscheduling {
         controller = controller.owns_stream(
             cache::reflect_metadata(api(&client, ns), writers.coscheduling).touched_objects(),
@@ -797,9 +882,6 @@ pub async fn run(
 
     // kube-runtime wants a `Sync` trigger; a watch receiver is one, whatever `shutdown` is.
     let stopped = stop_signal(shutdown);
-    let poll = settings.leadership_poll;
-    let ctx =
-        Arc::new(Context::new(client, settings, leadership.clone(), metrics).with_caches(caches));
     let run = controller
         .graceful_shutdown_on(stopped_future(stopped.clone()))
         .reconcile_all_on(leadership_gained(leadership, poll))
@@ -815,6 +897,14 @@ pub async fn run(
         ((), ()) = runtime_watches => {}
     }
     Ok(())
+}
+
+/// A child stream's filter dropping the echoes of the leader's own applies ([`own_apply_echo`]).
+fn not_an_echo<K: Resource<DynamicType = ()>>(
+    ctx: &Arc<Context>,
+) -> impl FnMut(&K) -> std::future::Ready<bool> + Send + 'static {
+    let ctx = ctx.clone();
+    move |child| std::future::ready(!own_apply_echo(&ctx, child))
 }
 
 /// A watch receiver that turns `true` when `shutdown` completes (kube-runtime wants `Sync` triggers).

@@ -56,6 +56,7 @@ pub mod runtime_finalizer;
 mod scenarios;
 mod serving;
 mod settings;
+mod snapshots;
 pub mod status_server;
 pub mod webhook;
 

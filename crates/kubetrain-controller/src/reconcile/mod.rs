@@ -14,7 +14,8 @@ mod snapshot;
 mod status;
 
 pub use snapshot::{
-    FetchedRuntime, RUNTIME_KEY, SNAPSHOT_SUFFIX, read_snapshot, snapshot_config_map, snapshot_name,
+    FetchedRuntime, RUNTIME_KEY, SNAPSHOT_SUFFIX, SnapshotRuntime, check_owner, parse_snapshot,
+    read_snapshot, snapshot_config_map, snapshot_name,
 };
 pub use status::{StatusDecision, decide_status, merge_patch};
 

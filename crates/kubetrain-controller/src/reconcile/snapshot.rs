@@ -75,6 +75,60 @@ pub fn snapshot_config_map(job: &TrainJob, runtime: &FetchedRuntime) -> Result<C
 /// The runtime spec stored in a snapshot ConfigMap, checked as upstream checks it: controller-owned by this
 /// TrainJob's UID, has the `runtime` key, and names the runtime `spec.runtimeRef` names.
 pub fn read_snapshot(job: &TrainJob, cm: &ConfigMap) -> Result<TrainingRuntimeSpec> {
+    check_owner(job, cm)?;
+    let snapshot = parse_snapshot(cm)?;
+    snapshot.check_runtime_ref(job)?;
+    Ok(snapshot.spec)
+}
+
+/// A snapshot ConfigMap's runtime as parsed, before it is checked against a TrainJob.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SnapshotRuntime {
+    /// `TrainingRuntime` or `ClusterTrainingRuntime`.
+    pub kind: &'static str,
+    /// The runtime's name.
+    pub name: String,
+    /// The runtime's spec.
+    pub spec: TrainingRuntimeSpec,
+}
+
+impl SnapshotRuntime {
+    /// Fails unless this is the runtime `spec.runtimeRef` of `job` names.
+    pub fn check_runtime_ref(&self, job: &TrainJob) -> Result<()> {
+        let (kind, name) = (self.kind, &self.name);
+        let r = &job.spec.runtime_ref;
+        if kind != r.kind_or_default() || *name != r.name {
+            return Err(Error::Snapshot(format!(
+                "the snapshot refers to the wrong runtime: expecting a runtime with name, api group and kind of {:?}, {:?}, {:?} but found runtime with name, api group and kind of {name:?}, {:?}, {kind:?}",
+                r.name,
+                r.api_group_or_default(),
+                r.kind_or_default(),
+                kubetrain_api::constants::GROUP,
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl From<FetchedRuntime> for SnapshotRuntime {
+    fn from(runtime: FetchedRuntime) -> Self {
+        match runtime {
+            FetchedRuntime::Namespaced(r) => Self {
+                kind: "TrainingRuntime",
+                name: r.name().to_owned(),
+                spec: r.spec,
+            },
+            FetchedRuntime::Cluster(r) => Self {
+                kind: "ClusterTrainingRuntime",
+                name: r.name().to_owned(),
+                spec: r.spec,
+            },
+        }
+    }
+}
+
+/// Fails unless `cm` is controller-owned by `job` (its UID).
+pub fn check_owner(job: &TrainJob, cm: &ConfigMap) -> Result<()> {
     let owned = cm
         .metadata
         .owner_references
@@ -82,11 +136,17 @@ pub fn read_snapshot(job: &TrainJob, cm: &ConfigMap) -> Result<TrainingRuntimeSp
         .flatten()
         .find(|o| o.controller == Some(true))
         .is_some_and(|o| Some(&o.uid) == job.metadata.uid.as_ref());
-    if !owned {
-        return Err(Error::Snapshot(
+    if owned {
+        Ok(())
+    } else {
+        Err(Error::Snapshot(
             "a snapshot configmap exists but is owned by another object".to_owned(),
-        ));
+        ))
     }
+}
+
+/// Parses the runtime in a snapshot ConfigMap's `runtime` key.
+pub fn parse_snapshot(cm: &ConfigMap) -> Result<SnapshotRuntime> {
     let Some(yaml) = cm.data.as_ref().and_then(|d| d.get(RUNTIME_KEY)) else {
         return Err(Error::Snapshot(format!(
             "snapshot ConfigMap missing {RUNTIME_KEY:?} data key"
@@ -106,15 +166,5 @@ pub fn read_snapshot(job: &TrainJob, cm: &ConfigMap) -> Result<TrainingRuntimeSp
             )));
         }
     };
-    let r = &job.spec.runtime_ref;
-    if kind != r.kind_or_default() || name != r.name {
-        return Err(Error::Snapshot(format!(
-            "the snapshot refers to the wrong runtime: expecting a runtime with name, api group and kind of {:?}, {:?}, {:?} but found runtime with name, api group and kind of {name:?}, {:?}, {kind:?}",
-            r.name,
-            r.api_group_or_default(),
-            r.kind_or_default(),
-            kubetrain_api::constants::GROUP,
-        )));
-    }
-    Ok(spec)
+    Ok(SnapshotRuntime { kind, name, spec })
 }
