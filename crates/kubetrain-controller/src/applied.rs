@@ -57,6 +57,11 @@ pub fn hash_of(parts: &[&str]) -> u64 {
     hasher.finish()
 }
 
+/// The hash of a stored object's identity: uid and resourceVersion.
+fn version_hash((uid, resource_version): (&str, &str)) -> u64 {
+    hash_of(&[uid, resource_version])
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Remembered {
     object: u64,
@@ -122,7 +127,7 @@ impl AppliedMemory {
         let Some((stored_uid, stored_rv)) = stored else {
             return false;
         };
-        let version = hash_of(&[stored_uid, stored_rv]);
+        let version = version_hash((stored_uid, stored_rv));
         self.read(job, uid, |e| {
             e.objects.iter().any(|r| r.same(object, body, version))
         })
@@ -132,7 +137,7 @@ impl AppliedMemory {
     /// Remembers that `body` was applied to `object` and the API server answered `answered` (uid and
     /// resourceVersion).
     pub fn applied(&self, job: &Key, uid: &str, object: u64, body: u64, answered: (&str, &str)) {
-        let version = hash_of(&[answered.0, answered.1]);
+        let version = version_hash(answered);
         self.with_entry(job, uid, |e| {
             let remembered = Remembered {
                 object,
@@ -208,7 +213,7 @@ impl AppliedMemory {
     /// Whether the leader's last apply of `object` was answered with exactly `stored` (uid, resourceVersion):
     /// a watch event carrying that version is the echo of the apply.
     pub fn applied_version(&self, job: &Key, uid: &str, object: u64, stored: (&str, &str)) -> bool {
-        let version = hash_of(&[stored.0, stored.1]);
+        let version = version_hash(stored);
         self.read(job, uid, |e| {
             e.objects
                 .iter()

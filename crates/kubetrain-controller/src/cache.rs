@@ -435,7 +435,14 @@ pub fn strip_metadata<K>(object: &mut PartialObjectMeta<K>) {
 }
 
 fn owned_by_a_trainjob(meta: &ObjectMeta) -> bool {
-    meta.owner_references.iter().flatten().any(|o| {
+    trainjob_owner(meta).is_some()
+}
+
+/// The TrainJob controlling an object (its controller owner reference of kind TrainJob), if any.
+pub(crate) fn trainjob_owner(
+    meta: &ObjectMeta,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    meta.owner_references.iter().flatten().find(|o| {
         o.controller == Some(true)
             && o.kind == TRAINJOB_KIND
             && o.api_version.split('/').next() == Some(GROUP)

@@ -250,10 +250,6 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         },
     }
 
-    if let Some(cache) = &ctx.cache {
-        sweep(&ctx.memory, cache);
-    }
-
     let now = Time(Timestamp::now());
     let decision = reconcile::decide_status(job, jobset.as_ref(), unsupported.as_deref(), &now);
     if !ctx.leader() {
@@ -327,6 +323,9 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     if jobset.is_none() && unsupported.is_none() && !is_finished(&decision.status) {
         return Err(Error::JobSetMissing(format!("{namespace}/{name}")));
     }
+    if let Some(cache) = &ctx.cache {
+        sweep(&ctx.memory, cache);
+    }
     if ctx.cache.is_some() && !is_finished(&decision.status) {
         // The echo of this reconcile's status write will carry exactly this: it needs no reconcile.
         ctx.memory
@@ -354,10 +353,7 @@ fn fingerprint(job: &TrainJob, status: &TrainJobStatus) -> u64 {
 /// triggers no reconcile, unless one waits for it ([`own_writes_pending`]).
 pub(crate) fn own_apply_echo<K: Resource<DynamicType = ()>>(ctx: &Context, child: &K) -> bool {
     let meta = child.meta();
-    let owner =
-        meta.owner_references.iter().flatten().find(|o| {
-            o.controller == Some(true) && o.kind == kubetrain_api::constants::TRAINJOB_KIND
-        });
+    let owner = cache::trainjob_owner(meta);
     let (Some(owner), Some(namespace), Some(name)) = (owner, &meta.namespace, &meta.name) else {
         return false;
     };
