@@ -20,6 +20,7 @@ LOGS="$E2E_STATE/logs"
 PIDS="$E2E_STATE/pids"
 NODES=${KUBETRAIN_E2E_NODES:-4}
 GPUS_PER_NODE=${KUBETRAIN_E2E_GPUS_PER_NODE:-8}
+# The cargo profile of kubetrain-operator and kubetrain (its folder under target/): debug, release or dist.
 CARGO_PROFILE=${KUBETRAIN_E2E_PROFILE:-debug}
 
 # start NAME COMMAND...: run COMMAND in its own session (so `down` can stop it and all it forked), log to a file.
@@ -240,7 +241,11 @@ KUBETRAIN_BIN="${CARGO_TARGET_DIR:-$REPO_DIR/target}/$CARGO_PROFILE"
 
 build_kubetrain() {
     local flag=()
-    [[ $CARGO_PROFILE == release ]] && flag=(--release)
+    case $CARGO_PROFILE in
+        debug) ;;
+        release) flag=(--release) ;;
+        *) flag=(--profile "$CARGO_PROFILE") ;; # e.g. dist, the shipped build (Cargo.toml)
+    esac
     log "cargo build ${flag[*]} -p kubetrain-operator -p kubetrain-cli"
     (cd "$REPO_DIR" && cargo build -q "${flag[@]}" -p kubetrain-operator -p kubetrain-cli)
 }

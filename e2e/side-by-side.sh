@@ -17,8 +17,8 @@
 # present), N = 100, 1,000 and 5,000 and 10,000 dry-run creates. --perf-only skips the render, lifecycle and
 # webhook-corpus steps. SBS_OPERATORS (default "upstream kubetrain") picks the controllers, e.g. to run each in
 # its own invocation at the same time (two port offsets, two TMPDIRs). kubetrain-operator is built with the
-# release profile unless KUBETRAIN_E2E_PROFILE says otherwise (--slice keeps the debug default), as upstream's
-# binary is an optimised Go build. The clusters
+# dist profile (the shipped build, Cargo.toml) unless KUBETRAIN_E2E_PROFILE says otherwise (--slice keeps the
+# debug default), as upstream's binary is its shipped, optimised Go build. The clusters
 # run beside any cluster of `e2e/cluster.sh up` (own state folder, ports shifted by 1000).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -40,7 +40,7 @@ done
 
 export KUBETRAIN_E2E_STATE="${KUBETRAIN_E2E_SBS_STATE:-${TMPDIR:-/tmp}/kubetrain-e2e-sbs}"
 export KUBETRAIN_E2E_PORT_OFFSET=${KUBETRAIN_E2E_SBS_PORT_OFFSET:-1000}
-[[ $slice == 1 ]] || export KUBETRAIN_E2E_PROFILE=${KUBETRAIN_E2E_PROFILE:-release}
+[[ $slice == 1 ]] || export KUBETRAIN_E2E_PROFILE=${KUBETRAIN_E2E_PROFILE:-dist}
 # cluster.sh's functions (start, stop, operator_start, sign, ...) for the perf runs' controller restarts; sourced
 # after the exports above so its paths and ports are this cluster's.
 # shellcheck source=cluster.sh
