@@ -108,7 +108,7 @@ start_apiserver() {
         --service-account-issuer "https://127.0.0.1:$API_PORT" \
         --service-cluster-ip-range 10.0.0.0/24 \
         --authorization-mode Node,RBAC \
-        --allow-privileged=true --profiling=false \
+        --allow-privileged=true --profiling="${KUBETRAIN_E2E_PROFILING:-false}" \
         --cert-dir "$E2E_STATE/apiserver-certs"
     wait_ready kube-apiserver "https://127.0.0.1:$API_PORT/readyz" --cacert "$PKI/ca.crt" \
         --cert "$PKI/admin.crt" --key "$PKI/admin.key"

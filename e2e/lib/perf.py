@@ -298,6 +298,7 @@ def jobs(args):
 
     deadline = t0[0] + args.timeout
     peak_rss = before_proc["rss_mib"]
+    next_progress = args.progress
     while time.monotonic() < deadline:
         with lock:
             done = len(complete) + len(failed)
@@ -305,8 +306,16 @@ def jobs(args):
             break
         time.sleep(1)
         peak_rss = max(peak_rss, proc_sample(args.pid)["rss_mib"])
-        if int(time.monotonic() - t0[0]) % 10 == 0:
+        elapsed = int(time.monotonic() - t0[0])
+        if elapsed % 10 == 0:
             loads.append(load_avg())
+        if args.progress and elapsed >= next_progress:
+            # A long run (N = 5,000 takes most of an hour) says how far it is, on stderr.
+            next_progress = elapsed + args.progress
+            with lock:
+                counts = (len(jobset_seen), len(complete), len(failed))
+            print(f"perf: {args.controller} t={elapsed}s jobsets {counts[0]}/{args.n} complete {counts[1]}/{args.n}"
+                  f" failed {counts[2]} load {load_avg()[0]:.1f}", file=sys.stderr, flush=True)
     stop.set()
     after_proc = proc_sample(args.pid)
     after_metrics = api.metrics()
@@ -448,6 +457,7 @@ def main():
     j.add_argument("--seed", type=int, default=1)
     j.add_argument("--parallel", type=int, default=16)
     j.add_argument("--timeout", type=int, default=3600)
+    j.add_argument("--progress", type=int, default=60, help="seconds between progress lines on stderr (0: none)")
     j.set_defaults(run=jobs)
     w = sub.add_parser("webhook")
     w.add_argument("--requests", type=int, default=10000)
