@@ -310,7 +310,7 @@ def jobs(args):
         if elapsed % 10 == 0:
             loads.append(load_avg())
         if args.progress and elapsed >= next_progress:
-            # A long run (N = 5,000 takes most of an hour) says how far it is, on stderr.
+            # A long run (N = 5,000 runs past an hour on 2 CPUs) says how far it is, on stderr.
             next_progress = elapsed + args.progress
             with lock:
                 counts = (len(jobset_seen), len(complete), len(failed))
