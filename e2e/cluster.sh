@@ -32,6 +32,19 @@ start() {
     echo $! >"$PIDS/$name.pid"
 }
 
+# component NAME CMD...: start for the cluster's own Go components. KUBETRAIN_E2E_GOGC sets their GOGC (less garbage
+# collection for more memory, on a CPU-bound cluster); never the TrainJob controllers', which the side-by-side
+# runs measure.
+component() {
+    local name=$1
+    shift
+    if [[ -n ${KUBETRAIN_E2E_GOGC:-} ]]; then
+        start "$name" env GOGC="$KUBETRAIN_E2E_GOGC" "$@"
+    else
+        start "$name" "$@"
+    fi
+}
+
 alive() { [[ -f "$PIDS/$1.pid" ]] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
 
 # stop NAME: SIGTERM to the process group, SIGKILL after 15 s.
@@ -93,13 +106,13 @@ for f in sys.argv[1:]:
         if d and d.get("kind") == "CustomResourceDefinition": print(d["metadata"]["name"])' "$@"; }
 
 start_etcd() {
-    start etcd "$(K8S_BIN)/etcd" --data-dir "$E2E_STATE/etcd" \
+    component etcd "$(K8S_BIN)/etcd" --data-dir "$E2E_STATE/etcd" \
         --listen-client-url "http://127.0.0.1:$ETCD_PORT" --listen-peer-url "http://127.0.0.1:$ETCD_PEER_PORT"
     wait_ready etcd "http://127.0.0.1:$ETCD_PORT/health"
 }
 
 start_apiserver() {
-    start kube-apiserver "$(K8S_BIN)/kube-apiserver" \
+    component kube-apiserver "$(K8S_BIN)/kube-apiserver" \
         --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
         --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
         --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
@@ -115,17 +128,22 @@ start_apiserver() {
 }
 
 start_controllers() {
+    # KUBETRAIN_E2E_NO_ENDPOINTS=1 turns off the Endpoints and EndpointSlice controllers: nothing here resolves
+    # JobSet's headless Services, and at thousands of pods their writes are a quarter of the API server's requests.
+    local endpoints_off=
+    [[ ${KUBETRAIN_E2E_NO_ENDPOINTS:-0} == 1 ]] &&
+        endpoints_off=,-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller
     # nodelifecycle is off: kwok's nodes send no heartbeats, and the e2e suite does not test node failure.
     # Client-side rate limits off (as kwokctl's disableQPSLimits does), so thousands of fake pods are paced by the
     # CPUs, not by the Job controller's default 20 requests/s; the TrainJob controllers keep their own defaults.
-    start kube-controller-manager "$(K8S_BIN)/kube-controller-manager" \
+    component kube-controller-manager "$(K8S_BIN)/kube-controller-manager" \
         --kubeconfig "$ADMIN_KUBECONFIG" --leader-elect=false \
         --kube-api-qps 5000 --kube-api-burst 10000 --concurrent-job-syncs 50 \
         --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --cert-dir "$E2E_STATE/kcm-certs" \
-        --controllers '*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
+        --controllers "*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller$endpoints_off" \
         --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
         --use-service-account-credentials=false
-    start kube-scheduler "$(K8S_BIN)/kube-scheduler" \
+    component kube-scheduler "$(K8S_BIN)/kube-scheduler" \
         --kubeconfig "$ADMIN_KUBECONFIG" --leader-elect=false \
         --kube-api-qps 5000 --kube-api-burst 10000 \
         --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --cert-dir "$E2E_STATE/scheduler-certs"
@@ -155,7 +173,7 @@ status:
 ---
 YAML
     done | kubectl_admin apply --server-side -f - >/dev/null
-    start kwok "$(KWOK_BIN)/kwok" --kubeconfig "$ADMIN_KUBECONFIG" -c "$E2E_DIR/kwok-stages.yaml" \
+    component kwok "$(KWOK_BIN)/kwok" --kubeconfig "$ADMIN_KUBECONFIG" -c "$E2E_DIR/kwok-stages.yaml" \
         --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
         --server-address "127.0.0.1:$KWOK_PORT" --node-ip 10.1.0.1 --cidr 10.244.0.0/16
     wait_ready kwok "http://127.0.0.1:$KWOK_PORT/healthz"
@@ -191,7 +209,7 @@ webhook: {port: $JOBSET_WEBHOOK_PORT, host: 127.0.0.1, certDir: $PKI/webhook-cer
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: "127.0.0.1:$JOBSET_PROBE_PORT"}
 YAML
-    start jobset env KUBECONFIG="$ADMIN_KUBECONFIG" "$(JOBSET_BIN)/jobset" --config "$E2E_STATE/jobset-config.yaml"
+    component jobset env KUBECONFIG="$ADMIN_KUBECONFIG" "$(JOBSET_BIN)/jobset" --config "$E2E_STATE/jobset-config.yaml"
     wait_ready jobset "http://127.0.0.1:$JOBSET_PROBE_PORT/readyz"
 }
 
@@ -231,7 +249,7 @@ YAML
         mkdir -p "$metrics_certs" 2>/dev/null && cp "$PKI/webhook-certs/tls.crt" "$PKI/webhook-certs/tls.key" "$metrics_certs/" ||
             die "Kueue needs its metrics certificate in $metrics_certs (a fixed path); run as root or create it writable"
     fi
-    start kueue env KUBECONFIG="$ADMIN_KUBECONFIG" "$(KUEUE_BIN)/kueue" --config "$E2E_STATE/kueue-config.yaml"
+    component kueue env KUBECONFIG="$ADMIN_KUBECONFIG" "$(KUEUE_BIN)/kueue" --config "$E2E_STATE/kueue-config.yaml"
     wait_ready kueue "http://127.0.0.1:$KUEUE_PROBE_PORT/readyz"
 }
 
