@@ -354,7 +354,9 @@ cmd_up() {
         upstream) upstream_install_api ;;
     esac
     start_jobset
-    start_kueue
+    # KUBETRAIN_E2E_NO_KUEUE=1 leaves Kueue out: the performance runs submit no queued TrainJobs, and Kueue's
+    # Job and Pod webhooks otherwise sit in the path of every Job and pod JobSet and the Job controller create.
+    [[ ${KUBETRAIN_E2E_NO_KUEUE:-0} == 1 ]] || start_kueue
     case $operator in
         kubetrain) start_kubetrain ;;
         upstream) upstream_start ;;
