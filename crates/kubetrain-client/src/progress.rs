@@ -12,9 +12,17 @@
 //! | `KUBEFLOW_TRAINER_SERVER_TOKEN` | path of the projected ServiceAccount token (re-read every 5 minutes: the kubelet rotates it) |
 //!
 //! As the SDK: progress is clamped to 0..=100, the remaining time to ≥ 0, metric values become strings and
-//! only the first [`MAX_METRICS`] metrics are sent; `lastUpdatedTime` is the local UTC time; a successful
-//! update starts a [`MIN_UPDATE_INTERVAL`] (5 s) window in which further [`Reporter::report`] calls send
-//! nothing (a failed one does not). [`Reporter::report_now`] ignores the window, for a last update.
+//! only the first [`MAX_METRICS`] metrics are sent; `lastUpdatedTime` is the local UTC time (when
+//! [`Reporter::report`] was called); a successful update starts a [`MIN_UPDATE_INTERVAL`] (5 s) window in
+//! which further [`Reporter::report`] calls send nothing (a failed one does not). [`Reporter::report_now`]
+//! ignores the window, for a last update.
+//!
+//! Unlike the SDK, whose `update_trainjob_status` posts on the caller's thread (`requests` with
+//! `timeout=5`: up to 5 s to connect and 5 s between bytes of the answer, on every call while the server
+//! does not answer), [`Reporter::report`] never waits for the network: a background thread sends, one
+//! request at a time, each bounded by [`TIMEOUT`] as a whole, and the queue holds one update (a newer one
+//! replaces one not yet sent). A slow or stalled status endpoint costs the training loop nothing; only
+//! [`Reporter::report_now`] waits for its answer (at most about [`TIMEOUT`]).
 //!
 //! ```no_run
 //! use kubetrain_client::progress::{Progress, Reporter};
@@ -30,9 +38,16 @@
 //!             .remaining_seconds(i64::from(99 - step))
 //!             .metric("loss", loss)
 //!             .metric("step", step);
-//!         // Throttled: at most one request per 5 s; errors are for the caller to log.
-//!         let _ = reporter.report(&update);
+//!         // Never waits for the network; throttled to one request per 5 s. Errors (including an earlier
+//!         // update's failed delivery) are for the caller to log.
+//!         if let Err(error) = reporter.report(&update) {
+//!             eprintln!("progress update: {error}");
+//!         }
 //!     }
+//! }
+//! // The last update: sent whatever the throttle says, and waited for (at most about 5 s).
+//! if let Some(reporter) = &reporter {
+//!     reporter.report_now(&Progress::new().percent(100).remaining_seconds(0))?;
 //! }
 //! # Ok(()) }
 //! ```
@@ -41,7 +56,7 @@ use std::fmt::Display;
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use rustls::pki_types::pem::PemObject;
@@ -60,7 +75,9 @@ pub const MIN_UPDATE_INTERVAL: Duration = Duration::from_secs(5);
 pub const TOKEN_CACHE_TTL: Duration = Duration::from_secs(300);
 /// Most metrics sent in one update (the SDK's limit and the CRD's `maxItems`).
 pub const MAX_METRICS: usize = 256;
-/// Connect, write and read timeout of one request (the SDK's `timeout=5`).
+/// How long one request may take, connect, write and read together (the SDK's `timeout=5` bounds each
+/// phase, and each read, instead; a server trickling its answer could hold it far longer). Requests run
+/// off the caller's thread, so this bounds how stale an update can get behind a stalled one, not training.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest answer read.
 const MAX_RESPONSE: u64 = 64 * 1024;
@@ -199,13 +216,16 @@ pub enum ReportError {
         /// The answer's body (at most 500 characters).
         body: String,
     },
+    /// [`Reporter::report`]: an earlier update was not delivered (why is inside); this one was queued.
+    #[error("an earlier status update was not delivered: {0}")]
+    Earlier(Box<ReportError>),
 }
 
 /// What [`Reporter::report`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sent {
-    /// Posted and accepted (HTTP 200).
-    Posted,
+    /// Handed to the background sender (replacing an update it had not sent yet).
+    Queued,
     /// Within [`MIN_UPDATE_INTERVAL`] of the last accepted update: nothing was sent.
     Throttled,
 }
@@ -268,27 +288,67 @@ impl Endpoint {
     }
 }
 
+/// One update waiting for the sender.
+struct Job {
+    id: u64,
+    body: Vec<u8>,
+    token: String,
+    /// Subject to the [`MIN_UPDATE_INTERVAL`] window ([`Reporter::report`]), not [`Reporter::report_now`].
+    throttled: bool,
+}
+
 #[derive(Default)]
 struct State {
     last_posted: Option<Instant>,
     token: Option<(String, Instant)>,
+    /// The queue of one: a newer update replaces it.
+    queued: Option<Job>,
+    /// The id of the last update queued.
+    last_id: u64,
+    /// The id of the last update whose delivery ended (sent, failed, or dropped as throttled).
+    finished: u64,
+    /// The last failed delivery not yet returned to a caller, with its update's id.
+    failure: Option<(u64, ReportError)>,
+    /// A sender thread runs.
+    sending: bool,
+    /// The reporter was dropped: the sender ends once the queue is empty.
+    closed: bool,
 }
 
-/// Sends progress updates to one status endpoint. Cheap to share between threads (`&self` methods).
-pub struct Reporter {
+/// What the reporter and its sender thread share.
+struct Inner {
     url: String,
     endpoint: Endpoint,
     token_file: Option<PathBuf>,
     tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: Duration,
     state: Mutex<State>,
+    /// Wakes the sender: an update was queued, or the reporter was dropped.
+    work: Condvar,
+    /// Wakes [`Reporter::report_now`] and [`Reporter::flush`]: a delivery ended.
+    done: Condvar,
+}
+
+/// Sends progress updates to one status endpoint, from a background thread (see the [module docs](self)).
+/// Cheap to share between threads (`&self` methods). Dropping it lets the sender finish the update it
+/// holds and end; [`Reporter::flush`] first, to wait for that.
+pub struct Reporter {
+    inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Reporter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reporter")
-            .field("url", &self.url)
-            .field("token_file", &self.token_file)
+            .field("url", &self.inner.url)
+            .field("token_file", &self.inner.token_file)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        self.inner.lock().closed = true;
+        self.inner.work.notify_all();
     }
 }
 
@@ -316,47 +376,194 @@ impl Reporter {
             None
         };
         Ok(Self {
-            url: url.to_owned(),
-            endpoint,
-            token_file,
-            tls,
-            state: Mutex::new(State::default()),
+            inner: Arc::new(Inner {
+                url: url.to_owned(),
+                endpoint,
+                token_file,
+                tls,
+                timeout: TIMEOUT,
+                state: Mutex::new(State::default()),
+                work: Condvar::new(),
+                done: Condvar::new(),
+            }),
         })
     }
 
-    /// Sends `progress` unless an update was accepted less than [`MIN_UPDATE_INTERVAL`] ago.
+    /// This reporter with another per-request timeout (tests shorten it).
+    #[cfg(test)]
+    fn with_timeout(mut self, timeout: Duration) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("no sender yet")
+            .timeout = timeout;
+        self
+    }
+
+    /// Queues `progress` for the background sender unless an update was accepted less than
+    /// [`MIN_UPDATE_INTERVAL`] ago; never waits for the network. An update still queued when the sender
+    /// gets to it after a newer one was accepted is dropped, as the window would have.
+    ///
+    /// `Err(ReportError::NoToken)` when nothing was queued; `Err(ReportError::Earlier(why))` when this
+    /// update was queued but an earlier one failed (each failure is returned once).
     pub fn report(&self, progress: &Progress) -> Result<Sent, ReportError> {
         if self
+            .inner
             .lock()
             .last_posted
             .is_some_and(|at| at.elapsed() < MIN_UPDATE_INTERVAL)
         {
             return Ok(Sent::Throttled);
         }
-        self.report_now(progress).map(|()| Sent::Posted)
+        let (_, failure) = self.queue(progress, true)?;
+        match failure {
+            Some(error) => Err(ReportError::Earlier(Box::new(error))),
+            None => Ok(Sent::Queued),
+        }
     }
 
-    /// Sends `progress` now, whatever the throttle says (e.g. the last update of a run).
+    /// Sends `progress` whatever the throttle says (e.g. the last update of a run) and waits for its answer,
+    /// at most about [`TIMEOUT`] (behind a request already on the wire that does not end, it stays queued
+    /// and the wait ends with a `TimedOut` error).
     pub fn report_now(&self, progress: &Progress) -> Result<(), ReportError> {
-        let token = self.token()?;
+        let (id, _) = self.queue(progress, false)?;
+        let limit = self.inner.timeout + Duration::from_millis(500);
+        let mut state = self.inner.wait_until(limit, |s| s.finished >= id);
+        if state.finished < id {
+            return Err(ReportError::Io {
+                url: self.inner.url.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {limit:?}"),
+                ),
+            });
+        }
+        // A newer update that replaced this one before it was sent answers for it.
+        match state.failure.take_if(|(failed, _)| *failed >= id) {
+            Some((_, error)) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every queued update was delivered (or failed), at most `limit`; `true` when none is
+    /// left, e.g. before the process exits after a last [`Reporter::report`].
+    pub fn flush(&self, limit: Duration) -> bool {
+        let state = self.inner.wait_until(limit, |s| s.finished >= s.last_id);
+        state.finished >= state.last_id
+    }
+
+    /// Queues the update (replacing one not sent yet) and starts the sender if none runs; returns the
+    /// update's id and the failure of an earlier one, if any.
+    fn queue(
+        &self,
+        progress: &Progress,
+        throttled: bool,
+    ) -> Result<(u64, Option<ReportError>), ReportError> {
+        let token = self.inner.token()?;
         let body = serde_json::to_vec(&request_body(progress, SystemTime::now()))
             .map_err(|e| ReportError::Config(e.to_string()))?;
-        let (status, answer) = self.post(&body, &token).map_err(|source| ReportError::Io {
-            url: self.url.clone(),
-            source,
-        })?;
+        let mut state = self.inner.lock();
+        if !state.sending {
+            let inner = self.inner.clone();
+            std::thread::Builder::new()
+                .name("kubetrain-progress".into())
+                .spawn(move || inner.send_loop())
+                .map_err(|source| ReportError::Io {
+                    url: self.inner.url.clone(),
+                    source,
+                })?;
+            state.sending = true;
+        }
+        state.last_id += 1;
+        let id = state.last_id;
+        // A report_now update replaced by a report keeps its exemption from the window.
+        let throttled = throttled && state.queued.as_ref().is_none_or(|q| q.throttled);
+        state.queued = Some(Job {
+            id,
+            body,
+            token,
+            throttled,
+        });
+        let failure = state.failure.take().map(|(_, error)| error);
+        drop(state);
+        self.inner.work.notify_all();
+        Ok((id, failure))
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits on [`Inner::done`] until `ready` or `limit` has passed; returns the state, locked.
+    fn wait_until(&self, limit: Duration, ready: impl Fn(&State) -> bool) -> MutexGuard<'_, State> {
+        let deadline = Instant::now() + limit;
+        let mut state = self.lock();
+        while !ready(&state) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = self
+                .done
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        state
+    }
+
+    /// The sender thread: one queued update at a time, until the reporter is dropped and the queue empty.
+    fn send_loop(&self) {
+        loop {
+            let job = {
+                let mut state = self.lock();
+                loop {
+                    if let Some(job) = state.queued.take() {
+                        break job;
+                    }
+                    if state.closed {
+                        state.sending = false;
+                        return;
+                    }
+                    state = self.work.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let moot = job.throttled
+                && self
+                    .lock()
+                    .last_posted
+                    .is_some_and(|at| at.elapsed() < MIN_UPDATE_INTERVAL);
+            let result = if moot {
+                Ok(false)
+            } else {
+                self.deliver(&job).map(|()| true)
+            };
+            let mut state = self.lock();
+            state.finished = job.id;
+            match result {
+                Ok(true) => state.last_posted = Some(Instant::now()),
+                Ok(false) => {}
+                Err(error) => state.failure = Some((job.id, error)),
+            }
+            drop(state);
+            self.done.notify_all();
+        }
+    }
+
+    fn deliver(&self, job: &Job) -> Result<(), ReportError> {
+        let (status, answer) =
+            self.post(&job.body, &job.token)
+                .map_err(|source| ReportError::Io {
+                    url: self.url.clone(),
+                    source,
+                })?;
         if status != 200 {
             return Err(ReportError::Http {
                 status,
                 body: answer.chars().take(500).collect(),
             });
         }
-        self.lock().last_posted = Some(Instant::now());
         Ok(())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn token(&self) -> Result<String, ReportError> {
@@ -376,16 +583,16 @@ impl Reporter {
         Ok(token)
     }
 
-    /// One `POST` over a fresh connection (`Connection: close`); returns the status and the body.
+    /// One `POST` over a fresh connection (`Connection: close`), all of it within [`Inner::timeout`];
+    /// returns the status and the body.
     fn post(&self, body: &[u8], token: &str) -> std::io::Result<(u16, String)> {
+        let deadline = Instant::now() + self.timeout;
         let e = &self.endpoint;
         let addr = (e.host.as_str(), e.port)
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| std::io::Error::other(format!("{} has no address", e.host)))?;
-        let tcp = TcpStream::connect_timeout(&addr, TIMEOUT)?;
-        tcp.set_read_timeout(Some(TIMEOUT))?;
-        tcp.set_write_timeout(Some(TIMEOUT))?;
+        let tcp = TcpStream::connect_timeout(&addr, left(deadline)?)?;
         let head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\nConnection: close\r\nUser-Agent: kubetrain-reporter\r\n\r\n",
@@ -395,8 +602,12 @@ impl Reporter {
         );
         let mut request = head.into_bytes();
         request.extend_from_slice(body);
+        let socket = Deadline {
+            tcp: tcp.try_clone()?,
+            at: deadline,
+        };
         let raw = match &self.tls {
-            None => exchange(tcp, &request)?,
+            None => exchange(tcp, &request, &socket)?,
             Some(config) => {
                 let name = match e.host.parse::<IpAddr>() {
                     Ok(ip) => ServerName::IpAddress(ip.into()),
@@ -405,20 +616,55 @@ impl Reporter {
                 };
                 let connection = rustls::ClientConnection::new(config.clone(), name)
                     .map_err(std::io::Error::other)?;
-                exchange(rustls::StreamOwned::new(connection, tcp), &request)?
+                exchange(rustls::StreamOwned::new(connection, tcp), &request, &socket)?
             }
         };
         parse_response(&raw)
     }
 }
 
-/// Writes `request` and reads the answer until its `Content-Length` is complete or the peer closes.
-fn exchange(mut stream: impl Read + Write, request: &[u8]) -> std::io::Result<Vec<u8>> {
+/// Time left until `deadline`, or a `TimedOut` error when none is.
+fn left(deadline: Instant) -> std::io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "no complete answer in time",
+        ));
+    }
+    Ok(left)
+}
+
+/// A request's socket and its deadline: before each write and read, the socket's timeouts are set to the
+/// time left, so a peer that trickles bytes cannot hold the request past the deadline.
+struct Deadline {
+    tcp: TcpStream,
+    at: Instant,
+}
+
+impl Deadline {
+    fn arm(&self) -> std::io::Result<()> {
+        let left = left(self.at)?;
+        self.tcp.set_read_timeout(Some(left))?;
+        self.tcp.set_write_timeout(Some(left))
+    }
+}
+
+/// Writes `request` and reads the answer until its `Content-Length` is complete or the peer closes, all
+/// before `deadline`.
+fn exchange(
+    mut stream: impl Read + Write,
+    request: &[u8],
+    deadline: &Deadline,
+) -> std::io::Result<Vec<u8>> {
+    deadline.arm()?;
     stream.write_all(request)?;
+    deadline.arm()?;
     stream.flush()?;
     let mut raw = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
+        deadline.arm()?;
         match stream.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
@@ -521,8 +767,11 @@ fn crypto_provider() -> Result<Arc<rustls::crypto::CryptoProvider>, ReportError>
 static GLOBAL: OnceLock<Option<Reporter>> = OnceLock::new();
 
 /// The SDK's `update_trainjob_status` contract for Rust training code: safe to call anywhere, never fails,
-/// `true` only when the update was accepted; `false` outside a TrainJob, within the 5 s window, or when it
-/// could not be delivered. One reporter per process, configured from the env on the first call.
+/// never waits for the network. `true` when the update was queued for the background sender ([`Sent::Queued`]);
+/// `false` outside a TrainJob, within the 5 s window, without a token, or when an earlier update could not be
+/// delivered (this one is queued all the same). One reporter per process, configured from the env on the
+/// first call; the process may exit before its last update is sent: use a [`Reporter`] and
+/// [`Reporter::report_now`] (or [`Reporter::flush`]) for a last update.
 ///
 /// ```
 /// use kubetrain_client::progress::{Progress, update_trainjob_status};
@@ -536,7 +785,7 @@ pub fn update_trainjob_status(progress: &Progress) -> bool {
     let reporter = GLOBAL.get_or_init(|| Reporter::from_env().ok().flatten());
     matches!(
         reporter.as_ref().map(|r| r.report(progress)),
-        Some(Ok(Sent::Posted))
+        Some(Ok(Sent::Queued))
     )
 }
 
@@ -598,6 +847,48 @@ mod tests {
             empty,
             json!({"trainerStatus": {"lastUpdatedTime": "1970-01-01T00:00:00+00:00"}})
         );
+    }
+
+    #[test]
+    fn a_trickled_answer_is_cut_at_the_request_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/p", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            // An answer head that never ends, a byte every 20 ms: every read gets something.
+            let mut bytes = b"HTTP/1.1 200 OK\r\nX-Slow: "
+                .iter()
+                .copied()
+                .chain(std::iter::repeat(b'x'));
+            while stream.write_all(&[bytes.next().unwrap()]).is_ok() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t").unwrap();
+        let timeout = Duration::from_millis(300);
+        let reporter = Reporter::new(&url, None, Some(token))
+            .unwrap()
+            .with_timeout(timeout);
+        let began = Instant::now();
+        assert_eq!(reporter.report(&Progress::new()).unwrap(), Sent::Queued);
+        // Per-read timeouts alone never end this request (the old reporter's); the whole one does.
+        assert!(reporter.flush(Duration::from_secs(5)), "still sending");
+        assert!(began.elapsed() >= timeout, "{:?}", began.elapsed());
+        match reporter.report(&Progress::new()) {
+            Err(ReportError::Earlier(error)) => match *error {
+                ReportError::Io { source, .. } => assert!(
+                    matches!(
+                        source.kind(),
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                    ),
+                    "{source}"
+                ),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

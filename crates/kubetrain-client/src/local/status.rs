@@ -16,28 +16,63 @@
 //! → 404; a token other than the run's, or a path of another TrainJob → 403; body not an
 //! `UpdateTrainJobStatusRequest` → 422 `Invalid payload`; no `trainerStatus` → 200, nothing stored; the CRD's
 //! rules broken → 422 with the API server's message; stored → 200, the request echoed. A request without
-//! `Content-Length` (chunked) gets 411; a request must be complete within 10 s; at most 64 connections
-//! are served at once.
+//! `Content-Length` (chunked) gets 411.
+//!
+//! Slow or idle clients cannot starve the pods' posts (issue 38). One request per connection
+//! (`Connection: close`), and each connection is closed when:
+//! - nothing arrived [`IDLE_TIMEOUT`] (5 s) after it was accepted;
+//! - its request head is not complete [`HEAD_TIMEOUT`] (5 s) after the head's first byte (trickling a byte
+//!   now and then does not extend it);
+//! - it is not answered [`REQUEST_DEADLINE`] (10 s) after it was accepted (a trickled body);
+//! - it is the oldest connection whose request is still being read, when a new connection would exceed
+//!   [`MAX_PER_SOURCE`] connections from its source address or [`MAX_CONNECTIONS`] in all.
+//!
+//! The last rule is what keeps a post prompt: the endpoint never stops accepting (a full server that only
+//! waited would leave a new post in the listen backlog behind the slow ones, for up to their deadline), and
+//! an honest client writes its whole request right after connecting, so it is read, answered and gone long
+//! before newer connections could push it out. Answers being written are never dropped. On loopback every
+//! pod shares `127.0.0.1`, so the per-source cap bounds what one address (one user on the machine) can hold,
+//! and the global cap bounds the memory of a client spreading over `127.0.0.0/8`.
 
+use std::collections::BTreeMap;
 use std::io;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kubetrain_api::TrainerStatus;
 use kubetrain_api::status_update::{self, MAX_METRICS};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 /// The largest request body (upstream's `maxBodySize`, 64 KiB).
 pub const MAX_BODY: usize = 64 * 1024;
 /// The largest request head (request line and headers).
 pub const MAX_HEAD: usize = 16 * 1024;
-/// Time from a connection's accept to its answer.
+/// Time from a connection's accept to its answer (bounds a trickled body).
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
-/// Connections served at once (further ones wait in the listen backlog).
-pub const MAX_CONNECTIONS: usize = 64;
+/// Time from a request head's first byte to its end. The SDK and [`crate::progress`] write the whole
+/// request (at most 16 KiB of head and 64 KiB of body, on loopback) in one go, so their heads arrive in
+/// microseconds; 5 s leaves room for a machine whose cores are all busy training, frees a slow-loris slot
+/// twice as fast as the operator's 10 s, and equals the SDK's own 5 s timeout: a client this slow has given
+/// up on its answer anyway.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time from a connection's accept to its first byte. One request per connection, and honest clients write
+/// it right after connecting: a connection that says nothing for this long only holds a slot (there is no
+/// keep-alive to wait for, unlike the operator's idle timeout).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections open at once from one source address. A pod posts one request at a time (the SDK is
+/// synchronous, [`crate::progress`] has one request in flight), and honest requests are read within
+/// microseconds, so this is far above what the pods of one machine hold at once; past it, the source's
+/// oldest connection still being read is closed.
+pub const MAX_PER_SOURCE: usize = 64;
+/// Connections open at once in all (each holds at most [`MAX_HEAD`] + [`MAX_BODY`] bytes: about 20 MiB
+/// together); past it, the oldest connection still being read is closed.
+pub const MAX_CONNECTIONS: usize = 256;
 /// The token file's name in the run directory.
 pub const TOKEN_FILE: &str = "status-token";
 
@@ -192,6 +227,17 @@ impl StatusEndpoint {
         dir: &Path,
         on_update: impl Fn(&TrainerStatus) + Send + Sync + 'static,
     ) -> io::Result<Self> {
+        Self::start_with(namespace, name, dir, on_update, Limits::default()).await
+    }
+
+    /// [`StatusEndpoint::start`] with other limits (tests shorten the timeouts).
+    pub(crate) async fn start_with(
+        namespace: &str,
+        name: &str,
+        dir: &Path,
+        on_update: impl Fn(&TrainerStatus) + Send + Sync + 'static,
+        limits: Limits,
+    ) -> io::Result<Self> {
         let token = new_token()?;
         let token_file = dir.join(TOKEN_FILE);
         write_private(&token_file, &token)?;
@@ -205,7 +251,8 @@ impl StatusEndpoint {
             token,
             latest: tx,
             on_update: Box::new(on_update),
-            permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            slots: Mutex::new(Slots::new(limits.max_connections, limits.max_per_source)),
+            limits,
         });
         let task = tokio::spawn(serve(listener, shared));
         Ok(StatusEndpoint {
@@ -259,36 +306,182 @@ fn write_private(path: &Path, text: &str) -> io::Result<()> {
 
 type OnUpdate = Box<dyn Fn(&TrainerStatus) + Send + Sync>;
 
+/// The endpoint's bounds on slow and idle clients (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// From a request head's first byte to its end.
+    pub head_timeout: Duration,
+    /// From the accept to the first byte.
+    pub idle_timeout: Duration,
+    /// From the accept to the answer.
+    pub request_deadline: Duration,
+    /// Connections open at once in all.
+    pub max_connections: usize,
+    /// Connections open at once from one source address.
+    pub max_per_source: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            head_timeout: HEAD_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+            request_deadline: REQUEST_DEADLINE,
+            max_connections: MAX_CONNECTIONS,
+            max_per_source: MAX_PER_SOURCE,
+        }
+    }
+}
+
 struct Shared {
     namespace: String,
     name: String,
     token: String,
     latest: watch::Sender<Option<TrainerStatus>>,
     on_update: OnUpdate,
-    permits: Arc<Semaphore>,
+    slots: Mutex<Slots>,
+    limits: Limits,
+}
+
+impl Shared {
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One open connection in [`Slots`].
+#[derive(Debug)]
+struct Slot {
+    source: IpAddr,
+    /// Its request was read whole: it is being answered, and is never closed to make room.
+    read: bool,
+    /// Dropped to close the connection (its task waits on the receiver).
+    _close: oneshot::Sender<()>,
+}
+
+/// The open connections, oldest first (ids grow with each accept), and the caps on them.
+#[derive(Debug)]
+struct Slots {
+    next: u64,
+    open: BTreeMap<u64, Slot>,
+    max_connections: usize,
+    max_per_source: usize,
+}
+
+impl Slots {
+    fn new(max_connections: usize, max_per_source: usize) -> Self {
+        Self {
+            next: 0,
+            open: BTreeMap::new(),
+            max_connections: max_connections.max(1),
+            max_per_source: max_per_source.max(1),
+        }
+    }
+
+    /// Admits a connection from `source`, closing (dropping `close` of) the oldest connections still being
+    /// read as the caps require. `None` when the caps leave no room: every connection in the way is being
+    /// answered, and those end within the request deadline.
+    fn admit(&mut self, source: IpAddr, close: oneshot::Sender<()>) -> Option<u64> {
+        if self.open.values().filter(|s| s.source == source).count() >= self.max_per_source {
+            self.close_oldest_unread(|s| s.source == source)?;
+        }
+        if self.open.len() >= self.max_connections {
+            self.close_oldest_unread(|_| true)?;
+        }
+        let id = self.next;
+        self.next += 1;
+        self.open.insert(
+            id,
+            Slot {
+                source,
+                read: false,
+                _close: close,
+            },
+        );
+        Some(id)
+    }
+
+    fn close_oldest_unread(&mut self, from: impl Fn(&Slot) -> bool) -> Option<()> {
+        let (&id, _) = self.open.iter().find(|(_, s)| !s.read && from(s))?;
+        self.open.remove(&id);
+        Some(())
+    }
+
+    fn mark_read(&mut self, id: u64) {
+        if let Some(slot) = self.open.get_mut(&id) {
+            slot.read = true;
+        }
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.open.remove(&id);
+    }
+}
+
+/// Frees a connection's slot when its task ends, however it ends.
+struct SlotGuard<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.slots().remove(self.id);
+    }
 }
 
 async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    // Dropped with the serve task (the endpoint's drop aborts it): every open connection ends with it.
+    let mut connections = JoinSet::new();
     loop {
-        // Back-pressure: no accept while MAX_CONNECTIONS are served.
-        let Ok(permit) = shared.permits.clone().acquire_owned().await else {
-            return;
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(_) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (close, closed) = oneshot::channel();
+        // Never a wait for a free slot here: a full endpoint makes room (see the module docs).
+        let Some(id) = shared.slots().admit(peer.ip(), close) else {
+            continue; // every slot in the way is being answered: this one is closed at once
         };
         let shared = shared.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(REQUEST_DEADLINE, connection(stream, &shared)).await;
-            drop(permit);
+        connections.spawn(async move {
+            let guard = SlotGuard {
+                shared: &shared,
+                id,
+            };
+            let accepted = Instant::now();
+            tokio::select! {
+                // Closed to make room for a newer connection.
+                _ = closed => {}
+                _ = tokio::time::timeout(
+                    shared.limits.request_deadline,
+                    connection(stream, &shared, id, accepted),
+                ) => {}
+            }
+            drop(guard);
         });
     }
 }
 
 /// Serves one request (`Connection: close`).
-async fn connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
+async fn connection(
+    mut stream: TcpStream,
+    shared: &Shared,
+    id: u64,
+    accepted: Instant,
+) -> io::Result<()> {
     let mut raw = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
+    // Until the first byte, the idle timeout; from it, the head timeout (not renewed by later bytes).
+    let mut head_deadline = accepted + shared.limits.idle_timeout;
     let head_end = loop {
         if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
@@ -297,9 +490,15 @@ async fn connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
             return write_answer(&mut stream, &failure(431, "BadRequest", "Header too large"))
                 .await;
         }
-        let n = stream.read(&mut chunk).await?;
+        let Ok(n) = tokio::time::timeout_at(head_deadline, stream.read(&mut chunk)).await else {
+            return Ok(()); // too slow: closed without an answer, as the operator does
+        };
+        let n = n?;
         if n == 0 {
             return Ok(());
+        }
+        if raw.is_empty() {
+            head_deadline = Instant::now() + shared.limits.head_timeout;
         }
         raw.extend_from_slice(&chunk[..n]);
     };
@@ -352,6 +551,7 @@ async fn connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
         }
         body.truncate(wanted);
     }
+    shared.slots().mark_read(id);
     let request = Request {
         method: &method,
         path: &path,
@@ -472,6 +672,124 @@ mod tests {
             body: b"",
         };
         assert_eq!(answer(&request, "ns", "job", "secret").code, 413);
+    }
+
+    #[test]
+    fn a_full_endpoint_closes_the_oldest_connection_still_being_read() {
+        let [a, b, c]: [IpAddr; 3] =
+            ["127.0.0.1", "127.0.0.2", "127.0.0.3"].map(|ip| ip.parse().unwrap());
+        let mut slots = Slots::new(4, 2);
+        // The receivers of the admitted connections, by id.
+        let open = std::cell::RefCell::new(BTreeMap::new());
+        let admit = |slots: &mut Slots, source| {
+            let (close, closed) = oneshot::channel();
+            let id = slots.admit(source, close)?;
+            open.borrow_mut().insert(id, closed);
+            Some(id)
+        };
+        let closed = |slots: &Slots, ids: &[u64]| {
+            let gone: Vec<u64> = open
+                .borrow_mut()
+                .iter_mut()
+                .filter_map(|(id, r)| {
+                    matches!(r.try_recv(), Err(oneshot::error::TryRecvError::Closed)).then_some(*id)
+                })
+                .collect();
+            assert_eq!(gone, ids, "closed so far (open: {:?})", slots.open.keys());
+        };
+        assert_eq!(admit(&mut slots, a), Some(0));
+        assert_eq!(admit(&mut slots, a), Some(1));
+        slots.mark_read(0);
+        // A's cap (2): its oldest connection still being read (1) makes room; 0 is being answered.
+        assert_eq!(admit(&mut slots, a), Some(2));
+        closed(&slots, &[1]);
+        assert_eq!(admit(&mut slots, b), Some(3));
+        assert_eq!(admit(&mut slots, b), Some(4));
+        closed(&slots, &[1]);
+        // The global cap (4): the oldest unread connection of any source (2, from A) makes room.
+        assert_eq!(admit(&mut slots, c), Some(5));
+        closed(&slots, &[1, 2]);
+        // B's cap: B's oldest (3), not A's 0.
+        assert_eq!(admit(&mut slots, b), Some(6));
+        closed(&slots, &[1, 2, 3]);
+        // Every connection in the way is being answered: the newcomer is refused, nothing is closed.
+        for id in [4, 5, 6] {
+            slots.mark_read(id);
+        }
+        assert_eq!(admit(&mut slots, c), None);
+        closed(&slots, &[1, 2, 3]);
+        // A connection that ended frees its slot.
+        slots.remove(4);
+        assert_eq!(admit(&mut slots, c), Some(7));
+        assert_eq!(slots.open.keys().copied().collect::<Vec<_>>(), [0, 5, 6, 7]);
+    }
+
+    async fn quick(limits: Limits) -> (StatusEndpoint, tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = StatusEndpoint::start_with("ns", "job", dir.path(), |_| {}, limits)
+            .await
+            .unwrap();
+        let address = endpoint.url()["http://".len()..]
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        (endpoint, dir, address)
+    }
+
+    /// Waits (at most `guard`) for the endpoint to close `stream`: end of file or a reset.
+    async fn closed_within(stream: &mut (impl AsyncReadExt + Unpin), guard: Duration) {
+        let mut buf = [0u8; 256];
+        match tokio::time::timeout(guard, stream.read(&mut buf)).await {
+            Err(_) => panic!("the connection is still open after {guard:?}"),
+            Ok(Ok(0) | Err(_)) => {}
+            Ok(Ok(_)) => panic!("an answer to an incomplete head"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_head_that_trickles_is_cut_at_the_head_timeout() {
+        let head_timeout = Duration::from_millis(300);
+        // Only the head timeout can end this connection within the guard below.
+        let (_endpoint, _dir, address) = quick(Limits {
+            head_timeout,
+            idle_timeout: Duration::from_secs(60),
+            request_deadline: Duration::from_secs(60),
+            ..Limits::default()
+        })
+        .await;
+        let began = Instant::now();
+        let (mut read, mut write) = TcpStream::connect(&address).await.unwrap().into_split();
+        // A byte every 20 ms of a head that never ends: each read succeeds, the head never completes.
+        let trickle = tokio::spawn(async move {
+            write
+                .write_all(b"POST / HTTP/1.1\r\nX-Slow: ")
+                .await
+                .unwrap();
+            while write.write_all(b"x").await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        // The old endpoint cut a connection only at its 10 s deadline.
+        closed_within(&mut read, Duration::from_secs(5)).await;
+        assert!(began.elapsed() >= head_timeout, "{:?}", began.elapsed());
+        trickle.abort();
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_is_closed_at_the_idle_timeout() {
+        let idle_timeout = Duration::from_millis(300);
+        let (_endpoint, _dir, address) = quick(Limits {
+            idle_timeout,
+            head_timeout: Duration::from_secs(60),
+            request_deadline: Duration::from_secs(60),
+            ..Limits::default()
+        })
+        .await;
+        let began = Instant::now();
+        let mut silent = TcpStream::connect(&address).await.unwrap();
+        closed_within(&mut silent, Duration::from_secs(5)).await;
+        assert!(began.elapsed() >= idle_timeout, "{:?}", began.elapsed());
     }
 
     #[test]

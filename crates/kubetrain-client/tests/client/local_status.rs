@@ -24,14 +24,18 @@ fn trainjob(name: &str, command: &[&str], runtime: &str) -> String {
 
 async fn run(yaml: &str, dir: &std::path::Path) -> (RunSummary, Vec<RunEvent>) {
     let plan = crate::common::plan(yaml, dir);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(local::exec::EVENT_BUFFER);
+    // The channel is bounded: the events are taken while the run goes on.
+    let collect = tokio::spawn(async move {
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            events.push(e);
+        }
+        events
+    });
     let summary = local::execute(&plan, &tx, std::future::pending()).await;
     drop(tx);
-    let mut events = Vec::new();
-    while let Some(e) = rx.recv().await {
-        events.push(e);
-    }
-    (summary, events)
+    (summary, collect.await.unwrap())
 }
 
 fn logs(events: &[RunEvent]) -> Vec<String> {
@@ -268,6 +272,85 @@ async fn the_backend_returns_the_reported_status() {
         progress.summary().split(" (reported").next().unwrap(),
         "40% done, about 600 s left; loss=0.25 step=40"
     );
+}
+
+/// The endpoint's `host:port`.
+fn address_of(url: &str) -> String {
+    url.strip_prefix("http://")
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_is_answered_promptly_behind_many_slow_connections() {
+    // Issue 38: 64 slow connections held every slot and the pods' posts waited in the listen backlog.
+    use kubetrain_client::local::status::MAX_PER_SOURCE;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = StatusEndpoint::start("default", "demo", dir.path(), |_| {})
+        .await
+        .unwrap();
+    let address = address_of(endpoint.url());
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: {address}\r\n",
+        endpoint
+            .url()
+            .trim_start_matches(&format!("http://{address}"))
+    );
+    // Twice the per-source cap, all from 127.0.0.1 as the pods: a third send nothing, a third hold a started
+    // head, a third trickle one (a byte every 100 ms: each read succeeds, the head never ends).
+    let (mut silent, mut stalled, mut trickling) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..2 * MAX_PER_SOURCE {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        match i % 3 {
+            0 => silent.push(stream),
+            1 => {
+                stream.write_all(head.as_bytes()).await.unwrap();
+                stalled.push(stream);
+            }
+            _ => {
+                stream.write_all(head.as_bytes()).await.unwrap();
+                trickling.push(stream);
+            }
+        }
+    }
+    let trickle = tokio::spawn(async move {
+        loop {
+            for stream in &mut trickling {
+                let _ = stream.write_all(b"X").await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    });
+
+    // An honest post (the Rust reporter's report_now, which waits for its answer) behind all of them.
+    let reporter =
+        Reporter::new(endpoint.url(), None, Some(endpoint.token_file().to_owned())).unwrap();
+    let began = std::time::Instant::now();
+    let sent = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        tokio::task::spawn_blocking(move || reporter.report_now(&Progress::new().percent(7))),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!("the post was not answered within 3 s (slow connections hold the slots)")
+    })
+    .unwrap();
+    sent.unwrap_or_else(|e| panic!("after {:?}: {e}", began.elapsed()));
+    assert_eq!(endpoint.latest().unwrap().progress_percentage, Some(7));
+
+    // The oldest slow connection was closed to make room, long before its 5 s idle timeout.
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(2), silent[0].read(&mut buf))
+        .await
+        .expect("the oldest slow connection is still open");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    trickle.abort();
+    drop(stalled);
 }
 
 /// The public key of the MPI SSH Secret a plan of `job` resolved (read through a `secretKeyRef`).

@@ -1,12 +1,17 @@
 //! The progress reporter on the wire: a loopback HTTP server records what it receives and answers as the
-//! status server would; the request, the token handling and the SDK's throttle are checked.
+//! status server would; the request, the token handling and the SDK's throttle are checked, and (issue 38)
+//! that a stalled endpoint does not hold up the caller.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::mpsc;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use kubetrain_client::progress::{Progress, ReportError, Reporter, Sent};
+
+/// Generous: deliveries on loopback take milliseconds; this only bounds a failing test.
+const GUARD: Duration = Duration::from_secs(20);
 
 /// Answers each connection with the next `(status, body)` and sends the raw request it read to the test.
 fn server(answers: Vec<(u16, &'static str)>) -> (String, mpsc::Receiver<String>) {
@@ -68,12 +73,9 @@ fn posts_the_sdks_request_then_throttles_and_a_refusal_does_not_start_the_window
         .metric("loss", 0.25)
         .metric("step", 40);
 
-    match reporter.report(&update) {
-        Err(ReportError::Http { status: 403, body }) => {
-            assert!(body.contains("Forbidden"), "{body}")
-        }
-        other => panic!("expected the 403, got {other:?}"),
-    }
+    // Queued at once; the background sender delivers it and gets the 403.
+    assert_eq!(reporter.report(&update).unwrap(), Sent::Queued);
+    assert!(reporter.flush(GUARD));
     let raw = requests.recv().unwrap();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap();
     assert!(
@@ -103,8 +105,18 @@ fn posts_the_sdks_request_then_throttles_and_a_refusal_does_not_start_the_window
             .ends_with("+00:00")
     );
 
-    // The refusal did not start the 5 s window: the next update is sent, and accepted.
-    assert_eq!(reporter.report(&update).unwrap(), Sent::Posted);
+    // The refusal did not start the 5 s window: the next update is queued, and the caller learns of the
+    // refusal then (once).
+    match reporter.report(&update) {
+        Err(ReportError::Earlier(error)) => match *error {
+            ReportError::Http { status: 403, body } => {
+                assert!(body.contains("Forbidden"), "{body}")
+            }
+            other => panic!("expected the 403, got {other:?}"),
+        },
+        other => panic!("expected the earlier 403, got {other:?}"),
+    }
+    assert!(reporter.flush(GUARD));
     requests.recv().unwrap();
     // Within the window nothing is sent (the server would not answer a third connection).
     assert_eq!(reporter.report(&update).unwrap(), Sent::Throttled);
@@ -131,4 +143,59 @@ fn no_token_no_request_and_bad_configuration_is_reported() {
         Reporter::new("https://127.0.0.1:1/p", Some(not_a_cert), None),
         Err(ReportError::Config(_))
     ));
+}
+
+#[test]
+fn a_stalled_endpoint_does_not_hold_up_the_training_loop() {
+    // Issue 38: the reporter posted on the caller's thread, so every step waited for the 5 s timeout.
+    // This endpoint accepts connections and never reads or answers them.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://{}/apis/trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/mnist/status",
+        listener.local_addr().unwrap()
+    );
+    let (accepted, connections) = mpsc::channel();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            held.push(stream);
+            if accepted.send(held.len()).is_err() {
+                break;
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "projected-token\n").unwrap();
+    let reporter = Reporter::new(&url, None, Some(token)).unwrap();
+
+    let began = Instant::now();
+    assert_eq!(
+        reporter.report(&Progress::new().percent(1)).unwrap(),
+        Sent::Queued
+    );
+    // The update is on the wire, its answer never coming.
+    connections
+        .recv_timeout(GUARD)
+        .expect("the update was never sent");
+    let mut calls = vec![began.elapsed()];
+    // The training loop goes on: each call only replaces the update waiting behind the stalled one.
+    for step in 2..=20 {
+        let call = Instant::now();
+        assert_eq!(
+            reporter.report(&Progress::new().percent(step)).unwrap(),
+            Sent::Queued
+        );
+        calls.push(call.elapsed());
+    }
+    let total: Duration = calls.iter().sum();
+    // A blocking post takes the 5 s timeout; a queued one, microseconds (50 ms each on average bounds a
+    // loaded machine).
+    assert!(
+        total < Duration::from_secs(1) && calls.iter().all(|c| *c < Duration::from_millis(500)),
+        "report() calls took {calls:?}"
+    );
+    // Still one connection: a queue of one, not one request per call.
+    assert!(connections.try_recv().is_err());
 }
