@@ -72,6 +72,8 @@ struct LocalState {
     pending: Option<Pending>,
     pods: BTreeMap<String, PodPhase>,
     logs: BTreeMap<String, Vec<String>>,
+    /// Pods whose last log line came in pieces and has not ended yet.
+    open_lines: std::collections::BTreeSet<String>,
     events: Vec<Event>,
     summary: Option<RunSummary>,
     /// The last progress the training code reported.
@@ -232,7 +234,20 @@ impl LocalJob {
                     false,
                 ));
             }
-            RunEvent::Log(line) => st.logs.entry(line.pod).or_default().push(line.line),
+            RunEvent::Log(line) => {
+                let open = st.open_lines.contains(&line.pod);
+                let lines = st.logs.entry(line.pod.clone()).or_default();
+                // The pieces of a long line join into it again.
+                match lines.last_mut() {
+                    Some(last) if open => last.push_str(&line.line),
+                    _ => lines.push(line.line),
+                }
+                if line.continued {
+                    st.open_lines.insert(line.pod);
+                } else {
+                    st.open_lines.remove(&line.pod);
+                }
+            }
             RunEvent::PodFinished { pod, phase, detail } => {
                 st.pods.insert(pod.clone(), phase);
                 let failed = phase == PodPhase::Failed;
@@ -405,7 +420,7 @@ impl Backend for LocalProcessBackend {
         });
         let runner = local.clone();
         let handle = tokio::spawn(async move {
-            let (tx, mut rx) = mpsc::unbounded_channel();
+            let (tx, mut rx) = mpsc::channel(super::exec::EVENT_BUFFER);
             let forward = {
                 let job = runner.clone();
                 tokio::spawn(async move {

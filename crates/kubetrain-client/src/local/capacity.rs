@@ -339,3 +339,111 @@ pub fn check(plan: &JobPlan, capacity: &Capacity) -> Result<Option<String>, Capa
         )
     }))
 }
+
+/// The most processes a local run may start per CPU core ([`check_size`]): far more than can compute at
+/// once, far fewer than make a machine unusable.
+pub const PROCESSES_PER_CORE: u64 = 64;
+
+/// The memory a local pod is counted at when it requests less ([`check_size`]): what a small Python
+/// process takes.
+pub const MIN_POD_MEMORY: u64 = 50 * 1024 * 1024;
+
+/// What a run asks of this machine, as [`check_size`] counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    /// Pods.
+    pub pods: u64,
+    /// Processes the runner starts: every container of every pod, times `PET_NPROC_PER_NODE` where it is
+    /// a number (torchrun starts that many workers).
+    pub processes: u64,
+    /// Memory in bytes: every pod's memory request (or limit), at least [`MIN_POD_MEMORY`].
+    pub memory: u64,
+}
+
+impl Footprint {
+    /// The footprint of `pods` pods that each run `processes_per_pod` processes and request `memory_per_pod`
+    /// bytes of memory (`0`: none): what a TrainJob asks before it is planned.
+    pub fn of_pods(pods: u64, processes_per_pod: u64, memory_per_pod: u64) -> Self {
+        Footprint {
+            pods,
+            processes: pods.saturating_mul(processes_per_pod.max(1)),
+            memory: pods.saturating_mul(memory_per_pod.max(MIN_POD_MEMORY)),
+        }
+    }
+
+    /// The footprint of `plan`.
+    pub fn of_plan(plan: &JobPlan) -> Self {
+        let mut total = Footprint {
+            pods: 0,
+            processes: 0,
+            memory: 0,
+        };
+        for pod in plan.pods() {
+            let workers = pod
+                .containers
+                .first()
+                .and_then(|c| c.env.iter().find(|(k, _)| k == "PET_NPROC_PER_NODE"))
+                .and_then(|(_, v)| v.parse::<u64>().ok())
+                .unwrap_or(1)
+                .max(1);
+            let containers = pod.containers.len().max(1) as u64;
+            let memory = pod
+                .requests
+                .get("memory")
+                .and_then(|m| Quantity::parse(m).ok())
+                .and_then(|q| u64::try_from(q.count_for("memory")).ok())
+                .unwrap_or(0);
+            let pod = Footprint::of_pods(1, containers.saturating_mul(workers), memory);
+            total.pods += 1;
+            total.processes = total.processes.saturating_add(pod.processes);
+            total.memory = total.memory.saturating_add(pod.memory);
+        }
+        total
+    }
+}
+
+/// Refuses a run this machine cannot start at all: more processes than [`PROCESSES_PER_CORE`] per core,
+/// or more memory than the machine has with each pod counted at least at [`MIN_POD_MEMORY`]. `Err` says
+/// what the run asks and what the machine has. Unlike [`check`] (Kueue's quota, which processes may
+/// oversubscribe), this guards against a typo such as `numNodes: 100000`; `kubetrain run --force` skips it.
+///
+/// ```
+/// use kubetrain_client::local::capacity::{Capacity, Footprint, check_size};
+/// let machine = Capacity { cpu: 2, memory: Some(8 << 30), gpus: 0 };
+/// assert!(check_size(&Footprint::of_pods(4, 1, 0), &machine).is_ok());
+/// let why = check_size(&Footprint::of_pods(100_000, 1, 0), &machine).unwrap_err();
+/// assert!(why.contains("100000 processes"), "{why}");
+/// ```
+pub fn check_size(footprint: &Footprint, capacity: &Capacity) -> Result<(), String> {
+    let cores = capacity.cpu.max(1);
+    let max_processes = cores.saturating_mul(PROCESSES_PER_CORE);
+    const MIB: u64 = 1024 * 1024;
+    let mut over = Vec::new();
+    if footprint.processes > max_processes {
+        over.push(format!(
+            "{} processes, more than {max_processes} ({PROCESSES_PER_CORE} per core, {cores} core{})",
+            footprint.processes,
+            if cores == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(memory) = capacity.memory
+        && footprint.memory > memory
+    {
+        over.push(format!(
+            "{} MiB of memory, more than the {} MiB this machine has (each pod counted at its memory \
+             request, at least {} MiB)",
+            footprint.memory / MIB,
+            memory / MIB,
+            MIN_POD_MEMORY / MIB
+        ));
+    }
+    if over.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} pod{} would need {}",
+        footprint.pods,
+        if footprint.pods == 1 { "" } else { "s" },
+        over.join(" and ")
+    ))
+}

@@ -2,6 +2,11 @@
 //! line by line, the JobSet success and failure policies applied, everything killed on failure or cancel.
 //! When a container ends, every process it started ends with it, also those that left its process group
 //! ([`super::reaper`]).
+//!
+//! Memory stays bounded whatever the pods write: each output stream is read through a fixed buffer, a line
+//! longer than [`LOG_PIECE_BYTES`] comes as several [`LogLine`] pieces (all but the last `continued`), and
+//! the event channel is bounded ([`EVENT_BUFFER`]), so a slow consumer slows the pods' pipes instead of
+//! growing the runner.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -26,6 +31,20 @@ pub const LOG_TAIL_LINES: usize = 20;
 
 /// How long a process may take to exit after SIGTERM before it gets SIGKILL.
 pub const TERMINATION_GRACE: Duration = Duration::from_secs(3);
+
+/// The longest piece of a log line one [`RunEvent::Log`] carries; a longer line comes as several pieces, in
+/// order, every one but the last marked [`LogLine::continued`].
+pub const LOG_PIECE_BYTES: usize = 64 * 1024;
+
+/// The capacity to give the event channel of [`execute`]: with pieces of at most [`LOG_PIECE_BYTES`], the
+/// events waiting in it hold at most 16 MiB of log.
+pub const EVENT_BUFFER: usize = 256;
+
+/// The longest log line kept for the failure report ([`PodSummary::log_tail`]); longer ones are cut.
+const TAIL_LINE_BYTES: usize = 2048;
+
+/// The read buffer of each output stream of each container.
+const READ_BUFFER: usize = 16 * 1024;
 
 /// The phase of a local pod, named as Kubernetes names pod phases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -61,8 +80,12 @@ pub struct LogLine {
     pub container: String,
     /// Whether it came from stderr.
     pub stderr: bool,
-    /// The line, without its newline.
+    /// The line, without its newline; a piece of it when [`continued`](Self::continued) or when the piece
+    /// before was continued.
     pub line: String,
+    /// The line goes on in the next piece of this container's stream (a line longer than
+    /// [`LOG_PIECE_BYTES`]): no newline follows this piece in the pod's log.
+    pub continued: bool,
 }
 
 /// What happens during a run, in order.
@@ -168,17 +191,23 @@ enum Outcome {
 
 /// Runs the plan until it completes, fails or `cancel` resolves, sending events to `events`.
 ///
+/// `events` is bounded (give it [`EVENT_BUFFER`]): the pods' output is read no faster than the receiver
+/// takes it, so the receiver should only do quick or disk-speed work (write the log files) and must keep
+/// receiving until the run ends; a display that may stall belongs behind a channel of its own that drops.
+/// Progress reports ([`RunEvent::TrainerStatus`]) are dropped rather than waited for when the channel is
+/// full; [`RunSummary::trainer_status`] holds the last one.
+///
 /// The run's status endpoint ([`super::status`]) serves on loopback meanwhile; the containers of the trainer
 /// replicated job (every container when none is labelled the trainer) get its `KUBEFLOW_TRAINER_SERVER_*`
 /// env, and each accepted update is a [`RunEvent::TrainerStatus`].
 pub async fn execute(
     plan: &JobPlan,
-    events: &mpsc::UnboundedSender<RunEvent>,
+    events: &mpsc::Sender<RunEvent>,
     cancel: impl Future<Output = ()>,
 ) -> RunSummary {
     let start = Instant::now();
     for n in &plan.notices {
-        let _ = events.send(RunEvent::Notice(n.clone()));
+        let _ = events.send(RunEvent::Notice(n.clone())).await;
     }
     let mut cancel = std::pin::pin!(cancel);
     let mut restarts = 0;
@@ -195,10 +224,11 @@ pub async fn execute(
         // Weak: a request still in flight when the run ends must not keep the event stream open.
         let events = events.downgrade();
         super::status::StatusEndpoint::start(&plan.namespace, &plan.name, &plan.run_dir, move |s| {
+            // Never waits: the endpoint must answer the training code at once.
             if let Some(events) = events.upgrade() {
-                let _ = events.send(RunEvent::TrainerStatus(crate::types::TrainerProgress::of(
-                    s,
-                )));
+                let _ = events.try_send(RunEvent::TrainerStatus(
+                    crate::types::TrainerProgress::of(s),
+                ));
             }
         })
         .await
@@ -206,9 +236,11 @@ pub async fn execute(
     let status_env = match &endpoint {
         Ok(endpoint) => endpoint.env(),
         Err(e) => {
-            let _ = events.send(RunEvent::Notice(format!(
-                "no status endpoint for this run (progress reports will fail): {e}"
-            )));
+            let _ = events
+                .send(RunEvent::Notice(format!(
+                    "no status endpoint for this run (progress reports will fail): {e}"
+                )))
+                .await;
             Vec::new()
         }
     };
@@ -228,10 +260,12 @@ pub async fn execute(
             ),
             Outcome::Failed(reason) if restarts < plan.max_restarts => {
                 restarts += 1;
-                let _ = events.send(RunEvent::Restarting {
-                    attempt: restarts,
-                    reason,
-                });
+                let _ = events
+                    .send(RunEvent::Restarting {
+                        attempt: restarts,
+                        reason,
+                    })
+                    .await;
                 continue;
             }
             Outcome::Failed(reason) => (JobStatus::Failed, reason, false),
@@ -293,7 +327,7 @@ async fn run_once(
     plan: &JobPlan,
     run_id: &str,
     status_env: &[(String, String)],
-    events: &mpsc::UnboundedSender<RunEvent>,
+    events: &mpsc::Sender<RunEvent>,
     mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> (Outcome, Vec<PodSummary>) {
     let mut states: Vec<Vec<PodState>> = plan
@@ -317,7 +351,7 @@ async fn run_once(
     let (kill_tx, kill_rx) = watch::channel(false);
     let mut running = 0usize;
     let any_trainer = plan.replicated_jobs.iter().any(|r| r.trainer);
-    let outcome = loop {
+    let outcome = 'run: loop {
         for (r, rjob) in plan.replicated_jobs.iter().enumerate() {
             if started[r]
                 || !rjob
@@ -329,12 +363,18 @@ async fn run_once(
             }
             started[r] = true;
             for (p, pod) in rjob.pods.iter().enumerate() {
+                // A stop during a large spawn takes effect between two pods, not after the last one.
+                let started_event = events.send(RunEvent::PodStarted {
+                    pod: pod.name.clone(),
+                });
+                tokio::select! {
+                    biased;
+                    () = cancel.as_mut() => break 'run Outcome::Cancelled,
+                    _ = started_event => {}
+                }
                 let state = &mut states[r][p];
                 state.phase = PodPhase::Running;
                 state.started = Some(Instant::now());
-                let _ = events.send(RunEvent::PodStarted {
-                    pod: pod.name.clone(),
-                });
                 running += 1;
                 let extra_env = if rjob.trainer || !any_trainer {
                     status_env.to_vec()
@@ -379,7 +419,7 @@ async fn run_once(
                 state.duration = state.started.map(|s| s.elapsed());
                 state.detail = Some(exit.detail.clone());
                 let pod = &plan.replicated_jobs[r].pods[p].name;
-                let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: state.phase, detail: exit.detail.clone() });
+                let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: state.phase, detail: exit.detail.clone() }).await;
                 if !exit.ok {
                     break Outcome::Failed(format!("pod {pod} failed ({})", exit.detail));
                 }
@@ -406,11 +446,13 @@ async fn run_once(
         } else {
             STOPPED.to_string()
         });
-        let _ = events.send(RunEvent::PodFinished {
-            pod: plan.replicated_jobs[r].pods[p].name.clone(),
-            phase: state.phase,
-            detail: state.detail.clone().unwrap_or_default(),
-        });
+        let _ = events
+            .send(RunEvent::PodFinished {
+                pod: plan.replicated_jobs[r].pods[p].name.clone(),
+                phase: state.phase,
+                detail: state.detail.clone().unwrap_or_default(),
+            })
+            .await;
     }
     let pods = plan
         .replicated_jobs
@@ -438,7 +480,7 @@ async fn run_pod(
     run_id: &str,
     pod: &PodPlan,
     extra_env: &[(String, String)],
-    events: &mpsc::UnboundedSender<RunEvent>,
+    events: &mpsc::Sender<RunEvent>,
     kill: watch::Receiver<bool>,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) -> PodExit {
@@ -500,7 +542,7 @@ async fn run_process(
     pod: &PodPlan,
     p: &ProcessPlan,
     extra_env: &[(String, String)],
-    events: &mpsc::UnboundedSender<RunEvent>,
+    events: &mpsc::Sender<RunEvent>,
     mut kill: watch::Receiver<bool>,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) -> PodExit {
@@ -584,7 +626,27 @@ fn push_tail(tail: &Mutex<VecDeque<String>>, line: &str) {
         if t.len() == LOG_TAIL_LINES {
             t.pop_front();
         }
-        t.push_back(line.to_string());
+        let cut = if line.len() > TAIL_LINE_BYTES {
+            let mut end = TAIL_LINE_BYTES;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}...", &line[..end])
+        } else {
+            line.to_string()
+        };
+        t.push_back(cut);
+    }
+}
+
+/// Where to cut a full piece of a line: after the last whole UTF-8 character (a character split across
+/// two pieces would turn into two replacement characters), unless the bytes are not UTF-8 anyway.
+fn piece_end(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Err(e) if e.error_len().is_none() && e.valid_up_to() + 4 > bytes.len() => {
+            e.valid_up_to().max(1)
+        }
+        _ => bytes.len(),
     }
 }
 
@@ -593,7 +655,7 @@ fn spawn_reader(
     pod: &PodPlan,
     p: &ProcessPlan,
     stderr: bool,
-    events: &mpsc::UnboundedSender<RunEvent>,
+    events: &mpsc::Sender<RunEvent>,
     tail: &Arc<Mutex<VecDeque<String>>>,
 ) -> tokio::task::JoinHandle<()> {
     let (pod, container, events, tail) = (
@@ -603,25 +665,57 @@ fn spawn_reader(
         tail.clone(),
     );
     tokio::spawn(async move {
-        let mut reader = BufReader::new(stream);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match reader.read_until(b'\n', &mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf)
-                        .trim_end_matches(['\n', '\r'])
-                        .to_string();
-                    push_tail(&tail, &line);
-                    let _ = events.send(RunEvent::Log(LogLine {
-                        pod: pod.clone(),
-                        container: container.clone(),
-                        stderr,
-                        line,
-                    }));
-                }
+        // A fixed buffer and at most one piece of a line in memory, however long the line.
+        let mut reader = BufReader::with_capacity(READ_BUFFER, stream);
+        let mut piece: Vec<u8> = Vec::new();
+        let send = |bytes: &[u8], continued: bool| {
+            let mut line = String::from_utf8_lossy(bytes).into_owned();
+            if !continued {
+                let kept = line.trim_end_matches(['\n', '\r']).len();
+                line.truncate(kept);
             }
+            push_tail(&tail, &line);
+            events.send(RunEvent::Log(LogLine {
+                pod: pod.clone(),
+                container: container.clone(),
+                stderr,
+                line,
+                continued,
+            }))
+        };
+        loop {
+            let chunk = match reader.fill_buf().await {
+                Ok([]) | Err(_) => break,
+                Ok(chunk) => chunk,
+            };
+            let room = LOG_PIECE_BYTES - piece.len();
+            let (taken, line_ends) = match chunk.iter().position(|b| *b == b'\n') {
+                Some(i) if i < room => (i + 1, true),
+                _ => (chunk.len().min(room), false),
+            };
+            piece.extend_from_slice(&chunk[..taken]);
+            reader.consume(taken);
+            let sent = if line_ends {
+                let sent = send(&piece, false).await;
+                piece.clear();
+                sent
+            } else if piece.len() >= LOG_PIECE_BYTES {
+                let end = piece_end(&piece);
+                let sent = send(&piece[..end], true).await;
+                piece.drain(..end);
+                sent
+            } else {
+                Ok(())
+            };
+            if sent.is_err() {
+                // Nobody listens any more: keep draining the pipe so the process does not block on it.
+                piece.clear();
+                let _ = tokio::io::copy(&mut reader, &mut tokio::io::sink()).await;
+                return;
+            }
+        }
+        if !piece.is_empty() {
+            let _ = send(&piece, false).await;
         }
     })
 }

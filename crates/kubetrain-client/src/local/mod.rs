@@ -18,7 +18,7 @@
 //!
 //! let yaml = std::fs::read_to_string("examples/manifests/quickstart.yaml").unwrap();
 //! let plan = prepare(&yaml, &kubetrain_jobset::builtin::catalog(), &LocalOptions::default())?;
-//! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+//! let (tx, mut rx) = tokio::sync::mpsc::channel(kubetrain_client::local::exec::EVENT_BUFFER);
 //! let printer = tokio::spawn(async move { while let Some(e) = rx.recv().await { println!("{e:?}") } });
 //! let summary = execute(&plan, &tx, std::future::pending()).await;
 //! drop(tx);
@@ -30,6 +30,7 @@
 pub mod backend;
 pub mod capacity;
 pub mod exec;
+pub mod identity;
 pub mod plan;
 // Internals of the local runner, public for the CLI and tests, hidden from the docs (issue 18).
 #[doc(hidden)]
@@ -43,6 +44,7 @@ pub mod rewrite;
 #[doc(hidden)]
 pub mod run_lock;
 pub mod status;
+pub mod tree;
 
 use std::path::PathBuf;
 
@@ -57,7 +59,7 @@ use crate::error::{ClientError, PlanError};
 /// Options of a local run.
 #[derive(Clone, Debug)]
 pub struct LocalOptions {
-    /// The run directory (default `$TMPDIR/kubetrain-runs/<namespace>/<name>/<run id>`, a new one per run).
+    /// The run directory (default `<runs tree>/<namespace>/<name>/<run id>`, a new one per run: see [`tree`]).
     pub run_dir: Option<PathBuf>,
     /// The program that runs for `command[0] == "kubetrain"`; `None` looks `kubetrain` up on `PATH`. When
     /// it is named `kubetrain`, its directory also leads the pods' `PATH` (for `sh -c "kubetrain ..."`).
@@ -67,6 +69,10 @@ pub struct LocalOptions {
     /// The run id (letters, digits, `-`, `_`, `.`); default a new one. `kubetrain run --detach` picks it
     /// before the background run starts, so that it can print it.
     pub run_id: Option<String>,
+    /// Where the processes start when their container sets no `workingDir`; `None`: the run directory.
+    /// `kubetrain run` gives the directory it was started from (or `--workdir`), so that relative paths in
+    /// a command (`python3 train.py`) resolve as they would in a shell there.
+    pub workdir: Option<PathBuf>,
 }
 
 impl Default for LocalOptions {
@@ -76,6 +82,7 @@ impl Default for LocalOptions {
             kubetrain_exe: None,
             remap_ports: true,
             run_id: None,
+            workdir: None,
         }
     }
 }
@@ -105,13 +112,25 @@ pub fn prepare(
 }
 
 /// A run id is one path component: letters, digits, `-`, `_`, `.`, not starting with `.`.
-fn is_run_id(id: &str) -> bool {
+pub(crate) fn is_run_id(id: &str) -> bool {
     !id.is_empty()
         && !id.starts_with('.')
         && id.len() <= 128
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A run's token: 128 bits from the OS random source, in hex.
+fn new_token() -> Result<String, ClientError> {
+    use rand_core::RngCore;
+    let mut bytes = [0u8; 16];
+    rand_core::OsRng.try_fill_bytes(&mut bytes).map_err(|e| {
+        ClientError::InvalidArgument(format!(
+            "reading the OS random source for the run's token: {e}"
+        ))
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The pod sets of the Workload Kueue builds for `job` (the same path as `kubetrain queue` and
@@ -174,6 +193,9 @@ pub fn prepare_job(
     )
     .map_err(PlanError::Render)?;
     let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
+    // Both become path components of the runs tree: checked before any directory is made.
+    tree::check_label("metadata.namespace:", namespace).map_err(ClientError::InvalidArgument)?;
+    tree::check_label("metadata.name:", job.name()).map_err(ClientError::InvalidArgument)?;
     let run_id = match &options.run_id {
         Some(id) if is_run_id(id) => id.clone(),
         Some(id) => {
@@ -187,10 +209,14 @@ pub fn prepare_job(
     // directory the caller chose.
     let (run_dir, lock_dir) = match &options.run_dir {
         Some(dir) => (dir.clone(), dir.clone()),
-        None => (
-            plan::default_run_dir(namespace, job.name(), &run_id),
-            plan::job_runs_dir(namespace, job.name()),
-        ),
+        None => {
+            let root = tree::ensure_root().map_err(|source| PlanError::RunDir {
+                dir: tree::runs_root(),
+                source,
+            })?;
+            let job_dir = root.join(namespace).join(job.name());
+            (job_dir.join(&run_id), job_dir)
+        }
     };
     let lock = run_lock::RunLock::acquire(&lock_dir, namespace, job.name(), &run_dir)?;
     plan::prepare_run_dir(&run_dir)?;
@@ -200,9 +226,21 @@ pub fn prepare_job(
             run_dir,
             kubetrain_exe: options.kubetrain_exe.clone(),
             remap_ports: options.remap_ports,
+            workdir: options.workdir.clone(),
         },
     )?;
     plan.run_id = run_id;
+    plan.token = new_token()?;
+    for process in plan
+        .replicated_jobs
+        .iter_mut()
+        .flat_map(|r| r.pods.iter_mut())
+        .flat_map(|p| p.init.iter_mut().chain(p.containers.iter_mut()))
+    {
+        process
+            .env
+            .push((record::RUN_TOKEN_ENV.to_owned(), plan.token.clone()));
+    }
     plan.lock = Some(lock);
     plan.kueue_pod_sets = kueue_pod_sets(job, &rendered);
     plan.runtime = job.spec.runtime_ref.name.clone();

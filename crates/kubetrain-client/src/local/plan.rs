@@ -43,6 +43,8 @@ pub struct PlanOptions {
     pub kubetrain_exe: Option<PathBuf>,
     /// Give every declared container port a free local port (pods share this machine's ports).
     pub remap_ports: bool,
+    /// Where a process starts when its container sets no `workingDir`; `None`: the run directory.
+    pub workdir: Option<PathBuf>,
 }
 
 /// One process: a container of a pod.
@@ -116,6 +118,10 @@ pub struct JobPlan {
     /// The run's id (the last component of the default run directory; empty when planned without one). It
     /// also marks every process of the run ([`super::reaper`]).
     pub run_id: String,
+    /// The run's token: every process of the run carries it as `KUBETRAIN_LOCAL_RUN`
+    /// ([`super::record::RUN_TOKEN_ENV`]), so that what is left of a run is found without trusting a pid.
+    /// Empty when planned without one.
+    pub token: String,
     /// The local ports given to declared container ports, reserved until the plan is dropped
     /// ([`super::ports`]); their sockets are released just before the pods start.
     pub ports: Vec<PortReservation>,
@@ -423,6 +429,7 @@ fn plan_jobset(
         max_restarts,
         notices,
         run_id: String::new(),
+        token: String::new(),
         ports,
         lock: None,
         kueue_pod_sets: None,
@@ -633,9 +640,11 @@ impl ContainerCtx<'_> {
             (Some(exe), "kubetrain") => exe.clone(),
             _ => PathBuf::from(first),
         };
-        let cwd = match &c.working_dir {
-            Some(dir) => PathBuf::from(self.local(dir)),
-            None => self.options.run_dir.clone(),
+        // The container's own `workingDir` (with `/workspace` mapped) wins; else the caller's directory.
+        let cwd = match (&c.working_dir, &self.options.workdir) {
+            (Some(dir), _) => PathBuf::from(self.local(dir)),
+            (None, Some(dir)) => dir.clone(),
+            (None, None) => self.options.run_dir.clone(),
         };
         Ok(ProcessPlan {
             container: c.name.clone(),
@@ -657,23 +666,19 @@ fn initializer_entrypoint(container: &str) -> Option<Vec<String>> {
     Some(["kubetrain", "init", kind].map(String::from).to_vec())
 }
 
-/// The directory of a job's runs, `$TMPDIR/kubetrain-runs/<namespace>/<name>`: one directory per run id
-/// in it, and the lock that allows one run at a time ([`super::run_lock`]).
+/// The runs directory of a job in this user's runs tree: `<root>/<namespace>/<name>` ([`super::tree`]).
 pub fn job_runs_dir(namespace: &str, name: &str) -> PathBuf {
-    std::env::temp_dir()
-        .join("kubetrain-runs")
-        .join(namespace)
-        .join(name)
+    super::tree::runs_root().join(namespace).join(name)
 }
 
-/// The default run directory of run `run_id` of a job: `$TMPDIR/kubetrain-runs/<namespace>/<name>/<run id>`.
+/// The default run directory of run `run_id` of a job: `<root>/<namespace>/<name>/<run id>`.
 pub fn default_run_dir(namespace: &str, name: &str, run_id: &str) -> PathBuf {
     job_runs_dir(namespace, name).join(run_id)
 }
 
-/// Creates the run directory and its `workspace/`.
+/// Creates the run directory and its `workspace/`, mode 0700 (the run's TrainJob and logs are the user's).
 pub fn prepare_run_dir(dir: &Path) -> Result<(), PlanError> {
-    std::fs::create_dir_all(dir.join("workspace")).map_err(|source| PlanError::RunDir {
+    super::tree::create_private_dir(&dir.join("workspace")).map_err(|source| PlanError::RunDir {
         dir: dir.to_path_buf(),
         source,
     })

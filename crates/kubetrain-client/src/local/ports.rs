@@ -9,7 +9,7 @@
 //!
 //! - the listening socket itself, until [`PortReservation::release`] just before the pods start, so that
 //!   nothing binds the port while the run waits (in the local queue, say);
-//! - an exclusive `flock` on `<dir>/<port>.lock` (default dir `$TMPDIR/kubetrain-runs/ports-<uid>`), so
+//! - an exclusive `flock` on `<dir>/<port>.lock` (default dir `<runs tree>/.ports`, see [`super::tree`]), so
 //!   that another `kubetrain run` skips the number even after the socket was released.
 //!
 //! Where no port below the ephemeral range is free, the kernel's choice (port 0) is the fallback. (A port
@@ -65,15 +65,14 @@ impl PortReservation {
     }
 }
 
-/// The directory of the port lock files: `$TMPDIR/kubetrain-runs/ports-<uid>`.
+/// The directory of the port lock files: `<runs tree>/.ports`, in the user's runs tree ([`super::tree`]).
 pub fn default_dir() -> PathBuf {
-    std::env::temp_dir()
-        .join("kubetrain-runs")
-        .join(format!("ports-{}", nix::unistd::getuid()))
+    super::tree::runs_root().join(".ports")
 }
 
 /// Reserves a free loopback port (see the module documentation).
 pub fn reserve_port() -> std::io::Result<PortReservation> {
+    super::tree::ensure_root()?;
     let dir = default_dir();
     std::fs::create_dir_all(&dir)?;
     let (first, end) = quiet_range();

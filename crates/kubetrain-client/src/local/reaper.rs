@@ -133,6 +133,25 @@ pub(crate) async fn kill_marked(marker: &str) {
     collect(&killed).await;
 }
 
+/// Kills every process of user `uid` whose environment holds `entry` (`NAME=value`: a run's token), until
+/// none is left: what [`super::record::RunRecord::stop`] leaves of a run after its runner. Processes of other
+/// users are never touched, whoever calls it (root included).
+pub(crate) fn kill_run(entry: &str, uid: u32) {
+    use std::os::unix::fs::MetadataExt;
+    let owned = |pid: i32| std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == uid);
+    // Bounded: a fork bomb that outruns SIGKILL this long is left where it is.
+    for _ in 0..100 {
+        let alive: Vec<i32> = carrying(entry).into_iter().filter(|&p| owned(p)).collect();
+        if alive.is_empty() {
+            return;
+        }
+        for pid in alive {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Stops every process re-parented to this one that the runner did not start itself, and collects the exits
 /// (only after [`adopt_orphans`]; otherwise orphans belong to init and were found by their marker).
 pub(crate) async fn stop_orphans() {

@@ -1,5 +1,5 @@
 //! One run at a time per TrainJob: each run has its own directory (a run id under
-//! `$TMPDIR/kubetrain-runs/<namespace>/<name>/`), and a second run of the same namespace/name while one is in
+//! `<runs tree>/<namespace>/<name>/`, see [`super::tree`]), and a second run of the same namespace/name while one is in
 //! progress is refused (not queued) with an error naming the run in progress.
 //!
 //! The guard is an exclusive `flock` on `<dir>/.lock`, where `dir` is the job's runs directory (or the run
@@ -45,9 +45,9 @@ impl RunLock {
             dir: dir.to_path_buf(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        super::tree::create_private_dir(dir).map_err(io)?;
         let path = dir.join(".lock");
-        let file = std::fs::OpenOptions::new()
+        let file = std::os::unix::fs::OpenOptionsExt::mode(&mut std::fs::OpenOptions::new(), 0o600)
             .create(true)
             .truncate(false)
             .read(true)

@@ -31,18 +31,32 @@ async fn run_until(
     cancel: impl std::future::Future<Output = ()>,
 ) -> (RunSummary, BTreeMap<String, Vec<String>>, Vec<RunEvent>) {
     let plan = local::prepare(yaml, &kubetrain_jobset::builtin::catalog(), options).expect("plan");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let summary = local::execute(&plan, &tx, cancel).await;
-    drop(tx);
+    let (summary, events) = execute_collecting(&plan, cancel).await;
     let mut logs: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut events = Vec::new();
-    while let Some(e) = rx.recv().await {
-        if let RunEvent::Log(l) = &e {
+    for e in &events {
+        if let RunEvent::Log(l) = e {
             logs.entry(l.pod.clone()).or_default().push(l.line.clone());
         }
-        events.push(e);
     }
     (summary, logs, events)
+}
+
+/// Executes `plan`, taking every event while it runs (the channel is bounded).
+async fn execute_collecting(
+    plan: &local::JobPlan,
+    cancel: impl std::future::Future<Output = ()>,
+) -> (RunSummary, Vec<RunEvent>) {
+    let (tx, mut rx) = mpsc::channel(local::exec::EVENT_BUFFER);
+    let collect = tokio::spawn(async move {
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            events.push(e);
+        }
+        events
+    });
+    let summary = local::execute(plan, &tx, cancel).await;
+    drop(tx);
+    (summary, collect.await.unwrap())
 }
 
 /// Runs `yaml` in `dir` with `echo` standing in for `kubetrain`, so a pod prints its kubetrain arguments.
@@ -260,7 +274,7 @@ async fn a_second_run_of_the_same_job_is_refused_while_the_first_is_planned_or_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_run_gets_its_own_directory_by_default() {
-    // A name of its own: default run directories live under $TMPDIR/kubetrain-runs/default/<name>.
+    // A name of its own: default run directories live under $TMPDIR/kubetrain-runs-<uid>/default/<name>.
     let name = format!("own-dir-{}", std::process::id());
     let yaml = trainjob(&name, 1, "echo $PWD > /workspace/where");
     let catalog = kubetrain_jobset::builtin::catalog();
@@ -274,8 +288,7 @@ async fn each_run_gets_its_own_directory_by_default() {
             plan.run_dir.display()
         );
         assert!(plan.run_dir.ends_with(&plan.run_id));
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let summary = local::execute(&plan, &tx, std::future::pending()).await;
+        let (summary, _) = execute_collecting(&plan, std::future::pending()).await;
         assert_eq!(summary.status, JobStatus::Complete, "{summary:?}");
         assert!(plan.run_dir.join("workspace/where").exists());
         dirs.push(plan.run_dir.clone());
@@ -308,12 +321,10 @@ async fn a_remapped_port_stays_taken_until_the_pods_start() {
     let other = kubetrain_client::local::ports::reserve_port().unwrap();
     assert_ne!(other.port(), port);
     // The pods get it.
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let summary = local::execute(&plan, &tx, std::future::pending()).await;
+    let (summary, events) = execute_collecting(&plan, std::future::pending()).await;
     assert_eq!(summary.status, JobStatus::Complete, "{summary:?}");
-    drop(tx);
     let mut printed = Vec::new();
-    while let Some(e) = rx.recv().await {
+    for e in events {
         if let RunEvent::Log(l) = e {
             printed.push(l.line);
         }
@@ -576,4 +587,73 @@ spec:
     assert_eq!(logs["tune-dataset-initializer-0-0"], ["init dataset"]);
     assert_eq!(logs["tune-model-initializer-0-0"], ["init model"]);
     assert_eq!(logs["tune-node-0-0"], ["train"]);
+}
+
+/// A line longer than [`local::exec::LOG_PIECE_BYTES`] comes as pieces of at most that size, in order, all but
+/// the last `continued`, cut between characters: joined, they give the line back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_line_comes_in_bounded_pieces_that_join_into_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // One 'a', then 200,000 'é' (2 bytes each): every piece boundary of 64 KiB falls inside a character.
+    let script = "printf a; yes é | head -n 200000 | tr -d '\\n'; echo; echo short";
+    let yaml = trainjob("long-line", 1, script);
+    let (summary, _, events) = run(&yaml, &options(dir.path()), None).await;
+    assert_eq!(summary.status, JobStatus::Complete, "{summary:?}");
+    let pieces: Vec<&local::exec::LogLine> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::Log(l) if !l.stderr => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert!(pieces.len() > 2, "{} pieces", pieces.len());
+    let (last, first) = pieces.split_last().unwrap();
+    assert_eq!(last.line, "short");
+    assert!(!last.continued);
+    let (end, middle) = first.split_last().unwrap();
+    assert!(!end.continued);
+    for p in middle {
+        assert!(p.continued);
+        assert!(
+            p.line.len() <= local::exec::LOG_PIECE_BYTES,
+            "{}",
+            p.line.len()
+        );
+        assert!(!p.line.contains('\u{fffd}'), "a character was cut in two");
+    }
+    let joined: String = first.iter().map(|p| p.line.as_str()).collect();
+    assert!(joined.starts_with('a'));
+    assert_eq!(joined.len(), 1 + 400_000, "{}", &joined[..40]);
+    assert!(joined[1..].chars().all(|c| c == 'é'));
+}
+
+/// A stop that comes while many pods are still to be started takes effect between two of them: no pod starts
+/// after it (before, every pod of the replicated job was started first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_a_large_spawn_starts_no_more_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = local::prepare(
+        &trainjob("many", 300, "sleep 60"),
+        &kubetrain_jobset::builtin::catalog(),
+        &options(dir.path()),
+    )
+    .expect("plan");
+    let start = Instant::now();
+    // Already stopped when the run begins.
+    let (summary, events) = execute_collecting(&plan, std::future::ready(())).await;
+    assert!(summary.cancelled, "{summary:?}");
+    let started = events
+        .iter()
+        .filter(|e| matches!(e, RunEvent::PodStarted { .. }))
+        .count();
+    assert_eq!(started, 0, "pods started after the stop");
+    assert!(
+        summary.pods.iter().all(|p| p.phase != PodPhase::Running),
+        "{summary:?}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
 }

@@ -144,6 +144,63 @@ pub(crate) fn human_ms(ms: f64) -> String {
     human_duration(Duration::from_secs_f64((ms / 1000.0).max(0.0)))
 }
 
+/// The width lines written to stdout should fit: `COLUMNS` when set (as `ls` and kubectl read it), else the
+/// terminal's width when stdout is a terminal, else [`PIPED_WIDTH`] (a pipe or file has no width, and a
+/// line of every metric ever reported is no use to `grep` or a CI log either).
+pub(crate) fn output_width() -> usize {
+    use std::io::IsTerminal;
+    let stdout = std::io::stdout();
+    let terminal = stdout.is_terminal().then(|| {
+        rustix::termios::tcgetwinsize(&stdout)
+            .ok()
+            .map(|size| usize::from(size.ws_col))
+            .filter(|&columns| columns > 0)
+            .unwrap_or(80)
+    });
+    width_from(std::env::var("COLUMNS").ok().as_deref(), terminal)
+}
+
+/// `head`, then as many of `items` as fit in `width` characters (after `separator`, joined by spaces), with
+/// `…` in place of those left out; cut and ended with `…` when not even `head` fits. Progress lines use it:
+/// a report of a hundred metrics made 1,445-character lines.
+pub(crate) fn fit_line(head: &str, separator: &str, items: &[String], width: usize) -> String {
+    let render = |shown: &[String], more: bool| {
+        let mut tail: Vec<&str> = shown.iter().map(String::as_str).collect();
+        if more {
+            tail.push("…");
+        }
+        let separator = if head.is_empty() || tail.is_empty() {
+            ""
+        } else {
+            separator
+        };
+        format!("{head}{separator}{}", tail.join(" "))
+    };
+    let mut shown = items.len();
+    let mut line = render(items, false);
+    while shown > 0 && line.chars().count() > width {
+        shown -= 1;
+        line = render(&items[..shown], true);
+    }
+    if line.chars().count() > width {
+        line = line.chars().take(width.saturating_sub(1)).collect();
+        line.push('…');
+    }
+    line
+}
+
+/// The width of lines that go to a pipe or a file.
+pub(crate) const PIPED_WIDTH: usize = 120;
+
+/// [`output_width`] from `COLUMNS` and the terminal's width (`None`: not a terminal).
+fn width_from(columns: Option<&str>, terminal: Option<usize>) -> usize {
+    columns
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+        .or(terminal)
+        .unwrap_or(PIPED_WIDTH)
+}
+
 /// Rows of text cells printed with every column as wide as its widest cell (3 spaces between columns, the
 /// last column not padded), so long names never shift the columns after them.
 #[derive(Debug, Default)]
@@ -445,6 +502,8 @@ pub(crate) fn trainjob_to_run(
             if errors == 1 { "" } else { "s" }
         );
     }
+    // Warnings too, before anything else is printed: what `validate` would say comes first.
+    checked.report();
     let jobs: Vec<(&TrainJob, &str)> = checked
         .documents
         .iter()
@@ -537,6 +596,25 @@ mod tests {
             assert_eq!(human_duration(Duration::from_millis(ms)), text);
         }
         assert_eq!(human_ms(-5.0), "0ms");
+    }
+
+    #[test]
+    fn output_width_prefers_columns_then_the_terminal_then_120() {
+        let cases: [(Option<&str>, Option<usize>, usize); 6] = [
+            (Some("60"), Some(200), 60),
+            (Some("60"), None, 60),
+            (None, Some(200), 200),
+            (None, None, PIPED_WIDTH),
+            (Some("0"), None, PIPED_WIDTH),
+            (Some("wide"), Some(90), 90),
+        ];
+        for (columns, terminal, width) in cases {
+            assert_eq!(
+                width_from(columns, terminal),
+                width,
+                "{columns:?} {terminal:?}"
+            );
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod common;
 mod acceptance;
 mod guidance;
 mod jobs;
+mod local_identity;
 mod queue;
 mod render;
 mod run;

@@ -88,9 +88,11 @@ pub fn decide(
                                 .collect(),
                             resource_usage: BTreeMap::new(),
                             count: Some(ps.count),
+                            topology_assignment: None,
                         })
                         .collect(),
                 }),
+                ..WorkloadStatus::default()
             };
         }
         setup.workloads.push(wl);

@@ -141,23 +141,11 @@ pub fn process_alive(pid: u32, start_ticks: Option<u64>) -> bool {
         Ok(()) | Err(Errno::EPERM) => {}
         Err(_) => return false,
     }
-    match proc_stat(pid) {
+    match crate::local::identity::state_and_start(pid) {
         Some((state, _)) if state == 'Z' || state == 'X' => false,
         Some((_, ticks)) => start_ticks.is_none_or(|t| t == ticks),
         None => true,
     }
-}
-
-/// The state letter and start time of a process from `/proc/<pid>/stat`, where `/proc` exists.
-pub fn proc_stat(pid: u32) -> Option<(char, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: the fields after it follow the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    // Field 22 (starttime) is the 20th after the command name; `state` was the first.
-    let ticks = fields.nth(18)?.parse().ok()?;
-    Some((state, ticks))
 }
 
 /// The ledger in a directory, opened under its lock.
@@ -361,7 +349,7 @@ mod tests {
     #[test]
     fn this_process_is_alive_and_pid_zero_or_huge_is_not() {
         let me = std::process::id();
-        let ticks = proc_stat(me).map(|(_, t)| t);
+        let ticks = crate::local::identity::state_and_start(me).map(|(_, t)| t);
         assert!(process_alive(me, ticks));
         assert!(!process_alive(0, None));
         assert!(!process_alive(u32::MAX, None));

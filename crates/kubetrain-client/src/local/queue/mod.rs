@@ -47,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
 use self::decide::{Verdict, decide};
-use self::ledger::{Entry, EntryState, Ledger, LedgerDir, proc_stat};
+use self::ledger::{Entry, EntryState, Ledger, LedgerDir};
 use super::capacity::{Capacity, check, queued_pod_sets};
 use super::plan::JobPlan;
 pub use crate::error::QueueError;
@@ -156,11 +156,9 @@ impl LocalQueue {
         Self::new(Self::default_dir(), Capacity::of_this_machine())
     }
 
-    /// `$TMPDIR/kubetrain-runs/queue-<uid>`: one ledger per user, next to the default run directories.
+    /// `<runs tree>/.queue`: one ledger per user, in the user's runs tree ([`super::tree`]).
     pub fn default_dir() -> PathBuf {
-        std::env::temp_dir()
-            .join("kubetrain-runs")
-            .join(format!("queue-{}", nix::unistd::getuid()))
+        super::tree::runs_root().join(".queue")
     }
 
     /// Orders the queue with `strategy`.
@@ -227,7 +225,7 @@ impl LocalQueue {
                 job: job.clone(),
                 seq,
                 pid,
-                start_ticks: proc_stat(pid).map(|(_, t)| t),
+                start_ticks: super::identity::state_and_start(pid).map(|(_, t)| t),
                 state: EntryState::Waiting,
                 queued_at_ms: now_ms(),
                 pod_sets: pod_sets.clone(),
@@ -354,7 +352,7 @@ impl Ticket {
                 job: self.job.clone(),
                 seq,
                 pid,
-                start_ticks: proc_stat(pid).map(|(_, t)| t),
+                start_ticks: super::identity::state_and_start(pid).map(|(_, t)| t),
                 state: if self.admitted {
                     EntryState::Admitted
                 } else {
