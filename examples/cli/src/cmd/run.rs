@@ -798,12 +798,23 @@ fn detach(
             );
         }
     }
+    // Private: the TrainJob's inline env may hold secrets, and so may what the run prints.
+    let private = |path: &std::path::Path| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+    };
     let input = plan.run_dir.join(DETACHED_INPUT);
-    std::fs::write(&input, documents.join("---\n"))
+    private(&input)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, documents.join("---\n").as_bytes()))
         .with_context(|| format!("writing {}", input.display()))?;
     let output_path = plan.run_dir.join(DETACHED_OUTPUT);
-    let output = std::fs::File::create(&output_path)
-        .with_context(|| format!("creating {}", output_path.display()))?;
+    let output =
+        private(&output_path).with_context(|| format!("creating {}", output_path.display()))?;
     let (namespace, name, run_id, run_dir) = (
         plan.namespace.clone(),
         plan.name.clone(),

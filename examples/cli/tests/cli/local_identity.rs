@@ -249,6 +249,36 @@ fn the_runs_tree_and_its_files_are_private() {
         "{record}"
     );
     assert_eq!(record["token"].as_str().map(str::len), Some(32), "{record}");
+
+    // What --detach writes for its background run (the TrainJob, with its env) is private too.
+    let out = kubetrain_in(
+        tmp.path(),
+        None,
+        &["run", "-f", arg(&job), "--ignore-capacity", "--detach"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = kubetrain_in(
+        tmp.path(),
+        None,
+        &[
+            "wait",
+            "private",
+            "--local",
+            "--timeout",
+            "60s",
+            "--interval",
+            "1",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let detached = std::fs::read_dir(&job_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("trainjob.yaml").exists())
+        .expect("the detached run's directory");
+    assert_eq!(mode(&detached.join("trainjob.yaml")), 0o600);
+    assert_eq!(mode(&detached.join("run.log")), 0o600);
 }
 
 /// Whether this test process can act as another user; outside CI a non-root run says why it checks nothing.
