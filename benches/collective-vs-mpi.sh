@@ -10,7 +10,7 @@
 # Prints a markdown table (the one in docs/benchmarks.md); raw JSON lines are kept in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+export CARGO_TARGET_DIR="$(scripts/target-dir.sh)"
 ROUNDS="${ROUNDS:-3}"
 ITERS="${ITERS:-20}"
 WARMUP="${WARMUP:-5}"

@@ -16,7 +16,7 @@
 # The binary: KUBETRAIN_BIN, else a `cargo build --release -p kubetrain-cli` when cargo is on the PATH.
 # GPU machines without a Rust toolchain get a binary built on an x86-64 Linux machine and carried along:
 #     cargo build --release -p kubetrain-cli
-#     mkdir -p .gpu-bin && cp "${CARGO_TARGET_DIR:-target}/release/kubetrain" .gpu-bin/ && strip .gpu-bin/kubetrain
+#     mkdir -p .gpu-bin && cp "$(scripts/target-dir.sh)/release/kubetrain" .gpu-bin/ && strip .gpu-bin/kubetrain
 #     echo /.gpu-bin/ >> .git/info/exclude            # ~20 MB stripped
 #   then on the GPU machine:  KUBETRAIN_BIN=.gpu-bin/kubetrain GPU_CHECK_OUT=/some/dir benches/gpu-check.sh
 #
@@ -52,7 +52,7 @@ if [[ -z "$bin" ]]; then
   if ! command -v cargo >/dev/null; then
     echo "no KUBETRAIN_BIN and no cargo here: build the CLI elsewhere and carry it (see the header)"; exit 2
   fi
-  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+  export CARGO_TARGET_DIR="$(scripts/target-dir.sh)"
   step 900 cargo build --release -q -p kubetrain-cli || { echo "build failed or ran out of time"; exit 2; }
   bin="$CARGO_TARGET_DIR/release/kubetrain"
 fi

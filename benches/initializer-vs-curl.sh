@@ -7,7 +7,7 @@
 # Usage: benches/initializer-vs-curl.sh [extra criterion args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target="${CARGO_TARGET_DIR:-target}"
+target=$(scripts/target-dir.sh)
 command -v curl >/dev/null || { echo "curl is not installed: nothing to compare against" >&2; exit 1; }
 cargo bench -p kubetrain-benches --bench initializer_throughput -- "$@"
 dir="$target/criterion/initializer_vs_curl_1GiB"

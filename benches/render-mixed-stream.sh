@@ -7,7 +7,7 @@
 #   N=5000 RUNTIMES=deepspeed-distributed BIN=/tmp/kubetrain-before benches/render-mixed-stream.sh
 set -euo pipefail
 N=${N:-10000}
-BIN=${BIN:-target/release/kubetrain}
+BIN=${BIN:-$("$(dirname "$0")/../scripts/target-dir.sh")/release/kubetrain}
 RUNTIMES=${RUNTIMES:-"torch-distributed deepspeed-distributed jax-distributed xgboost-distributed"}
 FILE=${FILE:-/tmp/render-mixed-$N-$(echo "$RUNTIMES" | tr ' ' '+' | md5sum | cut -c1-8).yaml}
 if [ ! -s "$FILE" ]; then

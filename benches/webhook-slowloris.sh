@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${PROFILE:-release}"
-target="${CARGO_TARGET_DIR:-target}"
+target=$(scripts/target-dir.sh)
 dir="$profile"; [ "$profile" = dev ] && dir=debug
 bin="${BIN:-$target/$dir/examples/webhook_load_target}"
 [ -n "${BIN:-}" ] || cargo build --profile "$profile" -p kubetrain-controller --example webhook_load_target >&2

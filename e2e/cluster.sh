@@ -255,7 +255,7 @@ YAML
 
 # --- kubetrain-operator ---------------------------------------------------------------------------------
 
-KUBETRAIN_BIN="${CARGO_TARGET_DIR:-$REPO_DIR/target}/$CARGO_PROFILE"
+KUBETRAIN_BIN="$("$REPO_DIR/scripts/target-dir.sh")/$CARGO_PROFILE"
 
 build_kubetrain() {
     local flag=()

@@ -48,7 +48,7 @@ trap '"$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true' EXIT
 # The cluster's functions (stop, start_kueue, kubectl_admin) for this state folder.
 source "$E2E_DIR/cluster.sh"
 export KUBECONFIG="$ADMIN_KUBECONFIG"
-KUBETRAIN="${CARGO_TARGET_DIR:-$REPO_DIR/target}/${KUBETRAIN_E2E_PROFILE:-debug}/kubetrain"
+KUBETRAIN="$("$REPO_DIR/scripts/target-dir.sh")/${KUBETRAIN_E2E_PROFILE:-debug}/kubetrain"
 py() { "$VENV/bin/python" "$E2E_DIR/lib/kueue_compare.py" "$@"; }
 
 "$KUBETRAIN" queue generate --random "$count" --seed "$seed" >"$OUT/scenarios.yaml"

@@ -2,7 +2,7 @@
 # A docs.rs-style build of every publishable crate on its own: `cargo doc -p <crate> --no-deps` with the
 # features of its [package.metadata.docs.rs] and warnings denied. docs.rs builds with nightly and
 # `--cfg docsrs` (which turns on `#![cfg_attr(docsrs, feature(doc_cfg))]`): done here too when a nightly
-# toolchain is installed (in its own target dir, target/docsrs), else on stable without the cfg, saying so.
+# toolchain is installed (in its own target dir, <target>/docsrs), else on stable without the cfg, saying so.
 # Also checks that every library declares that attribute. Usage: scripts/check-docsrs.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ done < <(scripts/publishable.py --docsrs)
 
 if rustup run nightly rustc --version >/dev/null 2>&1; then
     toolchain=(+nightly)
-    target=(--target-dir target/docsrs)
+    target=(--target-dir "$(scripts/target-dir.sh)/docsrs")
     echo "docs.rs-style builds with $(rustup run nightly rustc --version) and --cfg docsrs"
 else
     toolchain=()

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cp Cargo.lock tests/embed/Cargo.lock
 trap 'rm -f tests/embed/Cargo.lock' EXIT
-out=$(cargo run -q --manifest-path tests/embed/Cargo.toml --target-dir target)
+out=$(cargo run -q --manifest-path tests/embed/Cargo.toml --target-dir "$(scripts/target-dir.sh)")
 echo "$out"
 [[ "$out" == "jobset embed PET_NNODES=2" ]] || { echo "check-embedding: unexpected output" >&2; exit 1; }
 echo "ok: a crate with only \`kubetrain = { features = [\"latest\"] }\` builds and renders"

@@ -12,11 +12,12 @@ mapfile -t crates < <(scripts/publishable.py)
 pkgs=()
 for c in "${crates[@]}"; do pkgs+=(-p "$c"); done
 
+target=$(scripts/target-dir.sh)
 cargo package --no-verify --allow-dirty "${pkgs[@]}"
 version=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["packages"][0]["version"])')
 bad=0
 for c in "${crates[@]}"; do
-    file="target/package/$c-$version.crate"
+    file="$target/package/$c-$version.crate"
     for f in README.md LICENSE; do
         if ! tar -tzf "$file" "$c-$version/$f" >/dev/null 2>&1; then
             echo "error: $file has no $f (add it to the crate directory, and to \`include\` if the crate has one)" >&2
@@ -33,11 +34,11 @@ echo "ok: ${#crates[@]} packages, each with README.md and the root LICENSE"
 
 [[ "${1:-}" == "--no-verify" ]] && exit 0
 # A registry crate counts as unchanged by name and version: cargo never unpacks the local registry's .crate
-# again under $CARGO_HOME/registry/src, nor rebuilds it in target/debug (which the verification builds share).
+# again under $CARGO_HOME/registry/src, nor rebuilds it in <target>/debug (which the verification builds share).
 # Copies left by an earlier run would be built instead of this tree's packages (a fresh checkout has none).
 for c in "${crates[@]}"; do
     rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$c-$version"
 done
-rm -rf target/package/tmp-registry target/debug/.fingerprint/kubetrain-*
+rm -rf "$target"/package/tmp-registry "$target"/debug/.fingerprint/kubetrain-*
 cargo package --allow-dirty "${pkgs[@]}" --features k8s-openapi/latest
 echo "ok: ${#crates[@]} packages verified (built from their .crate files with k8s-openapi/latest)"

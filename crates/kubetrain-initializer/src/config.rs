@@ -148,13 +148,22 @@ pub struct Tuning {
     pub initial_backoff: Duration,
     /// Time allowed to open a TCP connection.
     pub connect_timeout: Duration,
-    /// Longest pause without receiving a byte before a download counts as stalled.
+    /// Time allowed from sending a request (listing, `HEAD`, `GET`) to the first byte of its
+    /// answer; a server that accepts the connection and never answers costs one retry.
+    pub first_byte_timeout: Duration,
+    /// Idle timeout: the longest pause between two chunks of an answer (a listing or a file)
+    /// before the transfer counts as stalled and is retried, resuming where it stopped.
     pub read_timeout: Duration,
     /// Interval of the log lines in [`ProgressMode::Log`].
     pub log_interval: Duration,
     /// Flush each file to disk before renaming it into place, so even a power loss never leaves
     /// a file that looks whole but is not.
     pub sync_files: bool,
+    /// Keep a multipart S3 object whose ETag cannot be checked (the server does not report the
+    /// part count and no common part size explains it) as unverified, with a warning, instead
+    /// of failing the run. Off by default: such a download may be corrupt.
+    /// `KUBETRAIN_ACCEPT_UNVERIFIED_MULTIPART=true`, `--accept-unverified-multipart`.
+    pub accept_unverified_multipart: bool,
     /// Permission bits of every downloaded file, set exactly (the umask does not apply):
     /// [`DEFAULT_FILE_MODE`] (`0640`, owner and group) unless changed. Directories the
     /// initializer creates get `0750` before the umask.
@@ -173,9 +182,11 @@ impl Default for Tuning {
             max_retries: 4,
             initial_backoff: Duration::from_millis(500),
             connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(30),
             read_timeout: Duration::from_secs(60),
             log_interval: Duration::from_secs(10),
             sync_files: true,
+            accept_unverified_multipart: false,
             file_mode: DEFAULT_FILE_MODE,
         }
     }
@@ -261,6 +272,10 @@ impl InitConfig {
             config.hub.endpoint = endpoint;
         }
         config.hub.access_token = get("ACCESS_TOKEN").or_else(|| get("HF_TOKEN"));
+        if let Some(value) = get(ENV_ACCEPT_UNVERIFIED_MULTIPART) {
+            config.tuning.accept_unverified_multipart =
+                parse_bool(ENV_ACCEPT_UNVERIFIED_MULTIPART, &value)?;
+        }
         Ok(config)
     }
 
@@ -274,6 +289,21 @@ impl InitConfig {
 pub const ENV_STORAGE_URI: &str = "STORAGE_URI";
 /// The env variable holding comma-separated globs of files to skip.
 pub const ENV_IGNORE_PATTERNS: &str = "IGNORE_PATTERNS";
+/// Our addition to the contract: keep multipart S3 objects that cannot be verified
+/// ([`Tuning::accept_unverified_multipart`]).
+const ENV_ACCEPT_UNVERIFIED_MULTIPART: &str = "KUBETRAIN_ACCEPT_UNVERIFIED_MULTIPART";
+
+/// A yes/no variable: `true`/`false` (also `1`/`0`, `yes`/`no`), any case.
+fn parse_bool(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(ConfigError::InvalidBool {
+            variable,
+            value: value.to_string(),
+        }),
+    }
+}
 
 /// Why a configuration could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -287,6 +317,14 @@ pub enum ConfigError {
     /// The storage URI is malformed.
     #[error(transparent)]
     Uri(#[from] UriError),
+    /// A yes/no variable has another value.
+    #[error("{variable}={value:?} is not a yes/no value: set it to true or false")]
+    InvalidBool {
+        /// The env variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+    },
 }
 
 #[cfg(test)]
@@ -339,6 +377,14 @@ mod tests {
             InitConfig::from_lookup(Kind::Dataset, lookup(&[("STORAGE_URI", "s3://bkt")])).unwrap();
         assert!(config.ignore_patterns.is_empty());
         assert_eq!(config.destination, PathBuf::from("/workspace/dataset"));
+        assert!(!config.tuning.accept_unverified_multipart);
+
+        let env = [
+            ("STORAGE_URI", "s3://bkt"),
+            ("KUBETRAIN_ACCEPT_UNVERIFIED_MULTIPART", "True"),
+        ];
+        let config = InitConfig::from_lookup(Kind::Dataset, lookup(&env)).unwrap();
+        assert!(config.tuning.accept_unverified_multipart);
     }
 
     #[test]
@@ -352,6 +398,15 @@ mod tests {
         assert!(
             matches!(err, ConfigError::Uri(UriError::UnknownScheme { .. })),
             "{err:?}"
+        );
+        let env = [
+            ("STORAGE_URI", "s3://bkt"),
+            ("KUBETRAIN_ACCEPT_UNVERIFIED_MULTIPART", "sure"),
+        ];
+        let err = InitConfig::from_lookup(Kind::Dataset, lookup(&env)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "KUBETRAIN_ACCEPT_UNVERIFIED_MULTIPART=\"sure\" is not a yes/no value: set it to true or false"
         );
     }
 }

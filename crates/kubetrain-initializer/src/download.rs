@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use futures_util::{StreamExt, TryStreamExt, stream};
 
 use crate::config::{InitConfig, Tuning};
+use crate::deadline::Limits;
 use crate::error::{Attempt, InitError};
 use crate::integrity::{Verdict, Verifier};
 use crate::progress::Progress;
@@ -15,6 +16,7 @@ use crate::remote::{Checksum, RemoteFile};
 use crate::retry::backoff;
 use crate::safe_fs::{Dir, split_parent};
 use crate::source::{Listing, Source};
+use crate::staging::Staging;
 use crate::verify;
 use crate::writer::BatchWriter;
 
@@ -47,8 +49,13 @@ pub struct Summary {
 }
 
 enum Outcome {
-    Downloaded { bytes: u64, verified: bool },
+    Downloaded {
+        bytes: u64,
+        verified: bool,
+    },
     AlreadyPresent(u64),
+    /// The file system refused the file's name as too long: skipped with a warning.
+    Refused,
 }
 
 /// Runs one initializer: see [`crate::initialize`].
@@ -69,6 +76,11 @@ pub(crate) async fn run(config: &InitConfig) -> Result<Summary, InitError> {
             ignored,
         });
     }
+    let total = listed_bytes(&files).ok_or_else(|| InitError::Protocol {
+        endpoint: source.endpoint().to_string(),
+        detail: "the listed file sizes add up to more than 2^64 bytes: the listing is corrupt"
+            .into(),
+    })?;
     let destination = config.destination.clone();
     tokio::fs::create_dir_all(&destination)
         .await
@@ -78,15 +90,14 @@ pub(crate) async fn run(config: &InitConfig) -> Result<Summary, InitError> {
         .await
         .map_err(|e| InitError::io("open directory", &destination, std::io::Error::other(e)))??;
     let root = Arc::new(root);
-    let sweep_dir = destination.clone();
-    let swept = tokio::task::spawn_blocking(move || verify::sweep_partials(&sweep_dir))
-        .await
-        .map_err(|e| InitError::io("clean", &destination, std::io::Error::other(e)))?
-        .map_err(|e| InitError::io("clean", &destination, e))?;
+    let (staging, swept) = {
+        let root = Arc::clone(&root);
+        blocking("clean", &destination, move || Staging::open(&root)).await?
+    };
+    let staging = Arc::new(staging);
     if swept > 0 {
         tracing::info!(swept, "removed partial files of an interrupted run");
     }
-    let total: u64 = files.iter().filter_map(|f| f.size).sum();
     tracing::info!(
         uri = %config.storage_uri,
         destination = %destination.display(),
@@ -116,8 +127,18 @@ pub(crate) async fn run(config: &InitConfig) -> Result<Summary, InitError> {
         elapsed: Duration::ZERO,
     };
     let concurrency = config.tuning.concurrency.max(1);
+    let (source, root, staging, shown) = (&source, &root, &staging, &progress);
     let mut results = stream::iter(files.iter())
-        .map(|file| download_one(&source, file, &root, &config.tuning, &progress))
+        .map(|file| async move {
+            match download_one(source, file, root, staging, &config.tuning, shown).await {
+                // A file system with shorter names than the listing allows: skip this one.
+                Err(err) if err.is_name_too_long() => {
+                    tracing::warn!("refusing remote file {:?}: {err}; skipped", file.key);
+                    Ok(Outcome::Refused)
+                }
+                other => other,
+            }
+        })
         .buffer_unordered(concurrency);
     // The first error ends the run; dropping the other downloads removes their partial files.
     while let Some(outcome) = results.try_next().await? {
@@ -131,12 +152,21 @@ pub(crate) async fn run(config: &InitConfig) -> Result<Summary, InitError> {
                 summary.files_already_present += 1;
                 summary.bytes_already_present += bytes;
             }
+            Outcome::Refused => summary.files_refused += 1,
         }
     }
     drop(results);
     progress.finish();
     summary.elapsed = start.elapsed();
     Ok(summary)
+}
+
+/// The sum of the listed sizes; `None` when it does not fit in 64 bits (a lying listing).
+fn listed_bytes(files: &[RemoteFile]) -> Option<u64> {
+    files
+        .iter()
+        .filter_map(|f| f.size)
+        .try_fold(0u64, u64::checked_add)
 }
 
 /// Retries `attempt` on transient errors with backoff; maps the last failure to an error.
@@ -202,9 +232,9 @@ async fn pause_or_fail(
     Ok(())
 }
 
-/// Removes the partial file unless the download completed (also when the future is dropped).
+/// Removes the staged file unless the download completed (also when the future is dropped).
 struct PartialFile {
-    dir: Arc<Dir>,
+    staging: Arc<Staging>,
     name: String,
     armed: bool,
 }
@@ -212,7 +242,7 @@ struct PartialFile {
 impl Drop for PartialFile {
     fn drop(&mut self) {
         if self.armed {
-            let _ = self.dir.remove(&self.name);
+            let _ = self.staging.dir().remove(&self.name);
         }
     }
 }
@@ -232,6 +262,7 @@ async fn download_one(
     source: &Source,
     file: &RemoteFile,
     root: &Arc<Dir>,
+    staging: &Arc<Staging>,
     tuning: &Tuning,
     progress: &Progress,
 ) -> Result<Outcome, InitError> {
@@ -274,41 +305,24 @@ async fn download_one(
         source.part_sizes(&file)
     })
     .await?;
-    let partial_name = verify::partial_name(&name);
+    let staged = staging.reserve();
     let mode = tuning.file_mode;
-    let (dir, handle) = {
-        let (root, parent, partial_name) = (Arc::clone(root), parent.clone(), partial_name.clone());
+    let handle = {
+        let (staging, staged) = (Arc::clone(staging), staged.clone());
         blocking("create", &final_path, move || {
-            let dir = root.open_dir(&parent, true)?.ok_or_else(|| {
-                InitError::io(
-                    "create directory",
-                    root.path().join(&parent),
-                    std::io::ErrorKind::NotFound.into(),
-                )
-            })?;
-            let handle = dir.create_file(&partial_name, mode)?;
-            Ok((Arc::new(dir), handle))
+            staging.dir().create_file(&staged, mode)
         })
         .await?
     };
     let mut partial = PartialFile {
-        dir: Arc::clone(&dir),
-        name: partial_name.clone(),
+        staging: Arc::clone(staging),
+        name: staged.clone(),
         armed: true,
     };
-    let partial_path = dir.path().join(&partial_name);
+    let partial_path = staging.dir().path().join(&staged);
     let mut writer = BatchWriter::new(&partial_path, handle, Verifier::new(&file, parts.as_ref()));
     let mut retry = 0;
-    while let Err(failure) = fetch_into(
-        source,
-        &mut file,
-        parts.as_ref(),
-        &mut writer,
-        tuning,
-        progress,
-    )
-    .await
-    {
+    while let Err(failure) = fetch_into(source, &mut file, &mut writer, tuning, progress).await {
         pause_or_fail(
             tuning,
             &mut retry,
@@ -338,50 +352,25 @@ async fn download_one(
         })
         .await?;
     }
-    let verified = match verdict {
-        Verdict::Verified => true,
-        Verdict::Unverified(reason) => {
-            tracing::warn!(key = file.key, "{} not verified: {reason}", file.key);
-            false
-        }
-        Verdict::Mismatch {
-            algorithm,
-            expected,
-            actual,
-        } => {
-            let content_hash = with_retries(tuning, source.endpoint(), Some(&file.key), || {
-                source.etag_is_content_hash(&file)
-            })
-            .await?;
-            if content_hash {
-                // Dropping `partial` removes the file: nothing of it is kept.
-                return Err(InitError::ChecksumMismatch {
-                    key: file.key.clone(),
-                    algorithm,
-                    expected,
-                    actual,
-                });
-            }
-            tracing::warn!(
-                key = file.key,
-                "{} not verified: its ETag is not an MD5 (server-side encryption with KMS or customer keys)",
-                file.key
-            );
-            false
-        }
-        Verdict::HashFinishedFile { .. } => false,
-    };
+    // Dropping `partial` on an error removes the file: nothing of it is kept.
+    let verified = judge(verdict, source, &file, tuning).await?;
     let tag = match &file.checksum {
         Checksum::Tag(tag) => Some(tag.clone()),
         _ => None,
     };
-    let (root_for_tag, file_for_tag, dir_for_rename) =
-        (Arc::clone(root), file.clone(), Arc::clone(&dir));
+    let (root, staging, done) = (Arc::clone(root), Arc::clone(staging), file.clone());
     blocking("rename into place", &final_path, move || {
+        let dir = root.open_dir(&parent, true)?.ok_or_else(|| {
+            InitError::io(
+                "create directory",
+                root.path().join(&parent),
+                std::io::ErrorKind::NotFound.into(),
+            )
+        })?;
         if let Some(tag) = tag {
-            verify::write_tag(&root_for_tag, &file_for_tag, &tag)?;
+            verify::write_tag(&root, &staging, &done, &tag)?;
         }
-        dir_for_rename.rename(&partial_name, &name)
+        staging.dir().move_to(&staged, &dir, &name)
     })
     .await?;
     partial.armed = false;
@@ -392,11 +381,67 @@ async fn download_one(
     })
 }
 
+/// Whether a finished download is kept as verified (`true`), kept unverified with a warning
+/// (`false`), or refused. A mismatch, or a multipart ETag the part sizes cannot explain, is
+/// refused unless the ETag is not a content hash (SSE-KMS, SSE-C: asked with a `HEAD`); the
+/// latter is kept when [`Tuning::accept_unverified_multipart`] says so.
+async fn judge(
+    verdict: Verdict,
+    source: &Source,
+    file: &RemoteFile,
+    tuning: &Tuning,
+) -> Result<bool, InitError> {
+    let refusal = match verdict {
+        Verdict::Verified => return Ok(true),
+        Verdict::Unverified(reason) => {
+            tracing::warn!(key = file.key, "{} not verified: {reason}", file.key);
+            return Ok(false);
+        }
+        Verdict::HashFinishedFile { .. } => return Ok(false),
+        Verdict::Mismatch {
+            algorithm,
+            expected,
+            actual,
+        } => InitError::ChecksumMismatch {
+            key: file.key.clone(),
+            algorithm,
+            expected,
+            actual,
+        },
+        Verdict::UnverifiableMultipart(reason) => InitError::UnverifiedMultipart {
+            key: file.key.clone(),
+            reason,
+        },
+    };
+    let content_hash = with_retries(tuning, source.endpoint(), Some(&file.key), || {
+        source.etag_is_content_hash(file)
+    })
+    .await?;
+    if !content_hash {
+        tracing::warn!(
+            key = file.key,
+            "{} not verified: its ETag is not an MD5 (server-side encryption with KMS or customer keys)",
+            file.key
+        );
+        return Ok(false);
+    }
+    match refusal {
+        InitError::UnverifiedMultipart { reason, .. } if tuning.accept_unverified_multipart => {
+            tracing::warn!(
+                key = file.key,
+                "{} not verified: {reason}; kept because unverified multipart objects are accepted",
+                file.key
+            );
+            Ok(false)
+        }
+        refusal => Err(refusal),
+    }
+}
+
 /// One attempt: continues from the bytes already written.
 async fn fetch_into(
     source: &Source,
     file: &mut RemoteFile,
-    parts: Option<&crate::integrity::PartSizes>,
     writer: &mut BatchWriter,
     tuning: &Tuning,
     progress: &Progress,
@@ -410,8 +455,12 @@ async fn fetch_into(
         // Pins the version for resumed ranges and gives reruns something to compare.
         file.checksum = opened.checksum;
         if offset == 0 {
-            // Nothing received yet: check the download against it too.
-            writer.set_verifier(Verifier::new(file, parts)).await?;
+            // Nothing received yet: check the download against it too. The listing had no
+            // ETag, so a multipart one needs its part size now.
+            let parts = source.part_sizes(file).await?;
+            writer
+                .set_verifier(Verifier::new(file, parts.as_ref()))
+                .await?;
         }
     }
     if opened.from_start && offset > 0 {
@@ -419,17 +468,8 @@ async fn fetch_into(
         writer.restart().await?;
     }
     let mut body = opened.body;
-    loop {
-        let next = tokio::time::timeout(tuning.read_timeout, body.next())
-            .await
-            .map_err(|_| {
-                Attempt::transient(format!(
-                    "no data for {:?}, reconnecting",
-                    tuning.read_timeout
-                ))
-            })?;
-        let Some(chunk) = next else { break };
-        let chunk = chunk?;
+    let limits = Limits::new(tuning);
+    while let Some(chunk) = limits.next_chunk(&file.key, &mut body).await? {
         let len = chunk.len() as u64;
         writer.write(chunk).await?;
         progress.add(len);

@@ -76,6 +76,16 @@ pub enum InitError {
         /// The offending key or repository path.
         key: String,
     },
+    /// A remote file's name cannot be used below the destination: a segment is longer than a
+    /// file name may be, or it lies in the initializer's own state directory. The file is
+    /// skipped with this as its warning; the rest downloads.
+    #[error("refusing remote file {key:?}: {reason}")]
+    UnusableName {
+        /// The offending key or repository path.
+        key: String,
+        /// Why, and what happens instead.
+        reason: String,
+    },
     /// A downloaded file's content does not match the checksum the source lists for it. Nothing
     /// is kept: the partial file is removed.
     #[error(
@@ -90,6 +100,18 @@ pub enum InitError {
         expected: String,
         /// The checksum of the bytes received.
         actual: String,
+    },
+    /// A multipart S3 object could not be verified: no part size explains its ETag and the
+    /// server does not report the part count, so corruption cannot be told from an unusual part
+    /// size. Nothing is kept unless [`crate::Tuning::accept_unverified_multipart`] is set.
+    #[error(
+        "cannot verify {key}: {reason}, so corruption in transit cannot be told from an unusual part size; nothing was kept. To keep such files unverified, pass --accept-unverified-multipart or set KUBETRAIN_ACCEPT_UNVERIFIED_MULTIPART=true"
+    )]
+    UnverifiedMultipart {
+        /// The object key.
+        key: String,
+        /// Which part sizes were tried.
+        reason: String,
     },
     /// A path below the destination cannot be written safely (a symbolic link or a non-directory
     /// where a directory is needed): files are never written through links.
@@ -131,6 +153,12 @@ pub enum InitError {
 }
 
 impl InitError {
+    /// Whether the file system refused a name as too long (`ENAMETOOLONG`): some accept fewer
+    /// than the 255 bytes the listing allows.
+    pub(crate) fn is_name_too_long(&self) -> bool {
+        matches!(self, Self::Io { source, .. } if source.raw_os_error() == Some(nix::libc::ENAMETOOLONG))
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,

@@ -62,6 +62,9 @@ pub(crate) enum Verdict {
     Verified,
     /// Nothing could be compared; the reason is logged.
     Unverified(String),
+    /// A multipart ETag no known part size explains: corruption cannot be told from an unusual
+    /// part size, because the server does not report it.
+    UnverifiableMultipart(String),
     /// The bytes do not match.
     Mismatch {
         algorithm: &'static str,
@@ -124,6 +127,8 @@ impl Parts {
 #[derive(Clone)]
 enum Check {
     None(String),
+    /// A multipart ETag whose part size is neither reported nor guessable.
+    UnknownParts(String),
     Md5(String, Md5),
     Sha256(String, Sha256),
     GitSha1(String, Sha1),
@@ -169,7 +174,7 @@ impl Verifier {
                         candidates: sizes.iter().map(|&s| Parts::new(s)).collect(),
                     }
                 }
-                (Some((_, n)), _) => Check::None(format!(
+                (Some((_, n)), _) => Check::UnknownParts(format!(
                     "its multipart ETag ({n} parts) cannot be checked: the part size is unknown"
                 )),
                 (None, _) => Check::None(format!(
@@ -187,7 +192,7 @@ impl Verifier {
     /// Feeds received bytes, in order.
     pub(crate) fn update(&mut self, data: &[u8]) {
         match &mut self.check {
-            Check::None(_) | Check::GitSha1Unsized(_) => {}
+            Check::None(_) | Check::UnknownParts(_) | Check::GitSha1Unsized(_) => {}
             Check::Md5(_, h) => h.update(data),
             Check::Sha256(_, h) => h.update(data),
             Check::GitSha1(_, h) => h.update(data),
@@ -219,6 +224,7 @@ impl Verifier {
         };
         match self.check {
             Check::None(reason) => Verdict::Unverified(reason),
+            Check::UnknownParts(reason) => Verdict::UnverifiableMultipart(reason),
             Check::Md5(want, h) => compare("md5", want, to_hex(&h.finalize())),
             Check::Sha256(want, h) => compare("sha256", want, to_hex(&h.finalize())),
             Check::GitSha1(want, h) => compare("git blob sha1", want, to_hex(&h.finalize())),
@@ -243,7 +249,7 @@ impl Verifier {
                         .iter()
                         .map(|s| format!("{:.1} MiB", *s as f64 / f64::from(1u32 << 20)))
                         .collect();
-                    Verdict::Unverified(format!(
+                    Verdict::UnverifiableMultipart(format!(
                         "its multipart ETag matches none of the guessed part sizes ({}); the server does not report the part size",
                         mib.join(", ")
                     ))
@@ -321,7 +327,10 @@ mod tests {
         tampered[6 << 20] ^= 1;
         let chunks: Vec<&[u8]> = tampered.chunks(1 << 20).collect();
         let mut v = Verifier::new(&remote, Some(&PartSizes::Guessed(guesses)));
-        assert!(matches!(run(&mut v, &chunks), Verdict::Unverified(_)));
+        assert!(matches!(
+            run(&mut v, &chunks),
+            Verdict::UnverifiableMultipart(_)
+        ));
         let mut v = Verifier::new(&remote, Some(&PartSizes::Exact(5 << 20)));
         assert!(matches!(
             run(&mut v, &chunks),
@@ -331,7 +340,10 @@ mod tests {
             }
         ));
         let mut v = Verifier::new(&remote, None);
-        assert!(matches!(run(&mut v, &chunks), Verdict::Unverified(_)));
+        assert!(matches!(
+            run(&mut v, &chunks),
+            Verdict::UnverifiableMultipart(_)
+        ));
         assert_eq!(multipart_etag("abc-2"), None);
         assert_eq!(multipart_etag(&format!("{}-0", "a".repeat(32))), None);
         assert_eq!(guess_part_sizes(100, 1), vec![100]);

@@ -13,14 +13,17 @@
 //! | `ENDPOINT`, `ACCESS_KEY_ID`, `SECRET_ACCESS_KEY`, `REGION`, `ROLE_ARN` | S3 |
 //! | `ACCESS_TOKEN`, `HF_ENDPOINT` | Hugging Face hub (token, mirror) |
 //!
-//! Files are written to a hidden temporary name and renamed when complete, so a crash never
-//! leaves a half file under the final name. Every download is checked against the checksum its
+//! Files are written in a staging directory of the initializer's own
+//! (`<destination>/.kubetrain-initializer/partial/`) and renamed into place when complete, so a
+//! crash never leaves a half file under the final name and no remote name can collide with a
+//! file being written. Every download is checked against the checksum its
 //! source lists (hub SHA-256 / git blob id, S3 ETag MD5 or multipart ETag) while it streams in;
 //! a mismatch fails the run and keeps nothing. A rerun skips files whose size and checksum
 //! already match. Files are written `0640` ([`DEFAULT_FILE_MODE`]) and never through a
 //! symbolic link inside the destination; remote names that would leave it are skipped with a
-//! warning. Downloads run in parallel with a bound, retry
-//! transient errors with backoff (resuming from the bytes already written) and report progress.
+//! warning. Downloads run in parallel with a bound, never wait for ever (connect, first-byte and
+//! idle timeouts), retry transient errors with backoff (resuming from the bytes already written)
+//! and report progress.
 //!
 //! ```no_run
 //! use kubetrain_initializer::{InitConfig, Kind, initialize_blocking};
@@ -46,6 +49,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod config;
+mod deadline;
 mod download;
 mod error;
 mod integrity;
@@ -55,6 +59,7 @@ mod remote;
 mod retry;
 mod safe_fs;
 mod source;
+mod staging;
 mod uri;
 mod verify;
 mod writer;

@@ -3,6 +3,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::InitError;
+use crate::staging::STATE_DIR;
 
 /// How a remote file's content can be checked, used to decide whether a local copy is complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +78,9 @@ impl RemoteFile {
         if !is_safe_relative(&relative_path) {
             return Err(InitError::UnsafePath { key });
         }
+        if let Some(reason) = unusable_name(&relative_path) {
+            return Err(InitError::UnusableName { key, reason });
+        }
         Ok(Self {
             key,
             relative_path,
@@ -91,6 +95,26 @@ impl RemoteFile {
         path.extend(self.relative_path.split('/').filter(|s| !s.is_empty()));
         path
     }
+}
+
+/// The longest file name (one path segment) Linux file systems accept, in bytes (`NAME_MAX`).
+const MAX_NAME_BYTES: usize = 255;
+
+/// Why a safe relative path still cannot be written: a segment longer than a file name may be,
+/// or a first segment that is the initializer's own state directory (where files are staged
+/// and version tags kept: a remote file there could replace one being written).
+fn unusable_name(path: &str) -> Option<String> {
+    if path.split('/').next() == Some(STATE_DIR) {
+        return Some(format!(
+            "{STATE_DIR:?} at the top of the destination is reserved for the initializer's own state; skipped"
+        ));
+    }
+    let long = path.split('/').find(|part| part.len() > MAX_NAME_BYTES)?;
+    let start: String = long.chars().take(40).collect();
+    Some(format!(
+        "its name {start:?}… is {} bytes long, more than the {MAX_NAME_BYTES} bytes a file name may have; skipped",
+        long.len()
+    ))
 }
 
 /// Only plain names: no `..`, no root, no empty path or empty segment (`a//b` would land on the
@@ -137,6 +161,19 @@ mod tests {
             assert_eq!(is_safe_relative(path), want, "{path:?}");
         }
         let file = RemoteFile::new("k", "a/b/c", None, Checksum::Unknown).unwrap();
+        let unusable = |path: &str| RemoteFile::new("k", path, None, Checksum::Unknown).is_err();
+        assert!(unusable(".kubetrain-initializer/partial/0.part"));
+        assert!(unusable(".kubetrain-initializer"));
+        assert!(
+            !unusable("a/.kubetrain-initializer/x"),
+            "reserved at the top only"
+        );
+        assert!(!unusable(&"a".repeat(255)));
+        assert!(
+            unusable(&format!("d/{}", "é".repeat(128))),
+            "bytes, not characters"
+        );
+        assert!(!unusable(".x.kubetrain-partial"), "no reserved suffix");
         assert_eq!(file.local_path(Path::new("/d")), PathBuf::from("/d/a/b/c"));
     }
 

@@ -158,11 +158,11 @@ impl Dir {
         }
     }
 
-    /// Renames `from` to `to` within this directory (atomic; a link at `to` is replaced, not
-    /// followed).
-    pub(crate) fn rename(&self, from: &str, to: &str) -> Result<(), InitError> {
-        renameat(&self.fd, from, &self.fd, to)
-            .map_err(|e| InitError::io("rename into place", self.path.join(to), e.into()))
+    /// Renames `from` in this directory to `to` in `target` (atomic on one file system; a link
+    /// at `to` is replaced, not followed).
+    pub(crate) fn move_to(&self, from: &str, target: &Dir, to: &str) -> Result<(), InitError> {
+        renameat(&self.fd, from, &target.fd, to)
+            .map_err(|e| InitError::io("rename into place", target.path.join(to), e.into()))
     }
 }
 
@@ -190,7 +190,7 @@ mod tests {
         file.write_all(b"x").unwrap();
         let meta = std::fs::metadata(dir.path().join("a/b/f")).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o640);
-        sub.rename("f", "g").unwrap();
+        sub.move_to("f", &sub, "g").unwrap();
         let mut text = String::new();
         sub.open_file("g")
             .unwrap()

@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
 
 use md5::Md5;
 use sha1::Sha1;
@@ -11,40 +10,36 @@ use sha2::{Digest, Sha256};
 use crate::error::InitError;
 use crate::remote::{Checksum, RemoteFile};
 use crate::safe_fs::{Dir, split_parent};
+use crate::staging::{STATE_DIR, Staging};
 
-/// Directory below the destination holding version tags of files whose checksum cannot be
-/// computed locally (multipart S3 ETags).
-pub(crate) const STATE_DIR: &str = ".kubetrain-initializer";
-
-/// Suffix of files being written; they are renamed into place when complete.
-pub(crate) const PARTIAL_SUFFIX: &str = ".kubetrain-partial";
-
-/// Where `file`'s version tag is recorded, relative to the destination.
+/// Where `file`'s version tag (multipart S3 ETags, whose checksum cannot be computed locally)
+/// is recorded, relative to the destination.
 pub(crate) fn tag_relative(file: &RemoteFile) -> String {
     format!("{STATE_DIR}/tags/{}", file.relative_path)
 }
 
-/// The temporary name of a file being downloaded: hidden, next to its final name (same
-/// directory, so the rename is atomic).
-pub(crate) fn partial_name(name: &str) -> String {
-    format!(".{name}{PARTIAL_SUFFIX}")
-}
-
-/// Records `tag` as the version of `file` (multipart ETags), below the destination `root`.
-/// Blocking.
-pub(crate) fn write_tag(root: &Dir, file: &RemoteFile, tag: &str) -> Result<(), InitError> {
+/// Records `tag` as the version of `file` (multipart ETags), below the destination `root`,
+/// written in `staging` first. Blocking.
+pub(crate) fn write_tag(
+    root: &Dir,
+    staging: &Staging,
+    file: &RemoteFile,
+    tag: &str,
+) -> Result<(), InitError> {
     use std::io::Write as _;
     let relative = tag_relative(file);
     let (parent, name) = split_parent(&relative);
     let Some(dir) = root.open_dir(parent, true)? else {
         return Ok(());
     };
-    let partial = partial_name(name);
-    let mut record = dir.create_file(&partial, crate::config::DEFAULT_FILE_MODE)?;
+    let staged = staging.reserve();
+    let mut record = staging
+        .dir()
+        .create_file(&staged, crate::config::DEFAULT_FILE_MODE)?;
     record
         .write_all(format!("{tag}\n").as_bytes())
-        .map_err(|e| InitError::io("write", dir.path().join(&partial), e))?;
-    dir.rename(&partial, name)
+        .map_err(|e| InitError::io("write", staging.dir().path().join(&staged), e))?;
+    staging.dir().move_to(&staged, &dir, name)
 }
 
 /// Opens the local copy of `relative` below `root` for reading, never through a link.
@@ -127,26 +122,6 @@ pub(crate) fn to_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// Removes `*.kubetrain-partial` files left by an interrupted run. Blocking.
-pub(crate) fn sweep_partials(dir: &Path) -> std::io::Result<usize> {
-    let mut removed = 0;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(0);
-    };
-    for entry in entries {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let name = entry.file_name();
-        if kind.is_dir() && name != STATE_DIR {
-            removed += sweep_partials(&entry.path())?;
-        } else if kind.is_file() && name.to_string_lossy().ends_with(PARTIAL_SUFFIX) {
-            std::fs::remove_file(entry.path())?;
-            removed += 1;
-        }
-    }
-    Ok(removed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,7 +171,8 @@ mod tests {
         assert!(!is_complete(&root, &file(None, Checksum::Unknown)));
         let tagged = file(Some(6), Checksum::Tag("abc-2".into()));
         assert!(!is_complete(&root, &tagged), "no record yet");
-        write_tag(&root, &tagged, "abc-2").unwrap();
+        let (staging, _) = Staging::open(&root).unwrap();
+        write_tag(&root, &staging, &tagged, "abc-2").unwrap();
         assert!(is_complete(&root, &tagged));
         assert!(!is_complete(
             &root,
@@ -207,18 +183,5 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("a/f"), dir.path().join("b/f")).unwrap();
         let linked = RemoteFile::new("k", "b/f", Some(6), Checksum::Md5(md5)).unwrap();
         assert!(!is_complete(&root, &linked));
-    }
-
-    #[test]
-    fn sweeps_only_partials() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("x/y")).unwrap();
-        let keep = dir.path().join("x/y/data.json");
-        let partial = dir.path().join("x/y").join(partial_name("data.json"));
-        assert_eq!(partial, dir.path().join("x/y/.data.json.kubetrain-partial"));
-        std::fs::write(&keep, b"{}").unwrap();
-        std::fs::write(&partial, b"{").unwrap();
-        assert_eq!(sweep_partials(dir.path()).unwrap(), 1);
-        assert!(keep.exists() && !partial.exists());
     }
 }

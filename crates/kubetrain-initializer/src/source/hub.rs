@@ -6,13 +6,15 @@
 
 use std::sync::OnceLock;
 
+use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use reqwest::header::{AUTHORIZATION, RANGE};
 use reqwest::{Client, StatusCode, Url};
-use serde::Deserialize;
 
+use super::hub_listing::{self, ChannelReader, Sibling};
 use super::{Listing, Opened};
 use crate::config::{HF_MODEL_ALLOW_PATTERNS, InitConfig, Kind};
+use crate::deadline::Limits;
 use crate::error::{Attempt, InitError, chain, shorten};
 use crate::pattern::PatternSet;
 use crate::remote::{Checksum, RemoteFile};
@@ -31,30 +33,11 @@ pub(crate) struct HubSource {
     allow: Option<PatternSet>,
     /// The commit the listing came from.
     commit: OnceLock<String>,
+    limits: Limits,
 }
 
-/// The part of the hub's repository info we read.
-#[derive(Debug, Deserialize)]
-struct RepoInfo {
-    sha: Option<String>,
-    #[serde(default)]
-    siblings: Vec<Sibling>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Sibling {
-    rfilename: String,
-    size: Option<u64>,
-    #[serde(rename = "blobId")]
-    blob_id: Option<String>,
-    lfs: Option<Lfs>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Lfs {
-    sha256: Option<String>,
-    size: Option<u64>,
-}
+/// Chunks of the listing in flight between the network and the parser.
+const LISTING_CHUNKS_IN_FLIGHT: usize = 8;
 
 impl HubSource {
     pub(crate) fn new(config: &InitConfig, repo: &str) -> Result<Self, InitError> {
@@ -90,6 +73,7 @@ impl HubSource {
             ignore: config.ignore_patterns.clone(),
             allow,
             commit: OnceLock::new(),
+            limits: Limits::new(&config.tuning),
         })
     }
 
@@ -125,44 +109,73 @@ impl HubSource {
         let mut url = self.url(&["api", api, &self.repo, "revision", &self.revision]);
         url.query_pairs_mut().append_pair("blobs", "true");
         let response = self
-            .request(url)
-            .send()
-            .await
-            .map_err(|e| self.transport(&e))?;
+            .limits
+            .answer("the repository listing", async {
+                self.request(url)
+                    .send()
+                    .await
+                    .map_err(|e| self.transport(&e))
+            })
+            .await?;
         let status = response.status();
         if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
+            let body = self.limits.error_text(response).await;
             return Err(self.status_error(status, &body, None));
         }
-        let body = response.bytes().await.map_err(|e| self.transport(&e))?;
-        let info: RepoInfo = serde_json::from_slice(&body).map_err(|e| {
-            Attempt::Fatal(InitError::Protocol {
-                endpoint: self.endpoint_text.clone(),
-                detail: format!("repository info is not the hub's JSON shape: {e}"),
+        let (tx, rx) = tokio::sync::mpsc::channel(LISTING_CHUNKS_IN_FLIGHT);
+        let (allow, ignore) = (self.allow.clone(), self.ignore.clone());
+        let parser = tokio::task::spawn_blocking(move || {
+            let mut listing = Listing::default();
+            hub_listing::parse(ChannelReader::new(rx), |sibling| {
+                admit(&mut listing, sibling, allow.as_ref(), &ignore);
             })
+            .map(|sha| (sha, listing))
+        });
+        let fed = self.feed_listing(response, tx).await;
+        let parsed = parser
+            .await
+            .map_err(|e| Attempt::Fatal(self.protocol(format!("listing parser: {e}"))))?;
+        // A stalled or broken body explains a parse error, so it is reported first.
+        fed?;
+        let (sha, listing) = parsed.map_err(|e| {
+            Attempt::Fatal(
+                self.protocol(format!("repository info is not the hub's JSON shape: {e}")),
+            )
         })?;
-        if let Some(sha) = info.sha.filter(|s| !s.is_empty()) {
+        if let Some(sha) = sha {
             let _ = self.commit.set(sha);
         }
-        let mut listing = Listing::default();
-        for sibling in info.siblings {
-            let path = sibling.rfilename;
-            listing.found += 1;
-            let allowed = self.allow.as_ref().is_none_or(|allow| allow.matches(&path));
-            if !allowed || self.ignore.matches(&path) {
-                tracing::debug!(path, "skipped by allow or ignore patterns");
-                listing.ignored += 1;
-                continue;
-            }
-            let size = sibling.lfs.as_ref().and_then(|l| l.size).or(sibling.size);
-            let checksum = match (sibling.lfs.and_then(|l| l.sha256), sibling.blob_id) {
-                (Some(sha256), _) => Checksum::Sha256(sha256.to_ascii_lowercase()),
-                (None, Some(blob)) => Checksum::GitSha1(blob.to_ascii_lowercase()),
-                (None, None) => Checksum::Unknown,
-            };
-            listing.admit(RemoteFile::new(path.clone(), path, size, checksum));
-        }
         Ok(listing)
+    }
+
+    /// Passes the listing's body to the parser chunk by chunk, each pause bounded by the idle
+    /// timeout; dropping `tx` at the end tells the parser the body is complete.
+    async fn feed_listing(
+        &self,
+        response: reqwest::Response,
+        tx: tokio::sync::mpsc::Sender<Bytes>,
+    ) -> Result<(), Attempt> {
+        let mut body = response
+            .bytes_stream()
+            .map(|chunk| chunk.map_err(|e| self.transport(&e)));
+        while let Some(chunk) = self
+            .limits
+            .next_chunk("the repository listing", &mut body)
+            .await?
+        {
+            if tx.send(chunk).await.is_err() {
+                // The parser stopped early (malformed JSON): it says why.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn protocol(&self, detail: String) -> InitError {
+        InitError::Protocol {
+            endpoint: self.endpoint_text.clone(),
+            detail,
+        }
     }
 
     pub(crate) async fn open(&self, file: &RemoteFile, offset: u64) -> Result<Opened, Attempt> {
@@ -178,13 +191,18 @@ impl HubSource {
         if offset > 0 {
             request = request.header(RANGE, format!("bytes={offset}-"));
         }
-        let response = request.send().await.map_err(|e| self.transport(&e))?;
+        let response = self
+            .limits
+            .answer(&format!("GET of {}", file.key), async {
+                request.send().await.map_err(|e| self.transport(&e))
+            })
+            .await?;
         let status = response.status();
         let from_start = match status {
             StatusCode::PARTIAL_CONTENT => false,
             StatusCode::OK => true,
             _ => {
-                let body = response.text().await.unwrap_or_default();
+                let body = self.limits.error_text(response).await;
                 return Err(self.status_error(status, &body, Some(&file.key)));
             }
         };
@@ -236,4 +254,24 @@ impl HubSource {
             }),
         }
     }
+}
+
+/// Sorts one listed file: skipped by the allow and ignore patterns, or admitted with its size
+/// and checksum (LFS SHA-256, else the git blob id).
+fn admit(listing: &mut Listing, sibling: Sibling, allow: Option<&PatternSet>, ignore: &PatternSet) {
+    let path = sibling.rfilename;
+    listing.found += 1;
+    let allowed = allow.is_none_or(|allow| allow.matches(&path));
+    if !allowed || ignore.matches(&path) {
+        tracing::debug!(path, "skipped by allow or ignore patterns");
+        listing.ignored += 1;
+        return;
+    }
+    let size = sibling.lfs.as_ref().and_then(|l| l.size).or(sibling.size);
+    let checksum = match (sibling.lfs.and_then(|l| l.sha256), sibling.blob_id) {
+        (Some(sha256), _) => Checksum::Sha256(sha256.to_ascii_lowercase()),
+        (None, Some(blob)) => Checksum::GitSha1(blob.to_ascii_lowercase()),
+        (None, None) => Checksum::Unknown,
+    };
+    listing.admit(RemoteFile::new(path.clone(), path, size, checksum));
 }

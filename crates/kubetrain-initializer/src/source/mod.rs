@@ -9,6 +9,7 @@ use crate::remote::{Checksum, RemoteFile};
 use crate::uri::StorageUri;
 
 pub(crate) mod hub;
+mod hub_listing;
 pub(crate) mod s3;
 
 /// The body of one file, from some offset on.

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::{Listing, Opened};
 use crate::config::InitConfig;
+use crate::deadline::Limits;
 use crate::error::{Attempt, InitError, chain, shorten};
 use crate::integrity::{PartSizes, guess_part_sizes, multipart_etag};
 use crate::pattern::PatternSet;
@@ -36,6 +37,10 @@ struct ListEntry {
     e_tag: Option<String>,
 }
 
+/// The largest `ListObjectsV2` page read (1,000 keys of up to 1,024 bytes each, as XML, fit
+/// many times over): a server that sends more is not an S3 server.
+const MAX_LIST_PAGE_BYTES: usize = 64 << 20;
+
 const CREDENTIAL_HINT: &str = "check ACCESS_KEY_ID, SECRET_ACCESS_KEY, REGION and ROLE_ARN";
 
 pub(crate) struct S3Source {
@@ -49,6 +54,7 @@ pub(crate) struct S3Source {
     endpoint: String,
     uri: String,
     ignore: PatternSet,
+    limits: Limits,
 }
 
 impl S3Source {
@@ -139,6 +145,7 @@ impl S3Source {
             endpoint,
             uri: config.storage_uri.to_string(),
             ignore: config.ignore_patterns.clone(),
+            limits: Limits::new(&config.tuning),
         })
     }
 
@@ -146,14 +153,24 @@ impl S3Source {
         &self.endpoint
     }
 
-    /// Sends a SigV4-signed request (object_store's signer and credentials) for `url`.
-    async fn signed(&self, method: Method, url: Url) -> Result<reqwest::Response, Attempt> {
+    /// Sends a SigV4-signed request (object_store's signer and credentials) for `url`; `what`
+    /// names it in timeout messages.
+    async fn signed(
+        &self,
+        method: Method,
+        url: Url,
+        what: &str,
+    ) -> Result<reqwest::Response, Attempt> {
         let credential = self
-            .store
-            .credentials()
-            .get_credential()
-            .await
-            .map_err(|e| self.classify(e, None))?;
+            .limits
+            .answer("the credentials request", async {
+                self.store
+                    .credentials()
+                    .get_credential()
+                    .await
+                    .map_err(|e| self.classify(e, None))
+            })
+            .await?;
         let mut request: HttpRequest = http::Request::builder()
             .method(method.clone())
             .uri(url.as_str())
@@ -166,10 +183,14 @@ impl S3Source {
         for (name, value) in request.headers() {
             builder = builder.header(name, value);
         }
-        builder.send().await.map_err(|e| Attempt::Transient {
-            unreachable: e.is_connect(),
-            detail: chain(&e),
-        })
+        self.limits
+            .answer(what, async {
+                builder.send().await.map_err(|e| Attempt::Transient {
+                    unreachable: e.is_connect(),
+                    detail: chain(&e),
+                })
+            })
+            .await
     }
 
     /// The bucket's URL, path-style as object_store addresses it.
@@ -195,7 +216,7 @@ impl S3Source {
                 detail: "the object disappeared during the run".into(),
             });
         }
-        let body = response.text().await.unwrap_or_default();
+        let body = self.limits.error_text(response).await;
         let detail = if status.is_redirection() && !body.contains("<Code>") {
             "Received redirect without LOCATION, this normally indicates an incorrectly configured region".to_string()
         } else {
@@ -229,14 +250,15 @@ impl S3Source {
                     query.append_pair("continuation-token", token);
                 }
             }
-            let response = self.signed(Method::GET, url).await?;
+            let response = self.signed(Method::GET, url, "the object listing").await?;
             if !response.status().is_success() {
                 return Err(self.status_failure(response, None).await);
             }
-            let body = response
-                .text()
-                .await
-                .map_err(|e| Attempt::transient(chain(&e)))?;
+            let body = self
+                .limits
+                .read_body("the object listing", response, MAX_LIST_PAGE_BYTES)
+                .await?;
+            let body = String::from_utf8_lossy(&body);
             let page: ListPage = quick_xml::de::from_str(&body).map_err(|e| {
                 Attempt::Fatal(self.protocol(format!("invalid ListObjectsV2 answer: {e}")))
             })?;
@@ -272,7 +294,13 @@ impl S3Source {
             .collect();
         if entries.is_empty() && !base.is_empty() {
             // `s3://bucket/path/file.bin` names one object, not a directory.
-            match self.store.head(&prefix).await {
+            let head = self
+                .limits
+                .answer("the HEAD of the prefix", async {
+                    Ok(self.store.head(&prefix).await)
+                })
+                .await?;
+            match head {
                 Ok(meta) => {
                     let key = meta.location.as_ref().to_string();
                     let name = key.rsplit('/').next().unwrap_or(&key).to_string();
@@ -334,7 +362,9 @@ impl S3Source {
             url.query_pairs_mut()
                 .append_pair("partNumber", &part.to_string());
         }
-        let response = self.signed(Method::HEAD, url).await?;
+        let response = self
+            .signed(Method::HEAD, url, &format!("HEAD of {key}"))
+            .await?;
         if !response.status().is_success() {
             return Err(self.status_failure(response, Some(key)).await);
         }
@@ -402,10 +432,14 @@ impl S3Source {
         }
         let location = StorePath::from(file.key.as_str());
         let result = self
-            .store
-            .get_opts(&location, options)
-            .await
-            .map_err(|e| self.classify(e, Some(&file.key)))?;
+            .limits
+            .answer(&format!("GET of {}", file.key), async {
+                self.store
+                    .get_opts(&location, options)
+                    .await
+                    .map_err(|e| self.classify(e, Some(&file.key)))
+            })
+            .await?;
         let checksum = result
             .meta
             .e_tag
@@ -421,10 +455,14 @@ impl S3Source {
 
     pub(crate) async fn checksum(&self, file: &RemoteFile) -> Result<Checksum, Attempt> {
         let meta = self
-            .store
-            .head(&StorePath::from(file.key.as_str()))
-            .await
-            .map_err(|e| self.classify(e, Some(&file.key)))?;
+            .limits
+            .answer(&format!("HEAD of {}", file.key), async {
+                self.store
+                    .head(&StorePath::from(file.key.as_str()))
+                    .await
+                    .map_err(|e| self.classify(e, Some(&file.key)))
+            })
+            .await?;
         Ok(meta
             .e_tag
             .as_deref()

@@ -258,8 +258,10 @@ fn multipart_etag(data: &[u8], part: usize) -> String {
     format!("{}-{}", hex(&all.finalize()), parts.len())
 }
 
-/// Item 1, S3: a multipart ETag is checked when a common part size explains it; when none
-/// does, the file is reported unverified, not failed.
+/// Item 1, S3: a multipart ETag is checked when a common part size explains it. When none
+/// does (and the server reports no part count), or no part size can be guessed at all, the
+/// download is refused and nothing is kept (issue 39), unless unverified multipart objects are
+/// accepted: then it is kept and counted unverified.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_multipart_etags_are_checked_with_the_inferred_part_size() {
     within(async {
@@ -276,6 +278,11 @@ async fn s3_multipart_etags_are_checked_with_the_inferred_part_size() {
                     tag.clone(),
                 ),
                 ("mp2/large.bin".into(), Bytes::from(odd), tag),
+                (
+                    "mp3/small.bin".into(),
+                    Bytes::from(bytes(6, 100)),
+                    format!("{}-3", "ab".repeat(16)),
+                ),
             ],
             AK,
             SK,
@@ -286,11 +293,23 @@ async fn s3_multipart_etags_are_checked_with_the_inferred_part_size() {
             .await
             .unwrap();
         assert_eq!((summary.files_downloaded, summary.files_unverified), (1, 0));
-        let dest = tempfile::tempdir().unwrap();
-        let summary = initialize(&s3_config(&server, "s3://data/mp2", dest.path()))
-            .await
-            .unwrap();
-        assert_eq!((summary.files_downloaded, summary.files_unverified), (1, 1));
+        for (prefix, key) in [("mp2", "mp2/large.bin"), ("mp3", "mp3/small.bin")] {
+            let dest = tempfile::tempdir().unwrap();
+            let mut config = s3_config(&server, &format!("s3://data/{prefix}"), dest.path());
+            let err = initialize(&config).await.unwrap_err();
+            assert!(
+                matches!(&err, InitError::UnverifiedMultipart { key: k, .. } if k == key),
+                "{err:?}"
+            );
+            assert!(
+                err.to_string().contains("--accept-unverified-multipart"),
+                "{err}"
+            );
+            assert!(files_below(dest.path()).is_empty(), "nothing kept");
+            config.tuning.accept_unverified_multipart = true;
+            let summary = initialize(&config).await.unwrap();
+            assert_eq!((summary.files_downloaded, summary.files_unverified), (1, 1));
+        }
     })
     .await;
 }

@@ -51,6 +51,11 @@ pub(crate) struct InitArgs {
     /// but a power loss may leave a renamed file incomplete).
     #[arg(long)]
     no_sync: bool,
+    /// Keep multipart S3 objects whose checksum cannot be verified (the server reports no part
+    /// count and no common part size explains the ETag) instead of failing; each is logged as
+    /// not verified [env: KUBETRAIN_ACCEPT_UNVERIFIED_MULTIPART=true]
+    #[arg(long)]
+    accept_unverified_multipart: bool,
 }
 
 /// `--progress` values.
@@ -115,6 +120,8 @@ fn build_config(
     config.tuning.max_retries = args.retries;
     config.tuning.initial_backoff = Duration::from_millis(500);
     config.tuning.sync_files = !args.no_sync;
+    // The flag only turns it on: the variable may have done so already.
+    config.tuning.accept_unverified_multipart |= args.accept_unverified_multipart;
     config.progress = match args.progress {
         Progress::Auto => ProgressMode::Auto,
         Progress::Bar => ProgressMode::Bar,
@@ -156,6 +163,7 @@ mod tests {
         assert!(config.ignore_patterns.matches("a.tmp"));
         assert_eq!(config.destination, PathBuf::from("/workspace/model"));
         assert_eq!(config.s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert!(!config.tuning.accept_unverified_multipart);
 
         let (kind, args) = parse(&[
             "x",
@@ -171,6 +179,7 @@ mod tests {
             "--progress",
             "log",
             "--no-sync",
+            "--accept-unverified-multipart",
         ]);
         let config = build_config(kind, &args, env).unwrap();
         assert_eq!(config.storage_uri.to_string(), "hf://tatsu-lab/alpaca");
@@ -179,6 +188,7 @@ mod tests {
         assert_eq!(config.tuning.concurrency, 3);
         assert_eq!(config.progress, ProgressMode::Log);
         assert!(!config.tuning.sync_files);
+        assert!(config.tuning.accept_unverified_multipart);
     }
 
     #[test]
