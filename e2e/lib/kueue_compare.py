@@ -184,7 +184,8 @@ def outcome_cluster(w):
 def outcome_model(w):
     conds = {c["type"]: c for c in w.get("conditions", [])}
     qr = conds.get("QuotaReserved")
-    admitted = w.get("state") == "Admitted"
+    # A reservation waiting for its checks is QuotaReserved in the model; the cluster side counts QuotaReserved=True.
+    admitted = w.get("state") in ("Admitted", "QuotaReserved")
     psa = w.get("podSetAssignments") or []
     return {
         "admitted": admitted,

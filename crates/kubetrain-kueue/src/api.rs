@@ -31,8 +31,7 @@ pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
     /// `metadata.creationTimestamp` (RFC 3339), when the object was exported from a cluster: a
-    /// Workload's queue-order timestamp, and its arrival unless a `kubetrain.dev/arrival` annotation
-    /// says when it reached Kueue.
+    /// Workload's queue-order timestamp (never its arrival: it exists already).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
 }
@@ -283,6 +282,10 @@ pub struct ClusterQueueSpec {
     /// Admission fair sharing scope (read, not modelled).
     #[serde(default)]
     pub admission_scope: Option<serde_json::Value>,
+    /// Concurrent admission of workload variants (v0.19 API, gated off by default; read, not
+    /// modelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrent_admission_policy: Option<serde_json::Value>,
 }
 
 /// `admissionChecksStrategy` of a ClusterQueue.
@@ -334,6 +337,9 @@ pub struct ApiCondition {
     /// Message.
     #[serde(default)]
     pub message: String,
+    /// When the status last changed (RFC 3339): times in a snapshot exported from a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
 }
 
 /// `AdmissionCheck.status`.
@@ -645,6 +651,144 @@ pub struct PodSetAssignmentSpec {
     /// Admitted pod count.
     #[serde(default)]
     pub count: Option<i32>,
+    /// Where the pods were placed (TAS): v1beta1 `domains` or v1beta2 `slices`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_assignment: Option<TopologyAssignmentSpec>,
+}
+
+/// `podSetAssignments[].topologyAssignment` as stored: v1beta1 lists `domains`, v1beta2 packs
+/// them into `slices`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyAssignmentSpec {
+    /// Level labels, widest first.
+    #[serde(default)]
+    pub levels: Vec<String>,
+    /// v1beta1: one entry per domain of the lowest level.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<TopologyDomainSpec>,
+    /// v1beta2: groups of domains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<TopologySliceSpec>,
+}
+
+/// A v1beta1 topology domain: its value per level and its pod count.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyDomainSpec {
+    /// Value per level.
+    #[serde(default)]
+    pub values: Vec<String>,
+    /// Pods in the domain.
+    #[serde(default)]
+    pub count: i32,
+}
+
+/// A v1beta2 topology slice: `domainCount` domains, values per level and pod counts, each either
+/// one value for all (`universal`) or one per domain (`individual`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologySliceSpec {
+    /// Domains in the slice.
+    #[serde(default)]
+    pub domain_count: i32,
+    /// Per level, the domains' values.
+    #[serde(default)]
+    pub values_per_level: Vec<SliceLevelValues>,
+    /// Pods per domain.
+    #[serde(default)]
+    pub pod_counts: SlicePodCounts,
+}
+
+/// Values of one level in a slice.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SliceLevelValues {
+    /// One value for every domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub universal: Option<String>,
+    /// One value per domain: `prefix` + root + `suffix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub individual: Option<SliceIndividualValues>,
+}
+
+/// Per-domain values of one level.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SliceIndividualValues {
+    /// Common prefix.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Common suffix.
+    #[serde(default)]
+    pub suffix: Option<String>,
+    /// The values without prefix and suffix.
+    #[serde(default)]
+    pub roots: Vec<String>,
+}
+
+/// Pod counts of a slice.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlicePodCounts {
+    /// The same count in every domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub universal: Option<i32>,
+    /// One count per domain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub individual: Vec<i32>,
+}
+
+impl TopologyAssignmentSpec {
+    /// Every domain as (value per level, pods), whichever form was stored; a slice counts at most
+    /// the API's 100,000 domains, whatever its `domainCount` says.
+    ///
+    /// ```
+    /// use kubetrain_kueue::api::TopologyAssignmentSpec;
+    /// let t: TopologyAssignmentSpec = serde_json::from_value(serde_json::json!({
+    ///     "levels": ["rack", "kubernetes.io/hostname"],
+    ///     "slices": [{"domainCount": 2,
+    ///                 "valuesPerLevel": [{"universal": "r1"},
+    ///                                    {"individual": {"prefix": "node-", "roots": ["a", "b"]}}],
+    ///                 "podCounts": {"individual": [3, 1]}}]
+    /// })).unwrap();
+    /// assert_eq!(t.domains(), vec![
+    ///     (vec!["r1".to_string(), "node-a".to_string()], 3),
+    ///     (vec!["r1".to_string(), "node-b".to_string()], 1),
+    /// ]);
+    /// ```
+    pub fn domains(&self) -> Vec<(Vec<String>, i32)> {
+        let mut out: Vec<(Vec<String>, i32)> = self
+            .domains
+            .iter()
+            .map(|d| (d.values.clone(), d.count))
+            .collect();
+        for s in &self.slices {
+            for i in 0..usize::try_from(s.domain_count).unwrap_or(0).min(100_000) {
+                let values = s
+                    .values_per_level
+                    .iter()
+                    .map(|l| match (&l.universal, &l.individual) {
+                        (Some(u), _) => u.clone(),
+                        (None, Some(ind)) => format!(
+                            "{}{}{}",
+                            ind.prefix.as_deref().unwrap_or(""),
+                            ind.roots.get(i).map_or("", String::as_str),
+                            ind.suffix.as_deref().unwrap_or("")
+                        ),
+                        (None, None) => String::new(),
+                    })
+                    .collect();
+                let pods = s
+                    .pod_counts
+                    .universal
+                    .or_else(|| s.pod_counts.individual.get(i).copied())
+                    .unwrap_or(0);
+                out.push((values, pods));
+            }
+        }
+        out
+    }
 }
 
 /// `status.admission`.
@@ -658,13 +802,48 @@ pub struct AdmissionSpec {
     pub pod_set_assignments: Vec<PodSetAssignmentSpec>,
 }
 
-/// `Workload.status` (only the admission is read).
+/// `Workload.status`: what a snapshot exported from a cluster records of a workload's progress.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadStatus {
     /// Current admission.
     #[serde(default)]
     pub admission: Option<AdmissionSpec>,
+    /// Conditions (`QuotaReserved`, `Admitted`, `PodsReady`, `Evicted`, ...) with their times.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ApiCondition>,
+    /// Admission check states of the current reservation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission_checks: Vec<AdmissionCheckStateSpec>,
+    /// Requeues after pods-ready timeouts so far, and when the backoff ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue_state: Option<RequeueStateSpec>,
+}
+
+/// `status.admissionChecks[]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionCheckStateSpec {
+    /// AdmissionCheck name.
+    pub name: String,
+    /// `Pending`, `Ready`, `Retry` or `Rejected`.
+    #[serde(default)]
+    pub state: String,
+    /// When the state last changed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+/// `status.requeueState`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequeueStateSpec {
+    /// Requeues so far.
+    #[serde(default)]
+    pub count: Option<i32>,
+    /// When the backoff ends (RFC 3339).
+    #[serde(default)]
+    pub requeue_at: Option<String>,
 }
 
 /// `WorkloadPriorityClass` has its fields at the top level.

@@ -69,6 +69,7 @@ pub mod load;
 pub mod model;
 pub mod quantity;
 pub mod quota;
+pub mod recorded;
 pub mod sched;
 pub mod sim;
 pub mod tas;

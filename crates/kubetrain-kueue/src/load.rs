@@ -181,6 +181,35 @@ impl Setup {
         Ok(setup)
     }
 
+    /// A `v1` `List` (what `kubectl get A,B,C -o yaml` prints): each of its `items` is read as a
+    /// document of its own; the errors of all of them are reported together.
+    fn add_list(&mut self, source: &str, index: usize, mut doc: Value) -> Result<(), LoadError> {
+        let items = match doc.get_mut("items").map(Value::take) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items,
+            Some(_) => {
+                return Err(LoadError::Document {
+                    source_name: source.to_string(),
+                    index,
+                    message: "a List's `items` must be a sequence of objects".to_string(),
+                });
+            }
+        };
+        let mut errors = Vec::new();
+        for item in items {
+            match self.add_document(source, index, item) {
+                Ok(()) => {}
+                Err(LoadError::Invalid(mut list)) => errors.append(&mut list),
+                Err(e) => return Err(e),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(LoadError::Invalid(errors))
+        }
+    }
+
     fn add_document(&mut self, source: &str, index: usize, doc: Value) -> Result<(), LoadError> {
         let Some(obj) = doc.as_object() else {
             return Err(LoadError::Document {
@@ -210,6 +239,9 @@ impl Setup {
                 message: "missing `kind` (and not a generator config with `cohorts`)".to_string(),
             });
         };
+        if (group, kind.as_str()) == ("v1", "List") {
+            return self.add_list(source, index, doc);
+        }
         match (group, kind.as_str()) {
             ("kueue.x-k8s.io", "ResourceFlavor") => {
                 let d: Doc<ResourceFlavorSpec> = typed(&kind, &name, doc)?;

@@ -165,7 +165,8 @@ pub struct Check {
     pub name: String,
     /// `spec.controllerName`.
     pub controller: String,
-    /// `Active`: a check whose status says `Active=False` makes its queues inactive.
+    /// `Active`: only a check whose status says `Active=True` is active; any other makes its
+    /// queues inactive.
     pub active: bool,
     /// Answers per reservation attempt (the last repeats), from the `kubetrain.dev/answers`
     /// annotation; empty = never answers.
@@ -178,6 +179,9 @@ pub struct Check {
 pub struct PodsPlan {
     /// Delay after admission until every pod is ready; `None` = never.
     pub ready_after_ms: Option<i64>,
+    /// `kubetrain.dev/pods-ready` was given: without it, a workload recorded as admitted with
+    /// pods not ready stays so (nothing says when they become ready).
+    pub ready_declared: bool,
     /// Time after becoming ready when a pod fails (`None` = never).
     pub lost_after_ms: Option<i64>,
     /// Time a failed pod needs to be replaced (`None` = never).
@@ -311,12 +315,13 @@ pub struct Workload {
     /// Pod sets.
     pub pod_sets: Vec<PodSetReq>,
     /// Arrival time in virtual milliseconds, when the workload reaches Kueue's queues: the
-    /// `kubetrain.dev/arrival` annotation, else `metadata.creationTimestamp` relative to the earliest
-    /// creation timestamp of the setup's workloads, else 0.
+    /// `kubetrain.dev/arrival` annotation, else 0 — a Workload given without one exists now (one
+    /// exported from a cluster was created before the snapshot).
     pub arrival_ms: i64,
-    /// Queue-order timestamp in the same virtual milliseconds: `metadata.creationTimestamp` (Kueue
-    /// orders by it, also for workloads that existed before Kueue started: an annotated arrival then
-    /// only says when Kueue sees them), else the arrival.
+    /// Queue-order timestamp in the same virtual milliseconds: `metadata.creationTimestamp`
+    /// relative to the snapshot (the latest time the setup's workloads record, so 0 or earlier;
+    /// Kueue orders by it, also for workloads that existed before Kueue started: an annotated
+    /// arrival then only says when Kueue sees them), else the arrival.
     pub order_ms: i64,
     /// Run time after admission, for the simulator.
     pub runtime_ms: Option<i64>,
@@ -328,6 +333,8 @@ pub struct Workload {
     pub target: QueueTarget,
     /// Admission recorded in the input (`status.admission`).
     pub initial_admission: Option<AdmissionSpec>,
+    /// The rest of the recorded status: conditions, check states, requeue state, their times.
+    pub recorded: crate::recorded::RecordedStatus,
     /// Per admission check, answers that override the check's own (`kubetrain.dev/check.<name>`).
     pub check_answers: BTreeMap<String, Vec<CheckAnswer>>,
     /// When its pods become ready (simulator).
@@ -829,8 +836,8 @@ struct WorkloadContext<'a> {
     local_queues: HashMap<(String, String), (&'a str, bool)>,
     cq_by_name: HashMap<&'a str, CqId>,
     priority_classes: HashMap<&'a str, &'a WorkloadPriorityClass>,
-    /// The earliest creation timestamp: times count from it, so that a setup exported from a
-    /// cluster starts at virtual time 0.
+    /// The snapshot's moment: the latest time the setup's workloads record (creation, conditions,
+    /// check states). Virtual time 0 is then, so recorded times are in the past.
     epoch: i64,
 }
 
@@ -871,9 +878,8 @@ impl<'a> WorkloadContext<'a> {
             epoch: setup
                 .workloads
                 .iter()
-                .filter_map(|w| w.metadata.creation_timestamp.as_deref())
-                .filter_map(parse_rfc3339_ms)
-                .min()
+                .flat_map(crate::recorded::recorded_times)
+                .max()
                 .unwrap_or(0),
         }
     }
@@ -921,7 +927,7 @@ impl<'a> WorkloadContext<'a> {
             .as_deref()
             .and_then(parse_rfc3339_ms)
             .map(|t| t - self.epoch);
-        let arrival = ms("kubetrain.dev/arrival").or(created).unwrap_or(0);
+        let arrival = ms("kubetrain.dev/arrival").unwrap_or(0);
         Workload {
             key: w.key(),
             namespace,
@@ -943,6 +949,7 @@ impl<'a> WorkloadContext<'a> {
             active: w.spec.active.unwrap_or(true),
             target,
             initial_admission: w.status.admission.clone(),
+            recorded: crate::recorded::RecordedStatus::resolve(&w.status, self.epoch),
             check_answers: ann
                 .iter()
                 .filter_map(|(k, v)| {
@@ -954,6 +961,7 @@ impl<'a> WorkloadContext<'a> {
                 ready_after_ms: ann
                     .get(PODS_READY_ANNOTATION)
                     .map_or(Some(0), |v| parse_duration_ms(v)),
+                ready_declared: ann.contains_key(PODS_READY_ANNOTATION),
                 lost_after_ms: ann
                     .get("kubetrain.dev/pods-lost")
                     .and_then(|v| parse_duration_ms(v)),
@@ -1144,11 +1152,13 @@ fn intern_checks(model: &mut Model, setup: &Setup) {
         .map(|c| Check {
             name: c.metadata.name.clone(),
             controller: c.spec.controller_name.clone(),
-            active: !c
+            // Upstream's cache (`pkg/cache/scheduler/cache.go`) takes only `Active=True` as active:
+            // a check whose controller has not said so yet blocks its queues.
+            active: c
                 .status
                 .conditions
                 .iter()
-                .any(|k| k.type_ == "Active" && k.status != "True"),
+                .any(|k| k.type_ == "Active" && k.status == "True"),
             answers: c
                 .metadata
                 .annotations

@@ -171,18 +171,18 @@ impl Scheduler {
         }
     }
 
-    /// Called once the quota is reserved: pending checks for the assigned flavors, or admitted.
-    pub(super) fn after_reservation(&mut self, wl: WlId) {
+    /// The checks of the current reservation: those of its ClusterQueue for the assigned flavors,
+    /// by name.
+    pub(super) fn reservation_checks(&self, wl: WlId) -> Vec<usize> {
         let Some(adm) = &self.wls[wl].admission else {
-            return;
+            return Vec::new();
         };
-        let cq = adm.cq;
         let flavors: Vec<usize> = adm
             .pod_sets
             .iter()
             .flat_map(|p| p.resources.iter().map(|r| r.1))
             .collect();
-        let mut checks: Vec<usize> = self.model.cqs[cq]
+        let mut checks: Vec<usize> = self.model.cqs[adm.cq]
             .checks
             .iter()
             .filter(|(_, on)| on.is_empty() || on.iter().any(|f| flavors.contains(f)))
@@ -191,14 +191,11 @@ impl Scheduler {
             .collect();
         checks.sort_by(|a, b| self.model.checks[*a].name.cmp(&self.model.checks[*b].name));
         checks.dedup();
-        let st = &mut self.wls[wl];
-        st.life.reservations += 1;
-        let epoch = st.life.reservations;
-        st.life.checks = checks.iter().map(|&c| (c, CheckState::Pending)).collect();
-        if checks.is_empty() {
-            self.start(wl);
-            return;
-        }
+        checks
+    }
+
+    /// `Admitted=False` while checks are pending.
+    pub(super) fn mark_waiting_for_checks(&mut self, wl: WlId) {
         let reason = if self.model.settings.observability {
             "UnsatisfiedAdmissionChecks"
         } else {
@@ -211,7 +208,31 @@ impl Scheduler {
             reason,
             "The workload has not all checks ready",
         );
-        for (pos, &c) in checks.iter().enumerate() {
+    }
+
+    /// Called once the quota is reserved: pending checks for the assigned flavors, or admitted.
+    pub(super) fn after_reservation(&mut self, wl: WlId) {
+        let checks = self.reservation_checks(wl);
+        let st = &mut self.wls[wl];
+        st.life.reservations += 1;
+        st.life.checks = checks.iter().map(|&c| (c, CheckState::Pending)).collect();
+        if checks.is_empty() {
+            self.start(wl);
+            return;
+        }
+        self.mark_waiting_for_checks(wl);
+        self.schedule_answers(wl, self.now_ms);
+    }
+
+    /// Schedules the scenario's answers of the reservation's pending checks, counted from
+    /// `reserved_ms` (not before now).
+    pub(super) fn schedule_answers(&mut self, wl: WlId, reserved_ms: i64) {
+        let epoch = self.wls[wl].life.reservations;
+        let checks = self.wls[wl].life.checks.clone();
+        for (pos, &(c, state)) in checks.iter().enumerate() {
+            if state != CheckState::Pending {
+                continue;
+            }
             let check = &self.model.checks[c];
             let answers = self.model.workloads[wl]
                 .check_answers
@@ -225,7 +246,9 @@ impl Scheduler {
                 continue;
             };
             if let Some(state) = a.state {
-                let at = self.now_ms.saturating_add(a.after_ms.max(0));
+                let at = reserved_ms
+                    .saturating_add(a.after_ms.max(0))
+                    .max(self.now_ms);
                 self.schedule(
                     at,
                     Timer::CheckAnswer {

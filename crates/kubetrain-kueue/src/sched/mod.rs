@@ -7,6 +7,7 @@ pub mod fair;
 pub mod lifecycle;
 pub mod preempt;
 pub mod queue;
+mod restore;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
@@ -267,7 +268,7 @@ impl Scheduler {
             heads_per_cycle: 1,
         };
         for wl in 0..s.wls.len() {
-            s.restore_admission(wl);
+            s.restore(wl);
         }
         s.drain_stopped_queues();
         s
@@ -324,81 +325,6 @@ impl Scheduler {
             .iter()
             .map(|q| shared[&model.tree.root(q.node)].clone())
             .collect()
-    }
-
-    /// Books an admission given in the input (`status.admission`).
-    fn restore_admission(&mut self, wl: WlId) {
-        let Some(spec) = self.model.workloads[wl].initial_admission.clone() else {
-            return;
-        };
-        let Some(cq) = self.model.cq_id(&spec.cluster_queue) else {
-            return;
-        };
-        let w = &self.model.workloads[wl];
-        let mut usage: Vec<(FrId, Count)> = Vec::new();
-        let mut pod_sets = Vec::new();
-        for psa in &spec.pod_set_assignments {
-            let mut resources = Vec::new();
-            let count = psa
-                .count
-                .or_else(|| {
-                    w.pod_sets
-                        .iter()
-                        .find(|p| p.name == psa.name)
-                        .map(|p| p.count)
-                })
-                .unwrap_or(1);
-            for (res, flavor) in &psa.flavors {
-                let (Some(r), Some(f)) = (self.model.res_id(res), self.model.flavor_id(flavor))
-                else {
-                    continue;
-                };
-                let amount = psa
-                    .resource_usage
-                    .get(res)
-                    .map(|q| q.count_for(res))
-                    .or_else(|| {
-                        w.pod_sets
-                            .iter()
-                            .find(|p| p.name == psa.name)
-                            .and_then(|p| p.per_pod.iter().find(|(pr, _)| *pr == r))
-                            .map(|(_, v)| v.saturating_mul(i64::from(count)))
-                    })
-                    .unwrap_or(0);
-                resources.push((r, f, amount));
-                if let Some(fr) = self.model.fr(f, r) {
-                    match usage.iter_mut().find(|(x, _)| *x == fr) {
-                        Some(e) => e.1 = add(e.1, amount),
-                        None => usage.push((fr, amount)),
-                    }
-                }
-            }
-            pod_sets.push(PodSetAdmission {
-                name: psa.name.clone(),
-                count,
-                resources,
-                topology: None,
-            });
-        }
-        let node = self.model.cqs[cq].node;
-        for &(fr, v) in &usage {
-            self.model.tree.add_usage(&mut self.usage, node, fr, v);
-        }
-        let st = &mut self.wls[wl];
-        st.admission = Some(Admission {
-            cq,
-            pod_sets,
-            usage,
-            reserved_ms: 0,
-        });
-        st.phase = Phase::Admitted;
-        st.first_admitted_ms = Some(self.now_ms);
-        st.admitted_ms = Some(self.now_ms);
-        // Admitted before the model starts: its checks passed and its pods run.
-        st.life.reservations = 1;
-        st.life.pods_ready = true;
-        conditions::set_admitted(&mut st.conditions, &spec.cluster_queue);
-        self.admitted[cq].push(wl);
     }
 
     /// Queues every workload that has not arrived yet.

@@ -179,11 +179,14 @@ impl<'a> Run<'a> {
             last: vec![0; ncq],
             acc: vec![0.0; ncq],
         };
+        // Jobs of workloads recorded as admitted run from their admission time; reserved ones
+        // start when their checks are ready (`take_started`).
         for w in 0..n {
             if s.wls[w].phase == Phase::Admitted
-                && let Some(rt) = s.model.workloads[w].runtime_ms
+                && let (Some(rt), Some(at)) =
+                    (s.model.workloads[w].runtime_ms, s.wls[w].admitted_ms)
             {
-                finishes.push(Reverse((rt, w, 0)));
+                finishes.push(Reverse((at.saturating_add(rt).max(0), w, at)));
             }
         }
         let initially_admitted = n - arrivals.len();
@@ -321,10 +324,34 @@ impl<'a> Run<'a> {
     }
 }
 
+/// When a simulation stops (besides when nothing is left to happen).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stop {
+    /// After this many scheduling cycles.
+    pub cycles: Option<u64>,
+    /// At this virtual time (ms): the state then, every event up to it included.
+    pub until_ms: Option<i64>,
+}
+
 /// Runs the simulation: every workload arrives at its `arrival_ms`; cycles run every
 /// `cycle_ms` while something changes, otherwise time jumps to the next event. Stops when
 /// nothing is left to happen or after `max_cycles`.
-pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) -> Outcome {
+pub fn simulate(s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) -> Outcome {
+    simulate_until(
+        s,
+        scenario,
+        Stop {
+            cycles: max_cycles,
+            until_ms: None,
+        },
+    )
+}
+
+/// [`simulate`] that also stops at a virtual time: with `stop.until_ms`, the report is the state
+/// at that time (arrivals, finishes and timers due by then are applied; a cycle due later is
+/// not run).
+pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> Outcome {
+    let max_cycles = stop.cycles;
     s.heads_per_cycle = scenario.heads_per_cycle.max(1);
     s.requeue_batch_ms = scenario.requeue_batch_ms.max(0);
     let cycle_ms = scenario.cycle_ms.max(1);
@@ -332,6 +359,17 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
     let mut cycles = 0u64;
     let mut now = 0i64;
     loop {
+        if let Some(until) = stop.until_ms
+            && now > until
+        {
+            now = until;
+            s.now_ms = now;
+            run.arrive_due(&mut s, now);
+            run.finish_due(&mut s, now);
+            s.run_due_flushes();
+            s.run_timers();
+            break;
+        }
         s.now_ms = now;
         run.arrive_due(&mut s, now);
         run.finish_due(&mut s, now);
@@ -347,12 +385,18 @@ pub fn simulate(mut s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u6
         if r.progressed() {
             now += cycle_ms;
         } else {
-            match next_event {
-                Some(t) => now = t.max(now + cycle_ms),
-                None => break,
+            match (next_event, stop.until_ms) {
+                (Some(t), _) => now = t.max(now + cycle_ms),
+                // Nothing left to happen: the state holds until then.
+                (None, Some(until)) if until > now => {
+                    now = until;
+                    break;
+                }
+                (None, _) => break,
             }
         }
     }
+    s.now_ms = now;
     let elapsed = now.max(1);
     for c in 0..s.model.cqs.len() {
         run.integ.touch(&s, c, elapsed);
@@ -386,7 +430,8 @@ fn class_stats(s: &Scheduler) -> BTreeMap<String, ClassStats> {
         let e = per_class.entry(wl.class.clone()).or_default();
         e.0 += 1;
         if let Some(a) = s.wls[w].first_admitted_ms {
-            e.1.push(a - wl.arrival_ms);
+            // Recorded admissions lie before the snapshot: they waited 0 here.
+            e.1.push((a - wl.arrival_ms).max(0));
         }
     }
     let mut classes = BTreeMap::new();

@@ -35,8 +35,14 @@ pub struct PodSetAssignmentReport {
 pub struct WorkloadReport {
     /// `namespace/name`.
     pub key: String,
-    /// `Admitted`, `Pending`, `Preempted` (pending after an eviction) or `Finished`.
+    /// `Admitted` (quota reserved and every admission check ready: its job runs),
+    /// `QuotaReserved` (quota reserved, waiting for admission checks), `Pending`, `Preempted`
+    /// (pending after an eviction), `Finished` or `NotArrived` (its `kubetrain.dev/arrival` is
+    /// later than the report's time).
     pub state: String,
+    /// When a `NotArrived` workload arrives (virtual ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_ms: Option<i64>,
     /// ClusterQueue of the current admission.
     pub cluster_queue: Option<String>,
     /// Current admission.
@@ -59,21 +65,30 @@ pub struct SimulationReport {
     pub metrics: Metrics,
 }
 
-/// The state word of a workload.
+/// The state word of a workload: a reservation whose admission checks are not all ready is
+/// `QuotaReserved`, not `Admitted`.
 pub fn state_word(s: &Scheduler, wl: usize) -> &'static str {
-    match s.wls[wl].phase {
-        Phase::Admitted => "Admitted",
+    let st = &s.wls[wl];
+    match st.phase {
+        Phase::Admitted
+            if crate::sched::conditions::find(&st.conditions, "Admitted")
+                .is_some_and(|c| c.status == "True") =>
+        {
+            "Admitted"
+        }
+        Phase::Admitted => "QuotaReserved",
         Phase::Finished => "Finished",
-        Phase::Pending if s.wls[wl].preemptions > 0 => "Preempted",
-        Phase::Pending | Phase::NotArrived => "Pending",
+        Phase::Pending if st.preemptions > 0 => "Preempted",
+        Phase::Pending => "Pending",
+        Phase::NotArrived if s.model.workloads[wl].arrival_ms > s.now_ms() => "NotArrived",
+        Phase::NotArrived => "Pending",
     }
 }
 
-/// The report entries of every workload that exists at the current virtual time.
+/// The report entries of every workload given, also those that have not arrived yet.
 pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
     let m = &s.model;
     (0..s.wls.len())
-        .filter(|&w| s.wls[w].phase != Phase::NotArrived)
         .map(|w| {
             let st = &s.wls[w];
             let (cq, psa) = match st.admission.as_ref().or(st.finished_admission.as_ref()) {
@@ -104,9 +119,11 @@ pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
                         .collect(),
                 ),
             };
+            let state = state_word(s, w);
             WorkloadReport {
                 key: m.workloads[w].key.clone(),
-                state: state_word(s, w).to_string(),
+                arrival_ms: (state == "NotArrived").then_some(m.workloads[w].arrival_ms),
+                state: state.to_string(),
                 cluster_queue: cq,
                 pod_set_assignments: psa,
                 conditions: st.conditions.clone(),

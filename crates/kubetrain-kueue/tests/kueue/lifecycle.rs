@@ -15,14 +15,24 @@ fn base(cq_extra: &str) -> String {
     )
 }
 
+/// An active AdmissionCheck (its controller says `Active=True`) answering as `answers` says.
 fn check(name: &str, answers: &str) -> String {
+    check_with_status(
+        name,
+        answers,
+        "status: {conditions: [{type: Active, status: \"True\", reason: Active, message: ok}]}\n",
+    )
+}
+
+/// An AdmissionCheck with the given `status:` line (empty: none).
+fn check_with_status(name: &str, answers: &str, status: &str) -> String {
     let ann = if answers.is_empty() {
         String::new()
     } else {
         format!(", annotations: {{kubetrain.dev/answers: \"{answers}\"}}")
     };
     format!(
-        "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {{name: {name}{ann}}}\nspec: {{controllerName: kueue.x-k8s.io/provisioning-request}}\n"
+        "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {{name: {name}{ann}}}\nspec: {{controllerName: kueue.x-k8s.io/provisioning-request}}\n{status}"
     )
 }
 
@@ -77,8 +87,11 @@ fn missing_or_inactive_check_makes_the_queue_inactive() {
         ))
     );
     let inactive = base("  admissionChecks: [prov]\n")
-        + &check("prov", "")
-        + "status: {conditions: [{type: Active, status: \"False\", reason: BadParameters, message: x}]}\n";
+        + &check_with_status(
+            "prov",
+            "",
+            "status: {conditions: [{type: Active, status: \"False\", reason: BadParameters, message: x}]}\n",
+        );
     let s = scheduler(&inactive);
     assert_eq!(
         s.model().cqs[0].inactive.as_ref().map(|i| i.0.as_str()),

@@ -12,6 +12,7 @@ mod manifests;
 mod node_affinity;
 mod rules;
 mod simulation;
+mod snapshot;
 mod tas;
 #[cfg(feature = "trainjob")]
 mod trainjob;

@@ -93,9 +93,12 @@ fn fifo_ties_follow_creation_timestamp() {
         let s = run(&yaml, 1);
         assert_eq!(phase(&s, "w1"), Phase::Admitted, "{label}");
         assert_eq!(phase(&s, "w2"), Phase::Pending, "{label}");
-        // The earliest creation timestamp is virtual time 0.
-        assert_eq!(s.model().workloads[idx(&s, "w1")].arrival_ms, 0);
-        assert_eq!(s.model().workloads[idx(&s, "w2")].arrival_ms, 1000);
+        // Both exist now (virtual time 0 is the snapshot, the latest time recorded); their
+        // creation times only order the queue.
+        for (name, order) in [("w1", -1000), ("w2", 0)] {
+            let w = &s.model().workloads[idx(&s, name)];
+            assert_eq!((w.arrival_ms, w.order_ms), (0, order), "{label} {name}");
+        }
     }
 }
 
@@ -286,7 +289,8 @@ fn derived_workloads_carry_job_uid_and_creation_time() {
     let s = run(&yaml, 1);
     let j = &s.model().workloads[idx(&s, "job-j")];
     assert_eq!(j.job_uid.as_deref(), Some("1234-abcd"));
-    assert_eq!(j.arrival_ms, 5000);
+    assert_eq!((j.arrival_ms, j.order_ms), (0, 0));
+    assert_eq!(s.model().workloads[idx(&s, "w")].order_ms, -5000);
     assert_eq!(phase(&s, "w"), Phase::Admitted);
 }
 
@@ -384,8 +388,9 @@ fn bypassed_workloads_get_no_condition_with_the_gate_off() {
 /// Workloads that exist before Kueue starts (e2e `kueue-compare.sh`, seed 1, scenario s37: created over two
 /// seconds, Kueue started after the last) reach its queues together, and the queue still orders them by
 /// `metadata.creationTimestamp`: `kubetrain.dev/arrival` says when they arrive, the creation time keeps the
-/// order. Arriving by creation time instead, the low-priority workload created a second earlier is admitted
-/// alone and then preempted, which Kueue never did.
+/// order. Without the annotation they exist at the snapshot as well: creation times are in the past, never
+/// arrivals in the future (arriving by creation time, the low-priority workload created a second earlier was
+/// admitted alone and then preempted, which Kueue never did).
 #[test]
 fn workloads_created_before_kueue_starts_arrive_together() {
     use kubetrain_kueue::sim::engine::simulate;
@@ -395,7 +400,7 @@ fn workloads_created_before_kueue_starts_arrive_together() {
     };
     let together = "  annotations: {kubetrain.dev/arrival: 1s}\n";
     let policy = "  preemption: {withinClusterQueue: LowerPriority}\n";
-    for (arrival, low_preempted) in [(together, false), ("", true)] {
+    for (arrival, low_preempted) in [(together, false), ("", false)] {
         let yaml = format!(
             "{HEAD}{}{}{}",
             cq("cq", "", "2", policy),

@@ -12,7 +12,7 @@ use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::model::QueueTarget;
 use kubetrain_kueue::sched::Scheduler;
-use kubetrain_kueue::sim::engine::{Outcome, simulate};
+use kubetrain_kueue::sim::engine::{Outcome, Stop, simulate_until};
 use kubetrain_kueue::sim::generator::GeneratorConfig;
 use kubetrain_kueue::sim::report::{html, simulation_report, workloads};
 
@@ -61,6 +61,17 @@ struct SetupArgs {
     /// Stop after this many scheduling cycles.
     #[arg(long)]
     cycles: Option<u64>,
+    /// The state at this virtual time (e.g. `90s`, `1h30m`; 0 is the snapshot): every arrival,
+    /// finish and timeout due by then applied. With `--cycles`, whichever comes first.
+    #[arg(long, value_name = "DURATION", value_parser = parse_until)]
+    until: Option<i64>,
+}
+
+/// `--until`: a Go duration (`90s`, `2m`, `1h30m`) in milliseconds.
+fn parse_until(v: &str) -> Result<i64, String> {
+    kubetrain_kueue::model::parse_go_duration_ms(v)
+        .filter(|ms| *ms >= 0)
+        .ok_or_else(|| format!("{v:?} is not a duration (write it as 90s, 2m or 1h30m)"))
 }
 
 #[derive(Debug, Args)]
@@ -147,8 +158,12 @@ fn run_setup(args: &SetupArgs) -> Result<(Outcome, Vec<(String, String)>)> {
     let Loaded { setup, trainjobs } = load(args)?;
     let scenario = setup.scenario.clone().unwrap_or_default();
     let model = Model::build(&setup)?;
+    let stop = Stop {
+        cycles: args.cycles,
+        until_ms: args.until,
+    };
     Ok((
-        simulate(Scheduler::new(model), &scenario, args.cycles),
+        simulate_until(Scheduler::new(model), &scenario, stop),
         trainjobs,
     ))
 }
@@ -167,11 +182,17 @@ fn simulation_table(o: &Outcome, limit: usize) -> String {
     let reports = workloads(s);
     let mut table = Table::new(&["WORKLOAD", "STATE", "CLUSTERQUEUE", "MESSAGE"]);
     for w in reports.iter().take(limit) {
-        // The condition that says most about the state: Finished, else QuotaReserved.
-        let message = ["Finished", "QuotaReserved"]
-            .iter()
-            .find_map(|t| w.conditions.iter().find(|c| c.type_ == *t))
-            .map_or("", |c| c.message.as_str());
+        // The condition that says most about the state: Finished, else QuotaReserved (a
+        // workload still to come says when it arrives).
+        let arrives = w
+            .arrival_ms
+            .map(|t| format!("arrives at {}", human_ms(t as f64)));
+        let message = arrives.as_deref().unwrap_or_else(|| {
+            ["Finished", "QuotaReserved"]
+                .iter()
+                .find_map(|t| w.conditions.iter().find(|c| c.type_ == *t))
+                .map_or("", |c| c.message.as_str())
+        });
         // A pending workload has no admission; it waits in the ClusterQueue of its LocalQueue.
         let queue = w.cluster_queue.clone().or_else(|| {
             let target = &s.model().workloads[*index.get(w.key.as_str())?].target;

@@ -149,3 +149,111 @@ fn explain_uses_a_custom_runtime_given_with_runtime() {
     assert!(stderr.contains("TrainJob/research/probe: "), "{stderr}");
     assert!(stderr.contains("small-gpu"), "{stderr}");
 }
+
+/// A snapshot as `kubectl get ... -o yaml` exports it (our own fixture): `reserved` holds its quota
+/// waiting for check `check` (recorded `Pending`), `soon` arrives at 90 s.
+const SNAPSHOT: &str = r#"apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: check}
+spec: {controllerName: example.com/check}
+status: {conditions: [{type: Active, status: "True", reason: Active, message: ok}]}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  admissionChecks: [check]
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 1}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ns}
+spec: {clusterQueue: cq}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: reserved, namespace: ns, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+status:
+  admission:
+    clusterQueue: cq
+    podSetAssignments: [{name: main, count: 1, flavors: {cpu: default}, resourceUsage: {cpu: "1"}}]
+  conditions:
+  - {type: QuotaReserved, status: "True", reason: QuotaReserved, message: x, lastTransitionTime: "2026-01-01T00:00:05Z"}
+  admissionChecks: [{name: check, state: Pending}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: soon, namespace: ns, annotations: {kubetrain.dev/arrival: 90s}}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+"#;
+
+/// `queue simulate --until`: the state at a virtual time; a reservation waiting for its check is
+/// `QuotaReserved`, not `Admitted`, and a workload still to come is listed as `NotArrived`.
+#[test]
+fn simulate_until_reports_the_state_at_a_virtual_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = write(dir.path(), "snapshot.yaml", SNAPSHOT);
+    let simulate = |until: &str| {
+        let out = kubetrain(
+            &[
+                "queue",
+                "simulate",
+                "-f",
+                arg(&setup),
+                "--until",
+                until,
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let state = |v: &serde_json::Value, key: &str| {
+        v["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["key"] == key)
+            .unwrap_or_else(|| panic!("{key} missing: {v}"))
+            .clone()
+    };
+    let v = simulate("30s");
+    assert_eq!(v["metrics"]["elapsedMs"], 30_000);
+    assert_eq!(state(&v, "ns/reserved")["state"], "QuotaReserved");
+    let soon = state(&v, "ns/soon");
+    assert_eq!(
+        (&soon["state"], &soon["arrivalMs"]),
+        (&"NotArrived".into(), &90_000.into())
+    );
+    let v = simulate("2m");
+    assert_eq!(state(&v, "ns/soon")["state"], "Pending");
+    assert_eq!(state(&v, "ns/reserved")["state"], "QuotaReserved");
+
+    let out = kubetrain(
+        &["queue", "simulate", "-f", arg(&setup), "--until", "soon"],
+        None,
+    );
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("\"soon\" is not a duration"), "{stderr}");
+}
