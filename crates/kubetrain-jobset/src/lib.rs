@@ -25,7 +25,9 @@
 //! ```
 //!
 //! - [`render()`]: TrainJob + runtime + observed facts + randomness → objects; pure and deterministic.
-//!   [`render_with()`] also takes [`RenderOptions`] (the optional TrainJobStatus plugin).
+//!   [`render_with()`] also takes [`RenderOptions`] (the optional TrainJobStatus plugin);
+//!   [`render_with_registry()`] runs a [`plugins::Registry`] with custom plugins beside the built-ins
+//!   ([docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md)).
 //! - [`resolve()`]: `runtimeRef` resolution against a `RuntimeCatalog`, e.g. [`builtin::catalog`].
 //! - [`status::sync_status`]: JobSet status → TrainJob status.
 //! - [`ssh`]: MPI key material in upstream's format.
@@ -38,16 +40,17 @@ pub mod canonical;
 pub mod companions;
 pub mod flux;
 pub mod object;
+pub mod plugins;
 mod render;
 mod runtimes;
 pub mod ssh;
 pub mod status;
 
 pub use kubetrain_merge::plugins::trainjobstatus::StatusServer;
-pub use object::Object;
+pub use object::{DynamicObject, Object};
 pub use render::{
     MAX_HOSTFILE_ENTRIES, Observed, ObservedJobSet, RenderError, RenderOptions, Rendered,
-    TrainJobStatusOptions, render, render_with,
+    TrainJobStatusOptions, render, render_with, render_with_registry,
 };
 pub use runtimes::resolve;
 

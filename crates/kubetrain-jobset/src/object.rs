@@ -22,28 +22,120 @@ pub enum Object {
     CoschedulingPodGroup(Box<coscheduling::PodGroup>),
     /// A Volcano PodGroup (`scheduling.volcano.sh/v1beta1`).
     VolcanoPodGroup(Box<volcano::PodGroup>),
+    /// Any other object, e.g. a custom plugin's companion of a kind this crate has no type for.
+    Dynamic(Box<DynamicObject>),
+}
+
+/// An object of any kind: `apiVersion`, `kind`, `metadata` and its other top-level fields as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DynamicObject {
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    #[serde(flatten)]
+    fields: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Why a [`DynamicObject`] cannot be made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DynamicObjectError {
+    /// `apiVersion` or `kind` is empty.
+    #[error("{0}: must not be empty")]
+    Empty(&'static str),
+    /// A field repeats `apiVersion`, `kind` or `metadata`, which have their own arguments.
+    #[error("{0}: is given by its own argument; remove it from the fields")]
+    Reserved(String),
+    /// The JSON is not an object with string `apiVersion` and `kind` and a valid `metadata`.
+    #[error("{path}: {message}")]
+    Json {
+        /// The field at fault.
+        path: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl DynamicObject {
+    /// An object of `kind` in `api_version` (`v1`, `group/version`) with `metadata` and the other top-level
+    /// `fields` (`spec`, `data`, ...).
+    pub fn new(
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        metadata: ObjectMeta,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, DynamicObjectError> {
+        let (api_version, kind) = (api_version.into(), kind.into());
+        if api_version.is_empty() {
+            return Err(DynamicObjectError::Empty("apiVersion"));
+        }
+        if kind.is_empty() {
+            return Err(DynamicObjectError::Empty("kind"));
+        }
+        if let Some(key) = ["apiVersion", "kind", "metadata"]
+            .into_iter()
+            .find(|k| fields.contains_key(*k))
+        {
+            return Err(DynamicObjectError::Reserved(key.to_owned()));
+        }
+        Ok(Self {
+            api_version,
+            kind,
+            metadata,
+            fields,
+        })
+    }
+
+    /// An object from its JSON form, e.g. `serde_json::json!({"apiVersion": ..., "kind": ..., "metadata": ...,
+    /// "spec": ...})` or `serde_json::to_value` of a typed object.
+    pub fn from_value(value: serde_json::Value) -> Result<Self, DynamicObjectError> {
+        let json = |path, message: &str| DynamicObjectError::Json {
+            path,
+            message: message.to_owned(),
+        };
+        let serde_json::Value::Object(mut fields) = value else {
+            return Err(json("(root)", "must be a JSON object"));
+        };
+        let mut text = |key: &'static str| match fields.remove(key) {
+            Some(serde_json::Value::String(s)) => Ok(s),
+            _ => Err(json(key, "must be a string")),
+        };
+        let (api_version, kind) = (text("apiVersion")?, text("kind")?);
+        let metadata = match fields.remove("metadata") {
+            None => ObjectMeta::default(),
+            Some(m) => serde_json::from_value(m).map_err(|e| json("metadata", &e.to_string()))?,
+        };
+        Self::new(api_version, kind, metadata, fields)
+    }
+
+    /// The top-level fields besides `apiVersion`, `kind` and `metadata`.
+    pub fn fields(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.fields
+    }
 }
 
 impl Object {
     /// `apiVersion` of the object.
-    pub fn api_version(&self) -> &'static str {
+    pub fn api_version(&self) -> &str {
         match self {
             Object::JobSet(_) => kubetrain_api::jobset::JOBSET_API_VERSION,
             Object::Secret(_) => Secret::API_VERSION,
             Object::ConfigMap(_) => ConfigMap::API_VERSION,
             Object::CoschedulingPodGroup(_) => "scheduling.x-k8s.io/v1alpha1",
             Object::VolcanoPodGroup(_) => "scheduling.volcano.sh/v1beta1",
+            Object::Dynamic(o) => &o.api_version,
         }
     }
 
     /// `kind` of the object.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &str {
         match self {
             Object::JobSet(_) => "JobSet",
             Object::Secret(_) => Secret::KIND,
             Object::ConfigMap(_) => ConfigMap::KIND,
             Object::CoschedulingPodGroup(_) => "PodGroup",
             Object::VolcanoPodGroup(_) => "PodGroup",
+            Object::Dynamic(o) => &o.kind,
         }
     }
 
@@ -55,6 +147,7 @@ impl Object {
             Object::ConfigMap(o) => o.metadata(),
             Object::CoschedulingPodGroup(o) => &o.metadata,
             Object::VolcanoPodGroup(o) => &o.metadata,
+            Object::Dynamic(o) => &o.metadata,
         }
     }
 
@@ -74,7 +167,7 @@ impl Object {
 
 /// Sorts objects as `kubetrain render` prints them: the JobSet first, then by apiVersion, kind and name.
 pub fn sort(objects: &mut [Object]) {
-    fn key(o: &Object) -> (bool, &'static str, &'static str, &str) {
+    fn key(o: &Object) -> (bool, &str, &str, &str) {
         (
             !matches!(o, Object::JobSet(_)),
             o.api_version(),

@@ -1,14 +1,13 @@
 //! `render()`: a TrainJob and its runtime in, every object the controller would apply out. Pure and
 //! deterministic: what the caller observed in the cluster and the randomness source are inputs.
 
-use kubetrain_api::{MLPolicySource, PodGroupPolicySource, TrainJob, TrainingRuntimeSpec};
+use std::sync::OnceLock;
+
+use kubetrain_api::{TrainJob, TrainingRuntimeSpec};
 use kubetrain_merge::{Info, MergeError};
 
-use crate::builder::{build_jobset, sync_parallelism};
-use crate::companions::{
-    coscheduling_pod_group, hostfile_config_map, ssh_auth_secret, volcano_pod_group,
-};
 use crate::object::{Object, sort};
+use crate::plugins::{BuildContext, Registry};
 use crate::ssh::KeySource;
 
 /// What the caller found in the cluster; everything `false`/`None` for a fresh TrainJob (and in the CLI).
@@ -68,6 +67,15 @@ pub enum RenderError {
         "failed to find status server ca.crt in tls secret (the TrainJobStatus plugin needs the CA certificate of the operator's webhook Secret)"
     )]
     MissingStatusServerCaCert,
+    /// A render plugin's component builder failed: its name and its error.
+    #[error("plugin {plugin}: {source}")]
+    Plugin {
+        /// The plugin's name.
+        plugin: String,
+        /// What the plugin reported.
+        #[source]
+        source: Box<RenderError>,
+    },
     /// The MPI hostfile would list more hosts than [`MAX_HOSTFILE_ENTRIES`].
     #[error(
         "spec.trainer.numNodes: the MPI hostfile would list {hosts} hosts; at most {MAX_HOSTFILE_ENTRIES} are supported"
@@ -84,18 +92,41 @@ pub const MAX_HOSTFILE_ENTRIES: u64 = 100_000;
 impl RenderError {
     /// The TrainJob field path the error is about.
     pub fn field_path(&self) -> String {
-        let text = self.to_string();
+        let text = self.text_without_plugin();
         text.split_once(": ")
             .map(|(p, _)| p.to_owned())
             .unwrap_or_default()
     }
 
-    /// The message without the field path.
+    /// The message without the field path; `plugin <name>: ` first when a plugin failed.
     pub fn message(&self) -> String {
-        let text = self.to_string();
-        text.split_once(": ")
+        let text = self.text_without_plugin();
+        let message = text
+            .split_once(": ")
             .map(|(_, m)| m.to_owned())
-            .unwrap_or(text)
+            .unwrap_or(text);
+        match self.plugin() {
+            Some(plugin) => format!("plugin {plugin}: {message}"),
+            None => message,
+        }
+    }
+
+    /// The plugin that failed, if a plugin did.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            RenderError::Plugin { plugin, .. } => Some(plugin),
+            RenderError::Merge(e) => e.plugin(),
+            _ => None,
+        }
+    }
+
+    /// The error's text without the `plugin <name>: ` prefix, so that it starts with the field path.
+    fn text_without_plugin(&self) -> String {
+        match self {
+            RenderError::Plugin { source, .. } => source.text_without_plugin(),
+            RenderError::Merge(e) => e.without_plugin().to_string(),
+            other => other.to_string(),
+        }
     }
 }
 
@@ -119,7 +150,8 @@ pub fn render<K: KeySource>(
     render_with(job, runtime, observed, &RenderOptions::default(), keys)
 }
 
-/// [`render`] with optional plugins (TrainJobStatus) enabled by `options`.
+/// [`render`] with optional plugins (TrainJobStatus) enabled by `options`: [`render_with_registry`] with
+/// [`Registry::builtin`].
 pub fn render_with<K: KeySource>(
     job: &TrainJob,
     runtime: &TrainingRuntimeSpec,
@@ -127,68 +159,35 @@ pub fn render_with<K: KeySource>(
     options: &RenderOptions,
     keys: &mut K,
 ) -> Result<Rendered, RenderError> {
-    let status = options.trainjob_status.as_ref();
-    if status.is_some_and(|s| s.ca_cert.is_empty()) {
+    if options
+        .trainjob_status
+        .as_ref()
+        .is_some_and(|s| s.ca_cert.is_empty())
+    {
         return Err(RenderError::MissingStatusServerCaCert);
     }
-    let merge_options = kubetrain_merge::plugins::Options {
-        trainjob_status: status.map(
-            |s| kubetrain_merge::plugins::trainjobstatus::TrainJobStatus {
-                server: s.server.clone(),
-            },
-        ),
-    };
-    let mut info = kubetrain_merge::merge_with(job, runtime, &merge_options)?;
-    sync_parallelism(&mut info);
+    if *options == RenderOptions::default() {
+        // The default registry is built once: `render` runs on every reconcile.
+        static DEFAULT: OnceLock<Registry> = OnceLock::new();
+        let registry = DEFAULT.get_or_init(|| Registry::builtin(&RenderOptions::default()));
+        return render_with_registry(job, runtime, observed, registry, keys);
+    }
+    render_with_registry(job, runtime, observed, &Registry::builtin(options), keys)
+}
 
-    let suspended = job.spec.is_suspended();
-    let mut objects = Vec::with_capacity(4);
-    // A running JobSet is never updated; a suspended one (or a suspended TrainJob) is re-applied in full.
-    let keep_running = observed.jobset.is_some_and(|j| !j.suspended) && !suspended;
-    if !keep_running {
-        objects.push(Object::JobSet(Box::new(build_jobset(&info, job))));
-    }
-    if let Some(MLPolicySource::Mpi(_)) = info.ml_source() {
-        let hosts = crate::companions::hostfile_entries(&info);
-        if hosts > MAX_HOSTFILE_ENTRIES {
-            return Err(RenderError::TooManyHosts { hosts });
-        }
-        if !observed.ssh_secret_exists {
-            let key = keys.key_pair();
-            objects.push(Object::Secret(Box::new(ssh_auth_secret(job, &key))));
-        }
-        objects.push(Object::ConfigMap(Box::new(hostfile_config_map(&info, job))));
-    }
-    if let Some(MLPolicySource::Flux(_)) = info.ml_source() {
-        objects.push(Object::ConfigMap(Box::new(
-            crate::flux::entrypoint_config_map(&info, job),
-        )));
-        objects.push(Object::Secret(Box::new(crate::flux::curve_secret(job))));
-    }
-    if let Some(status) = status {
-        objects.push(Object::ConfigMap(Box::new(
-            crate::companions::tls_config_map(job, &status.ca_cert),
-        )));
-    }
-    if !observed.pod_group_exists || suspended {
-        match info
-            .pod_group_policy
-            .as_ref()
-            .and_then(|p| p.source.as_ref())
-        {
-            Some(PodGroupPolicySource::Coscheduling(c)) => {
-                objects.push(Object::CoschedulingPodGroup(Box::new(
-                    coscheduling_pod_group(&info, job, c),
-                )));
-            }
-            Some(PodGroupPolicySource::Volcano(v)) => {
-                objects.push(Object::VolcanoPodGroup(Box::new(volcano_pod_group(
-                    &info, job, v,
-                ))));
-            }
-            None => {}
-        }
-    }
+/// [`render`] running the plugins of `registry` (built-in and custom, in registration order): the enforce
+/// phases, the pre-build sync, then every component builder; the objects sorted as [`crate::object::sort`] says.
+pub fn render_with_registry<K: KeySource>(
+    job: &TrainJob,
+    runtime: &TrainingRuntimeSpec,
+    observed: &Observed,
+    registry: &Registry,
+    keys: &mut K,
+) -> Result<Rendered, RenderError> {
+    let plugins = registry.plugins();
+    let mut info = kubetrain_merge::merge_with_registry(job, runtime, plugins)?;
+    plugins.pre_build(&mut info, job)?;
+    let mut objects = registry.build(&info, job, &mut BuildContext::new(observed, keys))?;
     sort(&mut objects);
     Ok(Rendered { info, objects })
 }

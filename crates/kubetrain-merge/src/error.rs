@@ -42,4 +42,40 @@ pub enum MergeError {
     /// callers matching on it keep compiling).
     #[error("runtime mlPolicy.{0}: rendering this ML policy is not supported by kubetrain yet")]
     UnsupportedPolicy(&'static str),
+    /// A plugin failed: its name and its error ([`MergeError::without_plugin`] unwraps it).
+    #[error("plugin {plugin}: {source}")]
+    Plugin {
+        /// The plugin's name.
+        plugin: String,
+        /// What the plugin reported.
+        #[source]
+        source: Box<MergeError>,
+    },
+    /// A plugin refuses the TrainJob or its runtime: the field at fault and how to fix it (for plugins outside
+    /// this crate).
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The field path, e.g. `spec.trainer.numNodes` or `runtime mlPolicy.mpi`.
+        path: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+impl MergeError {
+    /// The plugin that failed, if a plugin did.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            MergeError::Plugin { plugin, .. } => Some(plugin),
+            _ => None,
+        }
+    }
+
+    /// The error without the plugin that reported it.
+    pub fn without_plugin(&self) -> &MergeError {
+        match self {
+            MergeError::Plugin { source, .. } => source.without_plugin(),
+            other => other,
+        }
+    }
 }

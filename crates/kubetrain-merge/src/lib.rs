@@ -5,7 +5,9 @@
 //!
 //! - [`smp`]: the strategic-merge-patch engine runtime patches go through.
 //! - [`Info`]: the runtime info built from the TrainJob and its runtime (labels, patched template, pod sets).
-//! - [`plugins`]: the ML-policy and pod-group plugins, run by [`plugins::enforce`] in a fixed order.
+//! - [`plugins`]: the plugin framework (upstream's extension points as traits, an ordered
+//!   [`plugins::Registry`]) and every built-in ML-policy and pod-group plugin. Writing a plugin:
+//!   [docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md).
 //! - [`quantity`], [`resources`]: Kubernetes quantities and pod requests.
 //!
 //! The JobSet and its companion objects are built from an [`Info`] by `kubetrain-jobset`.
@@ -23,7 +25,8 @@ pub use info::{Info, PodSet, Scheduler};
 /// Kubernetes quantities: the one implementation lives in `kubetrain-api` (this path is kept for callers).
 pub use kubetrain_api::quantity;
 
-/// Builds the runtime info and runs every enforce phase: the merge stage of the render pipeline.
+/// Builds the runtime info and runs the enforce phases of the built-in plugins: the merge stage of the render
+/// pipeline.
 pub fn merge(
     job: &kubetrain_api::TrainJob,
     runtime: &kubetrain_api::TrainingRuntimeSpec,
@@ -37,8 +40,17 @@ pub fn merge_with(
     runtime: &kubetrain_api::TrainingRuntimeSpec,
     options: &plugins::Options,
 ) -> Result<Info, MergeError> {
+    merge_with_registry(job, runtime, &plugins::Registry::builtin(options))
+}
+
+/// [`merge`] running the enforce phases of `registry` (built-in and custom plugins, in registration order).
+pub fn merge_with_registry<P: ?Sized + plugins::Plugin>(
+    job: &kubetrain_api::TrainJob,
+    runtime: &kubetrain_api::TrainingRuntimeSpec,
+    registry: &plugins::Registry<P>,
+) -> Result<Info, MergeError> {
     let mut info = Info::new(job, runtime)?;
-    plugins::enforce_with(&mut info, job, options)?;
+    registry.enforce(&mut info, job)?;
     Ok(info)
 }
 

@@ -5,7 +5,7 @@ use crate::common;
 use kubetrain_api::{RuntimeCatalog, TrainJob};
 use kubetrain_jobset::{Observed, builtin, render, resolve, ssh::seeded_rng};
 use kubetrain_merge::Info;
-use kubetrain_merge::plugins::{ml_policy_plugin, pod_group_plugin};
+use kubetrain_merge::plugins::Registry;
 use proptest::prelude::*;
 
 const RUNTIMES: [&str; 6] = [
@@ -101,16 +101,20 @@ proptest! {
         let runtime = resolve(&catalog, &job).unwrap();
         let run = |ml_first: bool| -> Info {
             let mut info = Info::new(&job, runtime).unwrap();
-            let ml = ml_policy_plugin(info.ml_source()).unwrap();
-            let pg = pod_group_plugin(info.pod_group_policy.as_ref().and_then(|p| p.source.as_ref()));
+            let registry = Registry::builtin(&Default::default());
+            let ml = |info: &mut Info| {
+                for p in registry.iter().filter_map(|p| p.ml_policy()) {
+                    p.enforce_ml_policy(info, &job).unwrap();
+                }
+            };
             if ml_first {
-                ml.enforce_ml_policy(&mut info, &job).unwrap();
+                ml(&mut info);
             }
-            if let Some(pg) = pg {
-                pg.enforce_pod_group_policy(&mut info, &job).unwrap();
+            for p in registry.iter().filter_map(|p| p.pod_group_policy()) {
+                p.enforce_pod_group_policy(&mut info, &job).unwrap();
             }
             if !ml_first {
-                ml.enforce_ml_policy(&mut info, &job).unwrap();
+                ml(&mut info);
             }
             info
         };

@@ -9,4 +9,5 @@ mod facts;
 mod flux;
 mod golden;
 mod laws;
+mod plugins;
 mod trainjob_status;

@@ -2,7 +2,8 @@
 //! the Flux entrypoint. The entrypoint ConfigMap and the CURVE certificate Secret are built in `kubetrain-jobset`.
 //!
 //! Upstream (`plugins/flux/flux.go`) does not touch counts or env; PlainML runs for Flux runtimes too (its
-//! policy gate only excludes torch, MPI and JAX), so this plugin applies PlainML's effects first.
+//! policy gate only excludes torch, MPI and JAX) and is registered before this plugin, so its effects come
+//! first.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 use kubetrain_api::constants::{ANCESTOR_TRAINER, FLUX_INSTALLER, NODE};
 use kubetrain_api::{MLPolicySource, TrainJob};
 
-use super::{EnforceMlPolicy, Plugin, plainml::PlainMl};
+use super::{EnforceMlPolicy, Plugin};
 use crate::error::MergeError;
 use crate::info::Info;
 use crate::upsert;
@@ -211,8 +212,12 @@ fn installer(job: &str, image: String) -> Container {
 }
 
 impl Plugin for Flux {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "Flux"
+    }
+
+    fn ml_policy(&self) -> Option<&dyn EnforceMlPolicy> {
+        Some(self)
     }
 }
 
@@ -221,7 +226,6 @@ impl EnforceMlPolicy for Flux {
         if !matches!(info.ml_source(), Some(MLPolicySource::Flux(_))) {
             return Ok(());
         }
-        PlainMl.enforce_ml_policy(info, job)?;
 
         let name = job.name();
         let image = settings(info, job).remove(VIEW_IMAGE).unwrap_or_default();

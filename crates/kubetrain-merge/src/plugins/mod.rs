@@ -1,67 +1,130 @@
-//! The plugin framework: one trait per extension point, plugins run in one fixed order.
+//! The plugin framework: upstream's extension points (`pkg/runtime/framework/interface.go`) as traits, a
+//! [`Plugin`] that says which of them it implements, and an ordered [`Registry`] that runs them.
 //!
-//! Upstream registers plugins in a Go map, so their order inside a phase is random. Here each phase is a single
-//! exhaustive `match` on the runtime's policy: exactly one ML-policy plugin and at most one pod-group plugin run.
+//! Writing a plugin, the extension points in order and what each may change:
+//! [docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md). In short,
+//! [`Registry::enforce`] runs, for a TrainJob:
 //!
-//! | phase | policy | plugin |
+//! | order | extension point | may change |
 //! |---|---|---|
-//! | EnforceMlPolicy | none | [`plainml::PlainMl`] |
-//! | | torch | [`torch::Torch`] (torchtune rules in [`torchtune`]) |
-//! | | mpi | [`mpi::Mpi`] |
-//! | | jax | [`jax::Jax`] |
-//! | | xgboost | [`xgboost::Xgboost`] |
-//! | | flux | [`flux::Flux`] (PlainML's effects, then the Flux view) |
-//! | EnforcePodGroupPolicy | coscheduling | [`coscheduling::Coscheduling`] |
-//! | | volcano | [`volcano::Volcano`] |
-//! | EnforcePodSpec | [`Options::trainjob_status`] set | [`trainjobstatus::TrainJobStatus`] |
+//! | 1 | [`EnforceMlPolicy`], every plugin in registration order | counts, env, ports, volumes, the trainer command |
+//! | 2 | [`EnforcePodGroupPolicy`] | scheduler labels and annotations ([`Info::scheduler`]) |
+//! | 3 | [`EnforcePodSpec`] | pod templates, whatever the policies |
+//!
+//! then [`Registry::pre_build`] runs [`PreComponentBuilder`] (the JobSet's parallelism sync), and
+//! `kubetrain-jobset` runs the component builders. [`Registry::validate`] runs [`CustomValidation`].
+//!
+//! Upstream keeps its plugins in a Go map, so their order inside a phase is random; here the registration order
+//! is the run order, so a render is deterministic. Each built-in decides itself whether the runtime's policy is
+//! its own (as upstream's do) and does nothing otherwise:
+//!
+//! | plugin | runs when | phases |
+//! |---|---|---|
+//! | [`plainml::PlainMl`] | no ML policy, or flux (upstream's gate only excludes the other policies) | ML |
+//! | [`torch::Torch`] (torchtune rules in [`torchtune`]) | `mlPolicy.torch` | ML |
+//! | [`mpi::Mpi`] | `mlPolicy.mpi` | ML |
+//! | [`jax::Jax`] | `mlPolicy.jax` | ML |
+//! | [`xgboost::Xgboost`] | `mlPolicy.xgboost` | ML |
+//! | [`flux::Flux`] | `mlPolicy.flux` (after PlainML) | ML |
+//! | [`coscheduling::Coscheduling`] | `podGroupPolicy.coscheduling` | pod group |
+//! | [`volcano::Volcano`] | `podGroupPolicy.volcano` | pod group |
+//! | [`trainjobstatus::TrainJobStatus`] | registered ([`Options::trainjob_status`]) | pod spec |
 //!
 //! Upstream registers TrainJobStatus only behind its feature gate (alpha, off by default) and refuses more than
 //! one TrainJobStatus plugin; here it is one optional configuration, off unless the caller passes it.
 //!
-//! The component builders (JobSet, MPI Secret and hostfile, PodGroups) live in `kubetrain-jobset`.
+//! The component builders (JobSet, MPI Secret and hostfile, PodGroups) and the registry that also runs them
+//! live in `kubetrain-jobset`, whose objects they produce.
 
 pub mod coscheduling;
 pub mod flux;
 pub mod jax;
 pub mod mpi;
 pub mod plainml;
+mod registry;
 pub mod torch;
 pub mod torchtune;
 pub mod trainjobstatus;
 pub mod volcano;
 pub mod xgboost;
 
-use kubetrain_api::{MLPolicySource, PodGroupPolicySource, TrainJob};
+use std::sync::Arc;
+
+use kubetrain_api::{FieldError, TrainJob};
 
 use crate::error::MergeError;
 use crate::info::Info;
+
+pub use registry::{DuplicatePlugin, Registry};
 
 /// Field path of the Job completion index, the rank of a pod (PET_NODE_RANK, JAX_PROCESS_ID, DMLC_TASK_ID).
 pub const COMPLETION_INDEX_FIELD_PATH: &str =
     "metadata.annotations['batch.kubernetes.io/job-completion-index']";
 
-/// Every plugin has a name (used in errors and docs).
-pub trait Plugin {
-    /// The plugin name, as upstream registers it.
-    fn name(&self) -> &'static str;
+/// A plugin: a name and the extension points it implements (upstream's interface assertions). Every accessor
+/// answers `None` unless the plugin overrides it, typically with `Some(self)`.
+pub trait Plugin: Send + Sync {
+    /// The plugin's name: unique in a [`Registry`], and the prefix of its errors (`plugin <name>: ...`).
+    fn name(&self) -> &str;
+
+    /// The plugin as an [`EnforceMlPolicy`].
+    fn ml_policy(&self) -> Option<&dyn EnforceMlPolicy> {
+        None
+    }
+
+    /// The plugin as an [`EnforcePodGroupPolicy`].
+    fn pod_group_policy(&self) -> Option<&dyn EnforcePodGroupPolicy> {
+        None
+    }
+
+    /// The plugin as an [`EnforcePodSpec`].
+    fn pod_spec(&self) -> Option<&dyn EnforcePodSpec> {
+        None
+    }
+
+    /// The plugin as a [`PreComponentBuilder`].
+    fn pre_component_builder(&self) -> Option<&dyn PreComponentBuilder> {
+        None
+    }
+
+    /// The plugin as a [`CustomValidation`].
+    fn custom_validation(&self) -> Option<&dyn CustomValidation> {
+        None
+    }
 }
 
-/// Enforces an ML policy: counts, framework env, ports, volumes.
-pub trait EnforceMlPolicy: Plugin {
-    /// Writes the policy's effects into `info`. `job` is read only.
+/// Enforces an ML policy: counts, framework env, ports, volumes (upstream `EnforceMLPolicyPlugin`).
+pub trait EnforceMlPolicy {
+    /// Writes the policy's effects into `info`, or nothing when the runtime's policy is not the plugin's.
+    /// `job` is read only.
     fn enforce_ml_policy(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError>;
 }
 
-/// Enforces a pod-group policy: scheduler labels and annotations on every pod.
-pub trait EnforcePodGroupPolicy: Plugin {
-    /// Writes the policy's effects into `info`; runs after the ML policy, so counts are final.
+/// Enforces a pod-group policy: scheduler labels and annotations on every pod (upstream
+/// `EnforcePodGroupPolicyPlugin`).
+pub trait EnforcePodGroupPolicy {
+    /// Writes the policy's effects into `info`; runs after every ML policy, so counts are final.
     fn enforce_pod_group_policy(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError>;
 }
 
-/// Rewrites pod templates for every TrainJob, whatever its policies (upstream `EnforcePodSpecPlugin`).
-pub trait EnforcePodSpec: Plugin {
+/// Rewrites pod templates for concerns no policy API drives (upstream `EnforcePodSpecPlugin`).
+pub trait EnforcePodSpec {
     /// Writes the plugin's effects into `info`; runs after the ML and pod-group policies.
     fn enforce_pod_spec(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError>;
+}
+
+/// Consolidates the info with the concrete runtime template before any object is built (upstream
+/// `PreComponentBuilderPlugin`; only the template's owner, the JobSet, implements it).
+pub trait PreComponentBuilder {
+    /// Syncs `info` with the template; runs after every enforce phase.
+    fn pre_build(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError>;
+}
+
+/// Validates a TrainJob against its runtime (upstream `CustomValidationPlugin`).
+pub trait CustomValidation {
+    /// Findings with their field paths; [`FieldError::warning`]s do not deny. `old` is the stored TrainJob on
+    /// an update.
+    fn validate(&self, info: &Info, old: Option<&TrainJob>, new: &TrainJob) -> Vec<FieldError>;
 }
 
 /// Optional plugins and their configuration (upstream: feature gates and the operator's configuration).
@@ -71,51 +134,60 @@ pub struct Options {
     pub trainjob_status: Option<trainjobstatus::TrainJobStatus>,
 }
 
-/// The ML-policy plugin for a policy source (exhaustive: a new policy does not compile until it has one).
-pub fn ml_policy_plugin(
-    source: Option<&MLPolicySource>,
-) -> Result<&'static dyn EnforceMlPolicy, MergeError> {
-    Ok(match source {
-        None => &plainml::PlainMl,
-        Some(MLPolicySource::Torch(_)) => &torch::Torch,
-        Some(MLPolicySource::Mpi(_)) => &mpi::Mpi,
-        Some(MLPolicySource::Jax(_)) => &jax::Jax,
-        Some(MLPolicySource::Xgboost(_)) => &xgboost::Xgboost,
-        Some(MLPolicySource::Flux(_)) => &flux::Flux,
-    })
-}
-
-/// The pod-group plugin for a policy source.
-pub fn pod_group_plugin(
-    source: Option<&PodGroupPolicySource>,
-) -> Option<&'static dyn EnforcePodGroupPolicy> {
-    match source {
-        None => None,
-        Some(PodGroupPolicySource::Coscheduling(_)) => Some(&coscheduling::Coscheduling),
-        Some(PodGroupPolicySource::Volcano(_)) => Some(&volcano::Volcano),
+impl Registry {
+    /// Every built-in plugin of this crate in its run order (the table above); TrainJobStatus only when
+    /// `options` enables it.
+    pub fn builtin(options: &Options) -> Self {
+        let mut registry = Registry::new();
+        let plugins: [Arc<dyn Plugin>; 8] = [
+            Arc::new(plainml::PlainMl),
+            Arc::new(torch::Torch),
+            Arc::new(mpi::Mpi),
+            Arc::new(jax::Jax),
+            Arc::new(xgboost::Xgboost),
+            Arc::new(flux::Flux),
+            Arc::new(coscheduling::Coscheduling),
+            Arc::new(volcano::Volcano),
+        ];
+        let status = options
+            .trainjob_status
+            .clone()
+            .map(|s| Arc::new(s) as Arc<dyn Plugin>);
+        for plugin in plugins.into_iter().chain(status) {
+            // Built-in names are distinct (registry::tests), so nothing is refused here.
+            let _ = registry.register(plugin);
+        }
+        registry
     }
 }
 
-/// Runs the enforce phases in their fixed order: the ML policy, then the pod-group policy.
+/// Runs the enforce phases of the built-in plugins: the ML policy, then the pod-group policy.
 pub fn enforce(info: &mut Info, job: &TrainJob) -> Result<(), MergeError> {
     enforce_with(info, job, &Options::default())
 }
 
-/// Runs the enforce phases in their fixed order: the ML policy, the pod-group policy, then the pod-spec plugins
-/// that `options` enables.
+/// Runs the enforce phases of the built-in plugins that `options` enables ([`Registry::builtin`]).
 pub fn enforce_with(info: &mut Info, job: &TrainJob, options: &Options) -> Result<(), MergeError> {
-    ml_policy_plugin(info.ml_source())?.enforce_ml_policy(info, job)?;
-    let pod_group = info
-        .pod_group_policy
+    Registry::builtin(options).enforce(info, job)
+}
+
+/// Whether the runtime's ML policy is `policy` (the gate of the ML-policy built-ins).
+pub(crate) fn ml_policy_is(
+    info: &Info,
+    policy: fn(&kubetrain_api::MLPolicySource) -> bool,
+) -> bool {
+    info.ml_source().is_some_and(policy)
+}
+
+/// Whether the runtime's pod-group policy is `policy` (the gate of the pod-group built-ins).
+pub(crate) fn pod_group_policy_is(
+    info: &Info,
+    policy: fn(&kubetrain_api::PodGroupPolicySource) -> bool,
+) -> bool {
+    info.pod_group_policy
         .as_ref()
-        .and_then(|p| p.source.as_ref());
-    if let Some(plugin) = pod_group_plugin(pod_group) {
-        plugin.enforce_pod_group_policy(info, job)?;
-    }
-    if let Some(status) = &options.trainjob_status {
-        status.enforce_pod_spec(info, job)?;
-    }
-    Ok(())
+        .and_then(|p| p.source.as_ref())
+        .is_some_and(policy)
 }
 
 /// `trainer.numNodes` → Count of the trainer pod set (PlainML, Torch, JAX, XGBoost).

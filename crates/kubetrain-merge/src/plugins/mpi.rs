@@ -82,8 +82,12 @@ fn mount(name: &str, path: &str) -> VolumeMount {
 }
 
 impl Plugin for Mpi {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "MPI"
+    }
+
+    fn ml_policy(&self) -> Option<&dyn EnforceMlPolicy> {
+        Some(self)
     }
 }
 

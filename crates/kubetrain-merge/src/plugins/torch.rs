@@ -33,8 +33,12 @@ pub fn procs_per_node(info: &Info, job: &TrainJob) -> (ProcsPerNode, i64) {
 }
 
 impl Plugin for Torch {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "Torch"
+    }
+
+    fn ml_policy(&self) -> Option<&dyn EnforceMlPolicy> {
+        Some(self)
     }
 }
 

@@ -113,8 +113,12 @@ pub struct TrainJobStatus {
 }
 
 impl Plugin for TrainJobStatus {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "TrainJobStatus"
+    }
+
+    fn pod_spec(&self) -> Option<&dyn EnforcePodSpec> {
+        Some(self)
     }
 }
 

@@ -1,8 +1,8 @@
 //! XGBoost: the Rabit tracker env (`DMLC_*`) and port 29500 on the trainer container.
 
 use k8s_openapi::api::core::v1::ContainerPort;
-use kubetrain_api::TrainJob;
 use kubetrain_api::constants::TRAINER_PORT;
+use kubetrain_api::{MLPolicySource, TrainJob};
 
 use super::{COMPLETION_INDEX_FIELD_PATH, EnforceMlPolicy, Plugin, apply_num_nodes, master_host};
 use crate::error::MergeError;
@@ -14,13 +14,20 @@ use crate::{resources, upsert};
 pub struct Xgboost;
 
 impl Plugin for Xgboost {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "XGBoost"
+    }
+
+    fn ml_policy(&self) -> Option<&dyn EnforceMlPolicy> {
+        Some(self)
     }
 }
 
 impl EnforceMlPolicy for Xgboost {
     fn enforce_ml_policy(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError> {
+        if !super::ml_policy_is(info, |p| matches!(p, MLPolicySource::Xgboost(_))) {
+            return Ok(());
+        }
         let Some(trainer_ps) = apply_num_nodes(info, job) else {
             return Ok(());
         };
