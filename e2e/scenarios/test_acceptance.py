@@ -208,8 +208,8 @@ def test_acceptance_on_the_cluster_passes_and_proves_the_restore(queue, tmp_path
     for n, name in enumerate(["queue", "staging", "benchmark", "training", "restore", "labels", "cost"], 1):
         assert f"[{n}/7] {name}: PASS" in stdout, stdout
     assert "acceptance e2e: PASSED" in stdout, stdout
-    report = json.loads((out / "acceptance.json").read_text())
-    assert (out / "acceptance.html").exists() and (out / "labels.txt").exists()
+    report = json.loads((out / "latest" / "acceptance.json").read_text())
+    assert (out / "latest" / "acceptance.html").exists() and (out / "latest" / "labels.txt").exists()
     assert report["mode"] == "cluster" and report["passed"] is True
     steps = {s["name"]: s for s in report["steps"]}
     queue_step = steps["queue"]["measurements"]

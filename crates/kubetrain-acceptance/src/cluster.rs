@@ -18,7 +18,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
+    PatchParams, PostParams, Preconditions,
 };
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -36,6 +36,9 @@ use crate::report::{Check, Host, Report, StagingPoint, TrainEvent, TrainPoint};
 
 /// The Kueue label that puts a TrainJob in a LocalQueue.
 pub const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+/// The label on every TrainJob a run creates (value: the plan's name). A run deletes a TrainJob only
+/// when it carries this label for its plan: one of the same name without it is the user's.
+pub const RUN_LABEL: &str = "kubetrain.io/acceptance-plan";
 /// Field manager of what the run applies.
 pub const FIELD_MANAGER: &str = "kubetrain-acceptance";
 const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
@@ -48,7 +51,7 @@ const INITIALIZERS: [&str; 2] = ["dataset-initializer", "model-initializer"];
 /// Where and how to run.
 #[derive(Clone)]
 pub struct ClusterRun {
-    /// The report directory.
+    /// This run's own directory, new and empty (see [`crate::outdir`]): the report is written there.
     pub out_dir: PathBuf,
     /// A client of the cluster's API server.
     pub client: Client,
@@ -219,10 +222,11 @@ pub fn trainjobs_of(plan: &Plan, namespace: &str) -> (Value, Value) {
         base["metadata"] = json!({});
     }
     base["metadata"]["namespace"] = json!(namespace);
+    if !base["metadata"]["labels"].is_object() {
+        base["metadata"]["labels"] = json!({});
+    }
+    base["metadata"]["labels"][RUN_LABEL] = json!(plan.metadata.name);
     if let Some(q) = &spec.queue.name {
-        if !base["metadata"]["labels"].is_object() {
-            base["metadata"]["labels"] = json!({});
-        }
         base["metadata"]["labels"][QUEUE_LABEL] = json!(q);
     }
     for (key, s) in [("dataset", &spec.dataset), ("model", &spec.model)] {
@@ -501,21 +505,46 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Deletes `name` if it exists and waits until it is gone (a previous run's job).
-    async fn remove_leftover(&self, name: &str, deadline: Instant) -> Result<bool, String> {
-        match self
+    /// Deletes TrainJob `name` only when this plan's run created it ([`RUN_LABEL`]), guarded by its uid
+    /// so that one re-created meanwhile is kept. `Ok(false)`: there is none; an error: it is not ours.
+    async fn delete_ours(&self, name: &str, params: DeleteParams) -> Result<bool, String> {
+        let existing = self
             .trainjob_api
-            .delete(name, &DeleteParams::foreground())
+            .get_opt(name)
             .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(false),
-            Err(e) => {
-                return Err(format!(
-                    "deleting the earlier TrainJob {name}: {}",
-                    api_error(&e)
-                ));
-            }
+            .map_err(|e| format!("reading TrainJob {}/{name}: {}", self.ns, api_error(&e)))?;
+        let Some(existing) = existing else {
+            return Ok(false);
+        };
+        let plan = &self.plan.metadata.name;
+        if existing.labels().get(RUN_LABEL) != Some(plan) {
+            return Err(format!(
+                "TrainJob {}/{name} exists and was not created by acceptance plan {plan} (no label {RUN_LABEL}={plan}), so the run leaves it alone: delete it yourself, or rename spec.trainJob.metadata.name",
+                self.ns
+            ));
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: existing.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..params
+        };
+        match self.trainjob_api.delete(name, &params).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(format!(
+                "deleting the earlier TrainJob {}/{name}: {}",
+                self.ns,
+                api_error(&e)
+            )),
+        }
+    }
+
+    /// Deletes `name` if an earlier run of this plan left it, and waits until it is gone.
+    async fn remove_leftover(&self, name: &str, deadline: Instant) -> Result<bool, String> {
+        if !self.delete_ours(name, DeleteParams::foreground()).await? {
+            return Ok(false);
         }
         watch_until(self.trainjob_api.clone(), by_name(name), deadline, |m| {
             (!m.contains_key(name)).then_some(())
@@ -722,10 +751,7 @@ pub async fn run(
     if interrupted {
         report.interrupted = true;
         for name in &names {
-            let _ = ctx
-                .trainjob_api
-                .delete(name, &DeleteParams::background())
-                .await;
+            let _ = ctx.delete_ours(name, DeleteParams::background()).await;
         }
         steps.skip_rest("interrupted (Ctrl-C or SIGTERM): the TrainJobs were deleted");
     }
@@ -1159,7 +1185,8 @@ async fn steps_body(
     };
     let train_start = Instant::now();
     let window = spec.training.window.0;
-    let target = u64::from(spec.pod_deletion.after_checkpoints) * spec.checkpoint.every_steps;
+    let target =
+        u64::from(spec.pod_deletion.after_checkpoints).saturating_mul(spec.checkpoint.every_steps);
     let mut log = TrainLog::default();
     let now = |at: Instant| at.elapsed().as_secs_f64();
     // Phase A: train until the reported checkpoint step reaches the plan's.
@@ -1472,7 +1499,7 @@ async fn steps_body(
         nodes: plan.num_nodes(),
         held_seconds: held,
         lost_seconds: lost,
-        accepted_samples: final_step * spec.training.samples_per_step,
+        accepted_samples: final_step.saturating_mul(spec.training.samples_per_step),
     };
     labels_and_cost(
         plan,
@@ -1543,6 +1570,7 @@ mod tests {
         for j in [&bench, &train] {
             assert_eq!(j["metadata"]["namespace"], "team");
             assert_eq!(j["metadata"]["labels"][QUEUE_LABEL], "team-q");
+            assert_eq!(j["metadata"]["labels"][RUN_LABEL], "t");
             assert_eq!(
                 j["spec"]["initializer"]["dataset"]["storageUri"],
                 "s3://data/sample"
@@ -1643,9 +1671,28 @@ mod tests {
             read_workload(&server.client(), "team", "held").await,
             Ok(None)
         );
+        // A TrainJob of the same name that this plan's run did not create is the user's: kept.
+        let err = ctx
+            .remove_leftover("held", Instant::now() + std::time::Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains(
+                "was not created by acceptance plan t (no label kubetrain.io/acceptance-plan=t)"
+            ),
+            "{err}"
+        );
+        assert!(
+            server
+                .get("trainer.kubeflow.org/v1alpha1", "trainjobs", "team", "held")
+                .is_some()
+        );
         // A leftover of an earlier run is deleted and its absence awaited; a missing one is not an error.
+        let mut ours = job("old", false);
+        ours["metadata"]["labels"] = json!({RUN_LABEL: "t"});
+        server.insert(ours);
         assert_eq!(
-            ctx.remove_leftover("held", Instant::now() + std::time::Duration::from_secs(10))
+            ctx.remove_leftover("old", Instant::now() + std::time::Duration::from_secs(10))
                 .await,
             Ok(true)
         );

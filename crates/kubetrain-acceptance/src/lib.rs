@@ -28,6 +28,7 @@ pub mod cluster;
 pub mod cost;
 pub mod local;
 pub mod metrics;
+pub mod outdir;
 pub mod plan;
 pub mod report;
 pub mod s3store;

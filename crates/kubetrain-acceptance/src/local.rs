@@ -42,7 +42,8 @@ pub const STEPS: [(&str, &str); 7] = [
 /// How to run.
 #[derive(Debug, Clone)]
 pub struct LocalRun {
-    /// The report directory (`acceptance.json`, `acceptance.html`, the run directory, checkpoints).
+    /// This run's own directory, new and empty (see [`crate::outdir`]): the report (`acceptance.json`,
+    /// `acceptance.html`, `labels.txt`), the pods' `run/`, relative checkpoint locations.
     pub out_dir: PathBuf,
     /// The `kubetrain` binary the pods run.
     pub kubetrain_exe: PathBuf,
@@ -176,6 +177,16 @@ pub(crate) fn bench_command(plan: &Plan) -> Value {
         "--output",
         "json"
     ])
+}
+
+/// Where the checkpoints go: `s3://…` and absolute directories as written; a relative directory inside
+/// `run_dir` once `..` is resolved, or an error when it would leave it.
+fn checkpoint_location(location: &str, run_dir: &Path) -> Result<String, String> {
+    if location.starts_with("s3://") || Path::new(location).is_absolute() {
+        return Ok(location.to_string());
+    }
+    let inside = crate::outdir::resolve_inside(location)?;
+    Ok(run_dir.join(inside).display().to_string())
 }
 
 /// The env the training pods get from the plan: where, how often and how many checkpoints to keep, and how
@@ -492,8 +503,8 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
     };
     let spec = &plan.spec;
     let th = &spec.thresholds;
+    // `out_dir` is this run's own fresh directory (`outdir::create_run_dir`): nothing in it to clear.
     let run_dir = opts.out_dir.join("run");
-    let _ = std::fs::remove_dir_all(&run_dir);
     let options = LocalOptions {
         run_dir: Some(run_dir.clone()),
         kubetrain_exe: Some(opts.kubetrain_exe.clone()),
@@ -723,15 +734,19 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
 
         // 4 + 5. Training with checkpoints, the pod deletion and the restore.
         let t = Instant::now();
-        let location = if spec.checkpoint.location.starts_with("s3://")
-            || Path::new(&spec.checkpoint.location).is_absolute()
-        {
-            spec.checkpoint.location.clone()
-        } else {
-            opts.out_dir
-                .join(&spec.checkpoint.location)
-                .display()
-                .to_string()
+        let location = match checkpoint_location(&spec.checkpoint.location, &opts.out_dir) {
+            Ok(l) => l,
+            Err(e) => {
+                steps.finish(
+                    t,
+                    format!("spec.checkpoint.location: {e}"),
+                    Value::Null,
+                    vec![],
+                    true,
+                );
+                steps.skip_rest("the training step failed");
+                return (admitted_at.elapsed(), None);
+            }
         };
         let store = match crate::s3store::open(&location, &crate::s3store::S3Settings::from_env()) {
             Ok(s) => s,
@@ -747,8 +762,8 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
                 return (admitted_at.elapsed(), None);
             }
         };
-        // A fresh run starts from step 0: stale checkpoints inside the report directory are ours to
-        // clear; anywhere else they are the user's, and the run refuses to start.
+        // A fresh run starts from step 0. A relative location is inside this run's new directory, so
+        // empty; checkpoints anywhere else are the user's: the run refuses to start and deletes nothing.
         match store.list() {
             Ok(names) => {
                 let old: Vec<String> = names
@@ -756,21 +771,15 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
                     .filter(|n| checkpoint::step_of(n).is_some())
                     .collect();
                 if !old.is_empty() {
-                    if Path::new(&location).starts_with(&opts.out_dir) {
-                        for n in &old {
-                            let _ = store.delete(n);
-                        }
-                    } else {
-                        steps.finish(
-                            t,
-                            format!("checkpoint location {location} already holds {} checkpoints (e.g. {}): the test must start from step 0, so point spec.checkpoint.location at an empty location", old.len(), old[0]),
-                            Value::Null,
-                            vec![],
-                            true,
-                        );
-                        steps.skip_rest("the training step failed");
-                        return (admitted_at.elapsed(), None);
-                    }
+                    steps.finish(
+                        t,
+                        format!("checkpoint location {location} already holds {} checkpoints (e.g. {}): the test must start from step 0, so point spec.checkpoint.location at an empty location", old.len(), old[0]),
+                        Value::Null,
+                        vec![],
+                        true,
+                    );
+                    steps.skip_rest("the training step failed");
+                    return (admitted_at.elapsed(), None);
                 }
             }
             Err(e) => {
@@ -1071,7 +1080,11 @@ pub async fn run(plan: &Plan, opts: &LocalRun, progress: &mut (dyn FnMut(&str) +
             }
             _ => 0.0,
         };
-        let accepted = log.points.last().map_or(0, |p| p.1 + 1) * spec.training.samples_per_step;
+        let accepted = log
+            .points
+            .last()
+            .map_or(0, |p| p.1 + 1)
+            .saturating_mul(spec.training.samples_per_step);
         (
             held,
             Some((
@@ -1143,7 +1156,10 @@ pub(crate) fn labels_and_cost(
         ("kubetrain.io/acceptance-plan", plan.metadata.name.clone()),
         (
             "kubetrain.io/gpu-count",
-            (usage.nodes * u64::from(spec.cost.gpus_per_node)).to_string(),
+            usage
+                .nodes
+                .saturating_mul(u64::from(spec.cost.gpus_per_node))
+                .to_string(),
         ),
         ("kubetrain.io/gpu-hours", fmt(breakdown.gpu_hours)),
         ("kubetrain.io/network-busbw-gbps", fmt(busbw)),
@@ -1259,6 +1275,21 @@ pub fn fmt_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checkpoint_locations_stay_inside_the_run_directory() {
+        let run = Path::new("/r/20260101T000000Z-1");
+        assert_eq!(
+            checkpoint_location("a/../ckpt", run).unwrap(),
+            "/r/20260101T000000Z-1/ckpt"
+        );
+        assert!(checkpoint_location("../../home/me/ckpt", run).is_err());
+        assert_eq!(
+            checkpoint_location("/data/ckpt", run).unwrap(),
+            "/data/ckpt"
+        );
+        assert_eq!(checkpoint_location("s3://b/p", run).unwrap(), "s3://b/p");
+    }
 
     #[test]
     fn trainer_lines_parse() {

@@ -17,6 +17,30 @@ pub const API_VERSION: &str = "kubetrain.io/v1alpha1";
 /// `kind` of a plan.
 pub const KIND: &str = "AcceptancePlan";
 
+/// Largest `spec.benchmark.maxBytes` (32Gi): beyond the largest sizes nccl-tests are run with.
+const MAX_BENCH_BYTES: u64 = 32 << 30;
+/// Largest `spec.benchmark.iters` and `warmup` per message size.
+const MAX_ITERS: u64 = 10_000;
+/// Largest `spec.training.samplesPerStep` (10⁹): steps × samples stays far from overflowing.
+const MAX_SAMPLES_PER_STEP: u64 = 1_000_000_000;
+/// Largest `spec.checkpoint.everySteps`.
+const MAX_EVERY_STEPS: u64 = 1_000_000_000;
+/// Largest `spec.checkpoint.keep` and `spec.podDeletion.afterCheckpoints`.
+const MAX_CHECKPOINTS: u64 = 1000;
+/// Largest `spec.cost.gpusPerNode`.
+const MAX_GPUS_PER_NODE: u64 = 64;
+/// Most bytes a plan's loopback sources generate, each (4Gi).
+const MAX_LOOPBACK_BYTES: u64 = 4 << 30;
+/// Largest price or per-run cost.
+const MAX_PRICE: f64 = 1e9;
+
+fn bound(path: &str, message: String) -> FieldError {
+    FieldError {
+        path: path.into(),
+        message,
+    }
+}
+
 /// One problem of a plan: where, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FieldError {
@@ -694,6 +718,183 @@ impl Plan {
                 );
             }
         }
+        errs.extend(self.check_locations());
+        errs.extend(self.check_bounds());
+        errs
+    }
+
+    /// Paths the run writes to that are relative must stay inside its directory once `..` is resolved:
+    /// the checkpoint location, and where a loopback source's files are generated (bucket/prefix).
+    fn check_locations(&self) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let c = &self.spec.checkpoint.location;
+        if !c.trim().is_empty()
+            && !c.contains("://")
+            && !std::path::Path::new(c).is_absolute()
+            && let Err(e) = crate::outdir::resolve_inside(c)
+        {
+            errs.push(FieldError {
+                path: "spec.checkpoint.location".into(),
+                message: e,
+            });
+        }
+        for (path, s) in [
+            ("spec.dataset.uri", &self.spec.dataset),
+            ("spec.model.uri", &self.spec.model),
+        ] {
+            if let (Some(_), Some(rest)) = (&s.loopback, s.uri.strip_prefix("s3://"))
+                && let Err(e) = crate::outdir::resolve_inside(rest)
+            {
+                errs.push(FieldError {
+                    path: path.into(),
+                    message: format!(
+                        "a loopback source's files are generated under the run directory at bucket/prefix: {e}"
+                    ),
+                });
+            }
+        }
+        errs
+    }
+
+    /// Upper bounds, so that no value overflows or keeps the run going for ever.
+    fn check_bounds(&self) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let spec = &self.spec;
+        let day = Duration::from_secs(24 * 3600);
+        for (path, d) in [
+            ("spec.training.window", Some(spec.training.window)),
+            (
+                "spec.thresholds.maxQueueWait",
+                spec.thresholds.max_queue_wait,
+            ),
+            (
+                "spec.thresholds.maxRestoreTime",
+                spec.thresholds.max_restore_time,
+            ),
+            ("spec.cluster.stepTimeout", Some(spec.cluster.step_timeout)),
+        ] {
+            if let Some(d) = d
+                && d.0 > day
+            {
+                errs.push(bound(
+                    path,
+                    format!("{} is over the limit of 24h (86400s)", format_duration(d.0)),
+                ));
+            }
+        }
+        if let Some(d) = spec.training.step_delay
+            && d.0 > spec.training.window.0
+        {
+            errs.push(bound(
+                "spec.training.stepDelay",
+                format!(
+                    "{} is longer than spec.training.window ({}): not one step would finish in the window",
+                    format_duration(d.0),
+                    format_duration(spec.training.window.0)
+                ),
+            ));
+        }
+        let counts: [(&str, u64, u64); 8] = [
+            (
+                "spec.benchmark.maxBytes",
+                spec.benchmark.max_bytes.0,
+                MAX_BENCH_BYTES,
+            ),
+            (
+                "spec.benchmark.iters",
+                spec.benchmark.iters.into(),
+                MAX_ITERS,
+            ),
+            (
+                "spec.benchmark.warmup",
+                spec.benchmark.warmup.into(),
+                MAX_ITERS,
+            ),
+            (
+                "spec.training.samplesPerStep",
+                spec.training.samples_per_step,
+                MAX_SAMPLES_PER_STEP,
+            ),
+            (
+                "spec.checkpoint.everySteps",
+                spec.checkpoint.every_steps,
+                MAX_EVERY_STEPS,
+            ),
+            (
+                "spec.checkpoint.keep",
+                spec.checkpoint.keep.into(),
+                MAX_CHECKPOINTS,
+            ),
+            (
+                "spec.podDeletion.afterCheckpoints",
+                spec.pod_deletion.after_checkpoints.into(),
+                MAX_CHECKPOINTS,
+            ),
+            (
+                "spec.cost.gpusPerNode",
+                spec.cost.gpus_per_node.into(),
+                MAX_GPUS_PER_NODE,
+            ),
+        ];
+        for (path, v, max) in counts {
+            if v > max {
+                errs.push(bound(path, format!("{v} is over the limit of {max}")));
+            }
+        }
+        for (path, s) in [("spec.dataset", &spec.dataset), ("spec.model", &spec.model)] {
+            if let Some(l) = &s.loopback {
+                let total = u64::from(l.files).saturating_mul(l.file_size.0);
+                if total > MAX_LOOPBACK_BYTES {
+                    errs.push(bound(
+                        &format!("{path}.loopback"),
+                        format!(
+                            "files × fileSize = {total} bytes is over the limit of 4Gi generated on this machine's disk"
+                        ),
+                    ));
+                }
+            }
+        }
+        let cost = &spec.cost;
+        for (path, v) in [
+            ("spec.cost.gpuHour", cost.gpu_hour),
+            ("spec.cost.nodeHour", cost.node_hour),
+            ("spec.cost.networkPerRun", cost.network_per_run),
+            ("spec.cost.storagePerRun", cost.storage_per_run),
+            ("spec.cost.supportPerRun", cost.support_per_run),
+            ("spec.cost.operationsPerRun", cost.operations_per_run),
+            ("spec.baseline.pricePerUnit", spec.baseline.price_per_unit),
+        ] {
+            if v.is_finite() && v > MAX_PRICE {
+                errs.push(bound(path, format!("{v} is over the limit of 1e9")));
+            }
+        }
+        errs.extend(self.check_capacity());
+        errs
+    }
+
+    /// `spec.queue.capacity`: known resources with readable, non-zero amounts (a zero capacity would
+    /// never admit the job).
+    fn check_capacity(&self) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        for (k, v) in &self.spec.queue.capacity {
+            let path = format!("spec.queue.capacity.{k}");
+            let amount = match k.as_str() {
+                "cpu" | "gpu" => v
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("{v:?} is not a whole number of {k}s")),
+                "memory" => parse_size(v).map_err(|e| e.to_string()),
+                _ => Err(format!("unknown resource {k:?}: cpu, memory or gpu")),
+            };
+            match amount {
+                Err(e) => errs.push(bound(&path, e)),
+                Ok(0) if k != "gpu" => errs.push(bound(
+                    &path,
+                    "must be at least 1: a queue of no capacity never admits the job".into(),
+                )),
+                Ok(_) => {}
+            }
+        }
         errs
     }
 
@@ -814,6 +1015,175 @@ spec:
                 "{to}: {errs}"
             );
         }
+    }
+
+    /// Values that would overflow, never finish or write outside the run directory: refused before
+    /// anything starts, each with its field path.
+    #[test]
+    fn bad_plans_are_refused_with_the_field_path() {
+        let cases = [
+            (
+                "location: ckpt",
+                "location: ../ckpt",
+                "spec.checkpoint.location",
+                "leaves the run directory",
+            ),
+            (
+                "location: ckpt",
+                "location: a/../../ckpt",
+                "spec.checkpoint.location",
+                "leaves the run directory",
+            ),
+            (
+                "location: ckpt",
+                "location: .",
+                "spec.checkpoint.location",
+                "names the run directory itself",
+            ),
+            (
+                "uri: s3://data/sample",
+                "uri: s3://data/../../x",
+                "spec.dataset.uri",
+                "leaves the run directory",
+            ),
+            (
+                "window: 2s",
+                "window: 25h",
+                "spec.training.window",
+                "over the limit of 24h",
+            ),
+            (
+                "window: 2s",
+                "window: 2s, stepDelay: 1h",
+                "spec.training.stepDelay",
+                "longer than spec.training.window",
+            ),
+            (
+                "maxQueueWait: 30s",
+                "maxQueueWait: 99999999",
+                "spec.thresholds.maxQueueWait",
+                "over the limit of 24h",
+            ),
+            (
+                "maxQueueWait: 30s",
+                "maxRestoreTime: 2000h",
+                "spec.thresholds.maxRestoreTime",
+                "over the limit of 24h",
+            ),
+            (
+                "baseline:",
+                "cluster: {stepTimeout: 48h}\n  baseline:",
+                "spec.cluster.stepTimeout",
+                "over the limit of 24h",
+            ),
+            (
+                "samplesPerStep: 1024",
+                "samplesPerStep: 18446744073709551615",
+                "spec.training.samplesPerStep",
+                "over the limit",
+            ),
+            (
+                "everySteps: 5",
+                "everySteps: 18446744073709551615",
+                "spec.checkpoint.everySteps",
+                "over the limit",
+            ),
+            (
+                "everySteps: 5",
+                "everySteps: 5, keep: 4294967295",
+                "spec.checkpoint.keep",
+                "over the limit of 1000",
+            ),
+            (
+                "afterCheckpoints: 1",
+                "afterCheckpoints: 4294967295",
+                "spec.podDeletion.afterCheckpoints",
+                "over the limit of 1000",
+            ),
+            (
+                "thresholds:",
+                "benchmark: {maxBytes: 16777216Gi}\n  thresholds:",
+                "spec.benchmark.maxBytes",
+                "over the limit",
+            ),
+            (
+                "thresholds:",
+                "benchmark: {iters: 4294967295}\n  thresholds:",
+                "spec.benchmark.iters",
+                "over the limit of 10000",
+            ),
+            (
+                "thresholds:",
+                "benchmark: {warmup: 4294967295}\n  thresholds:",
+                "spec.benchmark.warmup",
+                "over the limit of 10000",
+            ),
+            (
+                "nodeHour: 0.2",
+                "nodeHour: 0.2, gpusPerNode: 4294967295",
+                "spec.cost.gpusPerNode",
+                "over the limit of 64",
+            ),
+            (
+                "nodeHour: 0.2",
+                "nodeHour: 1e300",
+                "spec.cost.nodeHour",
+                "over the limit",
+            ),
+            (
+                "pricePerUnit: 1.5",
+                "pricePerUnit: 1e300",
+                "spec.baseline.pricePerUnit",
+                "over the limit",
+            ),
+            (
+                "files: 2, fileSize: 1Ki",
+                "files: 1000, fileSize: 1Gi",
+                "spec.dataset.loopback",
+                "over the limit of 4Gi",
+            ),
+            (
+                "thresholds:",
+                "queue: {capacity: {cpu: \"0\"}}\n  thresholds:",
+                "spec.queue.capacity.cpu",
+                "at least 1",
+            ),
+            (
+                "thresholds:",
+                "queue: {capacity: {cpu: lots}}\n  thresholds:",
+                "spec.queue.capacity.cpu",
+                "not a whole number",
+            ),
+            (
+                "thresholds:",
+                "queue: {capacity: {memory: \"0\"}}\n  thresholds:",
+                "spec.queue.capacity.memory",
+                "at least 1",
+            ),
+            (
+                "thresholds:",
+                "queue: {capacity: {gpus: \"8\"}}\n  thresholds:",
+                "spec.queue.capacity.gpus",
+                "unknown resource",
+            ),
+        ];
+        for (from, to, path, want) in cases {
+            assert!(MINIMAL.contains(from), "{from}");
+            let text = MINIMAL.replacen(from, to, 1);
+            let errs = Plan::from_yaml(&text).unwrap_err();
+            assert!(
+                errs.0
+                    .iter()
+                    .any(|e| e.path == path && e.message.contains(want)),
+                "{to}: {errs}"
+            );
+        }
+        // At the limits, the plan is valid.
+        let text = MINIMAL
+            .replacen("window: 2s", "window: 24h", 1)
+            .replacen("location: ckpt", "location: a/../ckpt", 1)
+            .replacen("afterCheckpoints: 1", "afterCheckpoints: 1000", 1);
+        Plan::from_yaml(&text).unwrap();
     }
 
     #[test]

@@ -2,14 +2,15 @@
 //! the GPU-cluster acceptance test as one command (kubetrain-acceptance). Exit code 0 only when every
 //! step passed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use kubetrain_acceptance::cluster::{self, ClusterRun};
 use kubetrain_acceptance::local::{self, LocalRun};
-use kubetrain_acceptance::plan::Plan;
+use kubetrain_acceptance::outdir;
+use kubetrain_acceptance::plan::{FieldError, Plan};
 
 /// Arguments of `kubetrain acceptance`.
 #[derive(Debug, Args)]
@@ -44,7 +45,9 @@ struct RunArgs {
     /// its ServiceAccount.
     #[arg(long)]
     cluster: bool,
-    /// Report directory (default ./acceptance-<plan name>/).
+    /// Report directory (default ./acceptance-<plan name>/): each run writes a new <UTC time>-<n>
+    /// directory in it and links it as `latest`. A symbolic link, or a non-empty directory this
+    /// command did not create, is refused.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -59,9 +62,20 @@ struct ValidateArgs {
     cluster: bool,
 }
 
-fn read_plan(path: &std::path::Path) -> anyhow::Result<Plan> {
+fn read_plan(path: &Path) -> anyhow::Result<Plan> {
     let text = super::read_input(path)?;
-    Plan::from_yaml(&text).map_err(|errors| anyhow::anyhow!("{errors}"))
+    Plan::from_yaml(&text).map_err(|errors| plan_errors(path, &errors.0))
+}
+
+/// Every problem of the plan at `file`, one per line: `<plan file>: <field.path>: <message>`.
+fn plan_errors(file: &Path, errors: &[FieldError]) -> anyhow::Error {
+    let name = if file == Path::new("-") {
+        "(stdin)".to_string()
+    } else {
+        file.display().to_string()
+    };
+    let lines: Vec<String> = errors.iter().map(|e| format!("{name}: {e}")).collect();
+    anyhow::anyhow!("{}", lines.join("\n"))
 }
 
 /// Runs `kubetrain acceptance`.
@@ -75,10 +89,7 @@ pub(crate) fn run(args: AcceptanceArgs) -> anyhow::Result<ExitCode> {
                 Vec::new()
             };
             if !errors.is_empty() {
-                return Err(anyhow::anyhow!(
-                    "{}",
-                    kubetrain_acceptance::plan::PlanErrors(errors)
-                ));
+                return Err(plan_errors(&a.file, &errors));
             }
             println!("AcceptancePlan/{}: valid", plan.metadata.name);
             Ok(ExitCode::SUCCESS)
@@ -93,22 +104,16 @@ fn run_plan(a: RunArgs) -> anyhow::Result<ExitCode> {
     if on_cluster {
         let errors = cluster::validate(&plan);
         if !errors.is_empty() {
-            return Err(anyhow::anyhow!(
-                "{}",
-                kubetrain_acceptance::plan::PlanErrors(errors)
-            ));
+            return Err(plan_errors(&a.file, &errors));
         }
     }
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("acceptance-{}", plan.metadata.name)));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let out = out
-        .canonicalize()
-        .with_context(|| format!("resolving {}", out.display()))?;
+    let dirs = ReportDirs::create(out)?;
     if on_cluster {
-        return run_on_cluster(&plan, &a, out);
+        return run_on_cluster(&plan, &a, dirs);
     }
     let exe = std::env::current_exe().context("locate the kubetrain binary")?;
     // Orphans of the pods (a daemon that left its container's process group) come back to this process,
@@ -122,19 +127,37 @@ fn run_plan(a: RunArgs) -> anyhow::Result<ExitCode> {
     println!(
         "acceptance {}: 7 steps on this machine; report in {}",
         plan.metadata.name,
-        out.display()
+        dirs.run.display()
     );
     let run = LocalRun {
-        out_dir: out.clone(),
+        out_dir: dirs.run.clone(),
         kubetrain_exe: exe,
     };
     let mut progress = |line: &str| println!("{line}");
     let report = runtime.block_on(local::run(&plan, &run, &mut progress));
-    conclude(&report, &out)
+    conclude(&report, &dirs)
+}
+
+/// `--out` (the tool's report directory) and this run's new directory inside it.
+struct ReportDirs {
+    out: PathBuf,
+    run: PathBuf,
+}
+
+impl ReportDirs {
+    /// Claims `out` and creates the run's directory, refusing what is not ours (see `outdir`).
+    fn create(out: PathBuf) -> anyhow::Result<Self> {
+        let run = outdir::create_run_dir(&out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
+        // Absolute, for the pods: `out` is no symbolic link, so this resolves only its parents.
+        let run = run
+            .canonicalize()
+            .with_context(|| format!("resolving {}", run.display()))?;
+        Ok(ReportDirs { out, run })
+    }
 }
 
 /// `--kubeconfig`/`--context`/`--cluster`: the TrainJobs through the API server and the operator.
-fn run_on_cluster(plan: &Plan, a: &RunArgs, out: PathBuf) -> anyhow::Result<ExitCode> {
+fn run_on_cluster(plan: &Plan, a: &RunArgs, dirs: ReportDirs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -156,31 +179,42 @@ fn run_on_cluster(plan: &Plan, a: &RunArgs, out: PathBuf) -> anyhow::Result<Exit
     println!(
         "acceptance {}: 7 steps on the cluster at {server}, namespace {ns}; report in {}",
         plan.metadata.name,
-        out.display()
+        dirs.run.display()
     );
     let run = ClusterRun {
-        out_dir: out.clone(),
+        out_dir: dirs.run.clone(),
         client,
         namespace,
         server,
     };
     let mut progress = |line: &str| println!("{line}");
     let report = runtime.block_on(cluster::run(plan, &run, &mut progress));
-    conclude(&report, &out)
+    conclude(&report, &dirs)
 }
 
-/// Writes the report and prints the verdict: exit 0 when passed, 130 when interrupted, 1 otherwise.
+/// Writes the report, links it as the latest and prints the verdict: exit 0 when passed, 130 when
+/// interrupted, 1 otherwise.
 fn conclude(
     report: &kubetrain_acceptance::report::Report,
-    out: &std::path::Path,
+    dirs: &ReportDirs,
 ) -> anyhow::Result<ExitCode> {
-    kubetrain_acceptance::write_report(report, out)
-        .with_context(|| format!("writing the report into {}", out.display()))?;
+    let run = &dirs.run;
+    kubetrain_acceptance::write_report(report, run)
+        .with_context(|| format!("writing the report into {}", run.display()))?;
     println!(
         "wrote {} and {}",
-        out.join("acceptance.json").display(),
-        out.join("acceptance.html").display()
+        run.join("acceptance.json").display(),
+        run.join("acceptance.html").display()
     );
+    // The report is written either way; a `latest` that cannot be updated is only a warning.
+    match outdir::link_latest(&dirs.out, run) {
+        Ok(()) => println!(
+            "{} → {}",
+            dirs.out.join(outdir::LATEST).display(),
+            run.file_name().unwrap_or_default().to_string_lossy()
+        ),
+        Err(e) => eprintln!("warning: {e}"),
+    }
     if report.interrupted {
         println!("acceptance {}: interrupted", report.name);
         return Ok(ExitCode::from(130));

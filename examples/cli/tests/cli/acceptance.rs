@@ -96,7 +96,7 @@ fn run(edits: &[(&str, &str)], hold: impl FnOnce(&Path)) -> Run {
         .arg(&out_dir)
         .output()
         .expect("kubetrain runs");
-    let report = std::fs::read_to_string(out_dir.join("acceptance.json"))
+    let report = std::fs::read_to_string(out_dir.join("latest/acceptance.json"))
         .ok()
         .map(|t| serde_json::from_str(&t).expect("acceptance.json is JSON"));
     Run { out, report, dir }
@@ -151,13 +151,13 @@ fn a_short_plan_passes_every_step_and_proves_the_restore() {
     );
     assert!(report["labels"]["kubetrain.io/queue-wait-seconds"].is_string());
     assert!(report["cost"]["effectiveCostPerUnit"].as_f64().unwrap() > 0.0);
-    let labels = std::fs::read_to_string(r.dir.path().join("report/labels.txt")).unwrap();
+    let labels = std::fs::read_to_string(r.dir.path().join("report/latest/labels.txt")).unwrap();
     assert!(
         labels.contains("kubetrain.io/acceptance-result=passed\n"),
         "{labels}"
     );
     assert!(labels.contains("kubetrain.io/cluster=test\n"), "{labels}");
-    check_html_in_chromium(&r.dir.path().join("report/acceptance.html"));
+    check_html_in_chromium(&r.dir.path().join("report/latest/acceptance.html"));
 }
 
 /// Loads the page in headless Chromium and reads what its charts drew. Without Chromium the test says
@@ -354,9 +354,94 @@ fn plan_errors_name_the_field() {
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("AcceptancePlan: spec.podDeletion.podIndex: 5 is not a trainer pod"),
+        stderr.contains(&format!(
+            "{}: spec.podDeletion.podIndex: 5 is not a trainer pod",
+            file.display()
+        )),
         "{stderr}"
     );
+}
+
+/// `acceptance run -f plan.yaml --out DIR` for `plan` as given; nothing is expected to start.
+fn run_refused(dir: &Path, plan: &str, out: &Path) -> String {
+    let file = dir.join("plan.yaml");
+    std::fs::write(&file, plan).unwrap();
+    let output = command()
+        .args(["acceptance", "run", "-f", arg(&file), "--local", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    let all = format!("{}\n{}", text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(!all.contains("[1/7]"), "nothing may start: {all}");
+    all
+}
+
+#[test]
+fn run_refuses_an_out_it_did_not_create_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = PLAN.replace("QUEUE_DIR", arg(&dir.path().join("queue")));
+    // A directory of the user's that happens to have a `run/`: it was deleted recursively before.
+    let out = dir.path().join("mine");
+    std::fs::create_dir_all(out.join("run")).unwrap();
+    std::fs::write(out.join("run/thesis.tex"), "years of work").unwrap();
+    let all = run_refused(dir.path(), &plan, &out);
+    assert!(
+        all.contains("is not empty and has no .kubetrain-acceptance file"),
+        "{all}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("run/thesis.tex")).unwrap(),
+        "years of work"
+    );
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+    // A symbolic link as --out is refused, not followed.
+    let target = dir.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let all = run_refused(dir.path(), &plan, &link);
+    assert!(all.contains("is a symbolic link"), "{all}");
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+}
+
+#[test]
+fn run_refuses_bad_plan_values_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = PLAN.replace("QUEUE_DIR", arg(&dir.path().join("queue")));
+    // The user's checkpoints next to the report: `../ckpt` used to pass the inside-the-report guard,
+    // and the run deleted them.
+    let user_ckpt = dir.path().join("ckpt/ckpt-0000000010.ktckpt");
+    std::fs::create_dir_all(user_ckpt.parent().unwrap()).unwrap();
+    std::fs::write(&user_ckpt, "the user's").unwrap();
+    let out = dir.path().join("report");
+    let file = dir.path().join("plan.yaml");
+    for (from, to, want) in [
+        (
+            "location: ckpt",
+            "location: ../ckpt",
+            "spec.checkpoint.location: \"../ckpt\" leaves the run directory",
+        ),
+        (
+            "samplesPerStep: 1024",
+            "samplesPerStep: 18446744073709551615",
+            "spec.training.samplesPerStep: 18446744073709551615 is over the limit",
+        ),
+        (
+            "everySteps: 10",
+            "everySteps: 18446744073709551615",
+            "spec.checkpoint.everySteps: 18446744073709551615 is over the limit",
+        ),
+    ] {
+        assert!(base.contains(from), "{from}");
+        let all = run_refused(dir.path(), &base.replacen(from, to, 1), &out);
+        assert!(
+            all.contains(&format!("{}: {want}", file.display())),
+            "{to}: {all}"
+        );
+    }
+    assert!(!out.exists(), "no report directory for a refused plan");
+    assert_eq!(std::fs::read_to_string(&user_ckpt).unwrap(), "the user's");
 }
 
 /// `kubetrain collective train-demo --local-ranks 2 --checkpoint-dir DIR ...` with `args`; stdout.
@@ -494,7 +579,7 @@ fn an_interrupted_run_stops_its_pods_and_exits_130() {
         .collect();
     assert!(leftovers.is_empty(), "processes left behind: {leftovers:?}");
     let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("report/acceptance.json")).unwrap(),
+        &std::fs::read_to_string(dir.path().join("report/latest/acceptance.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(report["interrupted"], true);
@@ -517,6 +602,18 @@ fn the_examples_validate_and_the_local_one_passes() {
 
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
+    // A report directory of an earlier run: the rerun adds its own run directory and leaves that one.
+    let report = dir.path().join("report");
+    let earlier = report.join("20200101T000000Z-1");
+    std::fs::create_dir_all(earlier.join("checkpoints")).unwrap();
+    std::fs::write(report.join(".kubetrain-acceptance"), "").unwrap();
+    std::fs::write(earlier.join("acceptance.json"), "earlier").unwrap();
+    std::fs::write(
+        earlier.join("checkpoints/ckpt-0000000040.ktckpt"),
+        "earlier",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("20200101T000000Z-1", report.join("latest")).unwrap();
     let out = command()
         .args([
             "acceptance",
@@ -525,7 +622,7 @@ fn the_examples_validate_and_the_local_one_passes() {
             &format!("{examples}/local.yaml"),
             "--out",
         ])
-        .arg(dir.path().join("report"))
+        .arg(&report)
         // A queue of its own: other runs on this machine do not make it wait.
         .env("KUBETRAIN_QUEUE_DIR", dir.path().join("queue"))
         .output()
@@ -533,6 +630,16 @@ fn the_examples_validate_and_the_local_one_passes() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("acceptance local: PASSED"), "{stdout}");
-    assert!(dir.path().join("report/acceptance.json").exists());
-    assert!(dir.path().join("report/acceptance.html").exists());
+    let latest = std::fs::read_link(report.join("latest")).unwrap();
+    assert_ne!(latest, Path::new("20200101T000000Z-1"));
+    assert!(report.join(&latest).join("acceptance.json").exists());
+    assert!(report.join(&latest).join("acceptance.html").exists());
+    assert!(report.join(&latest).join("checkpoints").is_dir());
+    for f in ["acceptance.json", "checkpoints/ckpt-0000000040.ktckpt"] {
+        assert_eq!(
+            std::fs::read_to_string(earlier.join(f)).unwrap(),
+            "earlier",
+            "{f}"
+        );
+    }
 }
