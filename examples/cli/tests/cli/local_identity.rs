@@ -57,6 +57,20 @@ impl Drop for Victim {
     }
 }
 
+/// Waits for `child` to exit by itself; kills it and fails when it is still running after a generous bound
+/// (the bound only turns a hang into a failure; nothing waits for it when the command works).
+fn assert_ends(mut child: Child, what: &str) {
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end: it waits on a run that is over");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A `run.json` that says `name` is Running in process `runner` (and, when given, that `runner` is the
 /// process identity of it).
 fn record(name: &str, run_dir: &Path, pid: u32, runner: Option<&ProcessIdentity>) -> String {
@@ -141,6 +155,18 @@ fn a_reused_pid_is_never_signalled_and_reads_as_gone() {
                 || text(&out.stderr).contains("cannot be verified"),
             "{}",
             text(&out.stderr)
+        );
+        // logs -f ends too: the run it would follow is over.
+        assert_ends(
+            command()
+                .args(["logs", name, "--local", "-f"])
+                .env("TMPDIR", tmp.path())
+                .env("KUBETRAIN_RUNS_DIR", &root)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+            &format!("logs {name} --local -f"),
         );
         let out = kubetrain_in(tmp.path(), Some(&root), &["delete", name, "--local"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
