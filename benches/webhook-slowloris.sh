@@ -6,6 +6,15 @@
 # stall, how many connections the server cut or refused, and the latency of one valid review sent while
 # the attack is on (it must still be answered). Figures in docs/benchmarks.md ("Webhook under slow clients").
 #
+# MODE=heads (issue 39) runs the slow-head attack instead: N TLS clients each send a request head one byte per
+# RATE seconds (default 1) that never ends and reconnect as soon as the server cuts them, for HOLD seconds;
+# once they are all connected, VALID reviews (default 6) are sent one after the other and each one's latency
+# is printed (a valid review must be answered within 1 s). The valid reviews come from VALID_FROM (default
+# 127.0.0.2: the API server and the attacking pods have different addresses; 127.0.0.1 puts them all behind
+# one address); the attackers from ATTACK_FROM (space-separated, default 127.0.0.1; several addresses take
+# the server to its overall cap instead of its per-address one). Figures in docs/operator.md ("Limits of the
+# webhook server").
+#
 # Usage: benches/webhook-slowloris.sh [CONNS...]          (default: 100 1000)
 # Environment: SENT (body bytes each connection sends, default 8000000), DECLARED (its Content-Length,
 #   default 8388608), HOLD (seconds to keep the stalled connections open, default 15), PROFILE (release or
@@ -25,6 +34,98 @@ for n in "${conns[@]}"; do
   # A fresh server per run, fed by a pipe it serves until closed.
   coproc SERVER { exec "$bin" 0; }
   read -r _ addr <&"${SERVER[0]}"
+  if [ "${MODE:-bodies}" = heads ]; then
+  python3 - "$addr" "$n" <<'PY'
+import asyncio, json, os, ssl, sys, time
+
+addr, n = sys.argv[1], int(sys.argv[2])
+host, port = addr.rsplit(":", 1)
+assert host in ("127.0.0.1", "[::1]"), "loopback only"
+rate = float(os.environ.get("RATE", 1))
+hold = float(os.environ.get("HOLD", 15))
+valid_count = int(os.environ.get("VALID", 6))
+valid_from = os.environ.get("VALID_FROM", "127.0.0.2")
+attack_from = os.environ.get("ATTACK_FROM", "127.0.0.1").split()
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
+stats = {"connections": 0, "cut": 0, "failed": 0}
+live = set()
+stop = asyncio.Event()
+
+async def trickler(i):
+    head = f"POST {PATH} HTTP/1.1\r\nHost: localhost\r\nX-Slow: ".encode()
+    while not stop.is_set():
+        try:
+            r, w = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port), ssl=ctx, server_hostname="localhost",
+                                        local_addr=(attack_from[i % len(attack_from)], 0)), hold)
+        except Exception:
+            stats["failed"] += 1
+            await asyncio.sleep(0.1)
+            continue
+        stats["connections"] += 1
+        live.add(i)
+        try:
+            k = 0
+            while not stop.is_set():
+                w.write(head[k:k + 1] if k < len(head) else b"a")
+                k += 1
+                await w.drain()
+                try:
+                    await asyncio.wait_for(r.read(1), rate)
+                    break  # closed (or answered) by the server: reconnect
+                except asyncio.TimeoutError:
+                    pass
+            stats["cut"] += 0 if stop.is_set() else 1
+        except Exception:
+            stats["cut"] += 0 if stop.is_set() else 1
+        finally:
+            live.discard(i)
+            w.close()
+
+async def valid_review():
+    # curl in its own process, timing itself: the attackers' busy event loop must not delay or time it.
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "1", "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+        "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"},
+        "name": "j", "namespace": "default", "operation": "CREATE", "userInfo": {},
+        "object": {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                   "metadata": {"name": "j", "namespace": "default"},
+                   "spec": {"runtimeRef": {"name": "torch-distributed"}}}}}
+    curl = await asyncio.create_subprocess_exec(
+        "curl", "-sk", "--max-time", "10", "--interface", valid_from, "-o", "/dev/null",
+        "-w", "%{http_code} %{time_total}", "-H", "Content-Type: application/json",
+        "--data-binary", json.dumps(review), f"https://{host}:{port}{PATH}",
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await curl.communicate()
+    code, seconds = (out.decode().split() + ["0", "0"])[:2]
+    # 000: no answer (refused, reset, or --max-time reached).
+    return ("no answer" if code == "000" else code), float(seconds)
+
+async def main():
+    tasks = [asyncio.ensure_future(trickler(i)) for i in range(n)]
+    started = time.monotonic()
+    while len(live) < min(n, 1000) and time.monotonic() - started < hold / 3:
+        await asyncio.sleep(0.1)
+    answers = []
+    for _ in range(valid_count):
+        answers.append(await valid_review())
+        await asyncio.sleep(max(0.0, 1.0 - answers[-1][1]))
+    stop.set()
+    await asyncio.wait(tasks, timeout=5)
+    within = sum(1 for code, t in answers if code == "200" and t <= 1.0)
+    print(f"{n} clients trickling heads at 1 byte per {rate} s and reconnecting: "
+          f"{stats['connections']} connections, {stats['cut']} cut by the server, {stats['failed']} failed to connect; "
+          f"valid reviews answered within 1 s: {within} of {len(answers)} "
+          f"({', '.join(f'{c} in {t:.2f} s' for c, t in answers)})")
+    for t in tasks:
+        t.cancel()
+
+asyncio.run(main())
+PY
+  else
   python3 - "$SERVER_PID" "$addr" "$n" <<'PY'
 import asyncio, json, os, ssl, sys, time
 
@@ -140,6 +241,7 @@ async def main():
 
 asyncio.run(main())
 PY
+  fi
   server_pid=$SERVER_PID
   eval "exec ${SERVER[1]}>&-"
   wait "$server_pid" || true

@@ -28,9 +28,11 @@ use tokio::net::TcpListener;
 
 use crate::serving::{HttpResponse, Limits, respond, serve};
 
-/// Probes and scrapes are few and quick: this many connections at once, each request answered within 10 s.
+/// Probes and scrapes are few and quick: this many connections at once (16 from one address: the kubelet
+/// probes from its node's), each request answered within 10 s.
 const LIMITS: Limits = Limits {
     max_connections: 64,
+    max_per_source: 16,
     request_deadline: std::time::Duration::from_secs(10),
     head_timeout: crate::serving::HEAD_TIMEOUT,
     idle_timeout: crate::serving::IDLE_TIMEOUT,

@@ -9,7 +9,10 @@
 //! the token, plus what a JWKS check cannot see (a token bound to a pod that was deleted is refused). The
 //! namespace comes from the reviewed user name, `system:serviceaccount:<namespace>:<name>`. Positive
 //! verdicts are cached for [`CACHE_TTL`] (the API server caches its own token verdicts for about as long),
-//! bounded to [`CACHE_ENTRIES`]; at most [`MAX_CONCURRENT_REVIEWS`] reviews run at once.
+//! bounded to [`CACHE_ENTRIES`]; negative ones for [`DENIED_TTL`], bounded to [`DENIED_ENTRIES`] apart, so
+//! that refused tokens cannot evict accepted ones. At most [`MAX_CONCURRENT_REVIEWS`] reviews run at once,
+//! and a request that waited for one looks at the caches again: one token posted any number of times costs
+//! at most that many reviews per TTL.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -24,6 +27,15 @@ use tokio::sync::Semaphore;
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
 /// Accepted tokens remembered at most; past it the cache is emptied (every job re-reviews once).
 pub const CACHE_ENTRIES: usize = 4096;
+/// How long a refused token stays refused without asking the API server again. Port 10443 is reachable by
+/// pods (see the NetworkPolicy in docs/operator.md), and without this every post of a forged or expired
+/// token would make the operator send one TokenReview: 2,000 posts, 2,000 reviews in about a second, load
+/// the API server takes from whoever can reach the port. A verdict on the same token and audience does not
+/// change within seconds (forged, expired, wrong audience or namespace stay so); short, so that a token
+/// refused for a passing reason (the API server not yet knowing its pod) is retried on a later post.
+pub const DENIED_TTL: Duration = Duration::from_secs(10);
+/// Refused tokens remembered at most; past it the expired ones are dropped, then all of them.
+pub const DENIED_ENTRIES: usize = 4096;
 /// TokenReviews in flight at most; further requests wait for one to finish.
 pub const MAX_CONCURRENT_REVIEWS: usize = 16;
 
@@ -69,8 +81,50 @@ pub struct ReviewError(#[from] kube::Error);
 /// Checks tokens with `TokenReview`s (RBAC: `authentication.k8s.io` `tokenreviews` `create`).
 pub struct Authenticator {
     client: kube::Client,
-    accepted: Mutex<HashMap<(String, String), Instant>>,
+    accepted: Verdicts,
+    denied: Verdicts,
     reviews: Semaphore,
+}
+
+/// (audience, token).
+type Key = (String, String);
+
+/// Verdicts of one kind, each until its instant, at most `max` of them.
+struct Verdicts {
+    until: Mutex<HashMap<Key, (Instant, Verdict)>>,
+    max: usize,
+}
+
+impl Verdicts {
+    fn new(max: usize) -> Self {
+        Self {
+            until: Mutex::new(HashMap::new()),
+            max,
+        }
+    }
+
+    fn get(&self, key: &Key, now: Instant) -> Option<Verdict> {
+        let mut until = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        match until.get(key) {
+            Some((end, verdict)) if *end > now => Some(verdict.clone()),
+            Some(_) => {
+                until.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn insert(&self, key: Key, verdict: Verdict, end: Instant, now: Instant) {
+        let mut until = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        if until.len() >= self.max {
+            until.retain(|_, (end, _)| *end > now);
+            if until.len() >= self.max {
+                until.clear();
+            }
+        }
+        until.insert(key, (end, verdict));
+    }
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -84,7 +138,8 @@ impl Authenticator {
     pub fn new(client: kube::Client) -> Self {
         Self {
             client,
-            accepted: Mutex::new(HashMap::new()),
+            accepted: Verdicts::new(CACHE_ENTRIES),
+            denied: Verdicts::new(DENIED_ENTRIES),
             reviews: Semaphore::new(MAX_CONCURRENT_REVIEWS),
         }
     }
@@ -101,33 +156,33 @@ impl Authenticator {
         };
         let audience = audience(namespace, name);
         let key = (audience.clone(), token.to_owned());
-        let now = Instant::now();
-        {
-            let mut accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
-            match accepted.get(&key) {
-                Some(until) if *until > now => return Ok(Verdict::Allowed),
-                Some(_) => {
-                    accepted.remove(&key);
-                }
-                None => {}
-            }
+        if let Some(verdict) = self.cached(&key) {
+            return Ok(verdict);
         }
-        let verdict = {
-            let _permit = self.reviews.acquire().await.ok();
-            self.review(token, &audience, namespace).await?
-        };
-        if verdict == Verdict::Allowed {
-            let ttl = expires_in(token).map_or(CACHE_TTL, |left| left.min(CACHE_TTL));
-            let mut accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
-            if accepted.len() >= CACHE_ENTRIES {
-                accepted.retain(|_, until| *until > now);
-                if accepted.len() >= CACHE_ENTRIES {
-                    accepted.clear();
-                }
+        let _permit = self.reviews.acquire().await.ok();
+        // Another request may have reviewed the same token while this one waited for a permit.
+        if let Some(verdict) = self.cached(&key) {
+            return Ok(verdict);
+        }
+        let verdict = self.review(token, &audience, namespace).await?;
+        let now = Instant::now();
+        match &verdict {
+            Verdict::Allowed => {
+                let ttl = expires_in(token).map_or(CACHE_TTL, |left| left.min(CACHE_TTL));
+                self.accepted.insert(key, verdict.clone(), now + ttl, now);
             }
-            accepted.insert(key, now + ttl);
+            Verdict::Denied(_) => self
+                .denied
+                .insert(key, verdict.clone(), now + DENIED_TTL, now),
         }
         Ok(verdict)
+    }
+
+    fn cached(&self, key: &Key) -> Option<Verdict> {
+        let now = Instant::now();
+        self.accepted
+            .get(key, now)
+            .or_else(|| self.denied.get(key, now))
     }
 
     async fn review(

@@ -52,9 +52,13 @@ pub const MAX_BODY: usize = 64 * 1024;
 pub const FIELD_MANAGER: &str = "trainer-status";
 /// TrainJobs with a status write in flight at once, at most (further ones get 429).
 pub const MAX_JOBS: usize = 4096;
-/// Connections open at once (further clients wait in the listen backlog): with [`MAX_BODY`], bodies hold
-/// at most 16 MiB.
+/// Connections open at once: with [`MAX_BODY`], bodies hold at most 16 MiB. Past it a new connection
+/// displaces the oldest one still in its request head; while all are being answered, further clients wait
+/// in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections open at once from one address: a trainer process posts one update at a time, so a pod
+/// that opens more displaces its own oldest one still in its head, never another pod's.
+pub const MAX_PER_SOURCE: usize = 32;
 /// Time from a request's head to its answer (upstream's read and write timeouts are 10 s each).
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 

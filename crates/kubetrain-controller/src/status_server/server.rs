@@ -18,7 +18,7 @@ use super::auth::{Authenticator, Verdict as AuthVerdict};
 use super::coalesce::{Coalescer, Outcome};
 use super::metrics::{StatusMetrics, Verdict};
 use super::request::{echo, failure, invalid_message, merge_patch, parse, validate};
-use super::{FIELD_MANAGER, MAX_BODY, MAX_CONNECTIONS, MAX_JOBS, REQUEST_DEADLINE};
+use super::{FIELD_MANAGER, MAX_BODY, MAX_CONNECTIONS, MAX_JOBS, MAX_PER_SOURCE, REQUEST_DEADLINE};
 use crate::serving::{HttpResponse, Limits, respond, serve};
 use crate::webhook::tls::{ReloadingCert, server_config};
 
@@ -124,6 +124,7 @@ impl StatusServer {
         };
         let limits = Limits {
             max_connections: MAX_CONNECTIONS,
+            max_per_source: MAX_PER_SOURCE,
             request_deadline: REQUEST_DEADLINE,
             head_timeout: crate::serving::HEAD_TIMEOUT,
             idle_timeout: crate::serving::IDLE_TIMEOUT,

@@ -47,9 +47,15 @@ pub const FREE_BODY: usize = 32 * 1024;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServerLimits {
-    /// Connections open at once (default 1,024). Past it the server stops accepting: further clients wait in
-    /// the kernel's listen backlog until a connection ends.
+    /// Connections open at once (default 1,024). Past it a new connection displaces the oldest one still in
+    /// its TLS handshake or request head; while every connection is being answered the server stops
+    /// accepting, and further clients wait in the kernel's listen backlog until one ends.
     pub max_connections: usize,
+    /// Connections open at once from one source address (default 512). Past it a new connection displaces
+    /// that address's oldest one still in its head, or is closed at once when all of them are being
+    /// answered. Keep it above the API server's concurrent admission calls (its
+    /// `--max-mutating-requests-inflight` defaults to 200).
+    pub max_per_source: usize,
     /// Time from the request head to the response, body read included (default 10 s, the API server's
     /// default and usual webhook timeout); a request over it gets 408 and its connection is closed.
     pub request_deadline: Duration,
@@ -59,8 +65,8 @@ pub struct ServerLimits {
     /// 32 MiB, raised to `max_body` if smaller). A request that needs more waits, within its deadline, for
     /// others to finish.
     pub body_budget: usize,
-    /// Time from a request head's first byte (the connection's start, for its first request) to its end
-    /// (default 10 s); a slower head closes the connection.
+    /// Time from a request head's first byte (the connection's accept, TLS handshake included, for its
+    /// first request) to its end (default 2.5 s); a slower head closes the connection.
     pub head_timeout: Duration,
     /// How long a keep-alive connection may wait for its next request (default 120 s). Keep it above the
     /// client's own idle timeout (90 s for the API server) so that the client closes idle connections: a
@@ -72,6 +78,7 @@ impl Default for ServerLimits {
     fn default() -> Self {
         Self {
             max_connections: 1024,
+            max_per_source: 512,
             request_deadline: Duration::from_secs(10),
             max_body: MAX_BODY,
             body_budget: 32 * 1024 * 1024,
@@ -155,6 +162,7 @@ impl WebhookServer {
         };
         let connections = Limits {
             max_connections: limits.max_connections,
+            max_per_source: limits.max_per_source,
             request_deadline: limits.request_deadline,
             head_timeout: limits.head_timeout,
             idle_timeout: limits.idle_timeout,

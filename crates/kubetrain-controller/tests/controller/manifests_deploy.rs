@@ -348,7 +348,8 @@ fn every_manifest_parses_and_the_kustomizations_list_existing_files() {
 }
 
 #[test]
-fn the_network_policy_admits_only_an_ip_block_to_the_webhook_port_and_keeps_probes_and_scrapes() {
+fn the_network_policy_admits_the_api_server_to_the_webhook_port_and_trainjob_pods_to_the_status_port()
+ {
     use k8s_openapi::api::networking::v1::NetworkPolicy;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -412,6 +413,39 @@ fn the_network_policy_admits_only_an_ip_block_to_the_webhook_port_and_keeps_prob
         }
     }
     assert_eq!(webhook_rules, 1, "one rule admits the webhook port");
+    // The status port only from TrainJob (JobSet) pods: any other pod could stall progress reports and
+    // make the operator send a TokenReview per forged token (issue 39).
+    let status_peers: Vec<_> = spec
+        .ingress
+        .iter()
+        .flatten()
+        .filter(|rule| {
+            rule.ports.iter().flatten().any(|p| {
+                matches!(&p.port, Some(IntOrString::String(n)) if n == "status")
+                    || matches!(&p.port, Some(IntOrString::Int(10443)))
+            })
+        })
+        .flat_map(|rule| rule.from.clone().unwrap_or_default())
+        .collect();
+    assert!(
+        !status_peers.is_empty(),
+        "the status port is open to everyone"
+    );
+    for peer in &status_peers {
+        let pods = peer
+            .pod_selector
+            .as_ref()
+            .expect("a pod selector on the status port");
+        let jobset_pods = pods
+            .match_expressions
+            .iter()
+            .flatten()
+            .any(|e| e.key == "jobset.sigs.k8s.io/jobset-name" && e.operator == "Exists");
+        assert!(
+            jobset_pods,
+            "the status port admits more than TrainJob pods: {peer:?}"
+        );
+    }
     // The probes and the scrapes still get through.
     for port in ["health", "metrics"] {
         assert!(

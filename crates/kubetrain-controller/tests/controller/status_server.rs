@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use kubetrain_controller::mock::{FakeApiServer, FakeToken, Held, HeldRequest};
-use kubetrain_controller::status_server::auth::audience;
+use kubetrain_controller::status_server::auth::{MAX_CONCURRENT_REVIEWS, audience};
 use kubetrain_controller::status_server::coalesce::{Busy, Coalescer, Outcome};
 use kubetrain_controller::status_server::metrics::Verdict;
 use kubetrain_controller::status_server::{MAX_BODY, StatusMetrics, StatusServer};
@@ -283,6 +283,48 @@ async fn a_valid_update_is_written_as_upstream_writes_it_and_echoed() {
     assert_eq!(f.metrics.updates(Verdict::Written), 2);
     // One TokenReview: the accepted token is cached.
     assert_eq!(f.api.stats().token_reviews, 1);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_token_posted_2000_times_costs_a_bounded_number_of_token_reviews() {
+    // Issue 39: only accepted tokens were cached, so each post of a forged token cost one TokenReview.
+    let f = Fixture::start().await;
+    let posts = 2000;
+    let connections = 16;
+    let mut senders = tokio::task::JoinSet::new();
+    for _ in 0..connections {
+        let tls = f.tls.connect(f.addr, PATIENCE).await;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        let body = serde_json::to_vec(&sdk_body()).unwrap();
+        senders.spawn(async move {
+            for _ in 0..posts / connections {
+                let request = Request::post(path(NS, JOB))
+                    .header("host", "localhost")
+                    .header("content-type", "application/json")
+                    .header("authorization", "Bearer forged")
+                    .body(Full::new(Bytes::from(body.clone())))
+                    .unwrap();
+                let response = sender.send_request(request).await.unwrap();
+                assert_eq!(response.status(), StatusCode::FORBIDDEN);
+                response.into_body().collect().await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = senders.join_next().await {
+        done.unwrap();
+    }
+    let reviews = f.api.stats().token_reviews;
+    assert!(
+        (1..=MAX_CONCURRENT_REVIEWS as u64).contains(&reviews),
+        "{posts} posts of one forged token cost {reviews} TokenReviews"
+    );
+    // A valid token is still reviewed (and accepted) meanwhile.
+    assert_eq!(f.post(Some(GOOD), &sdk_body()).await.0, StatusCode::OK);
     f.stop().await;
 }
 

@@ -99,3 +99,68 @@ pub async fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> b
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// `n` clients that each open a TLS connection to `addr`, send a request head one byte every `every` that
+/// never ends, and reconnect as soon as the server closes the connection (the slow-head attack of issue
+/// 39). They stop when this is dropped.
+pub struct Tricklers {
+    _clients: tokio::task::JoinSet<()>,
+    opened: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Tricklers {
+    /// Starts the clients.
+    pub fn start(tls: &Tls, addr: SocketAddr, n: usize, every: Duration) -> Self {
+        let opened = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut clients = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let connector = tls.connector.clone();
+            let opened = opened.clone();
+            clients.spawn(async move {
+                loop {
+                    trickle_once(&connector, addr, every, &opened).await;
+                }
+            });
+        }
+        Self {
+            _clients: clients,
+            opened,
+        }
+    }
+
+    /// Connections whose TLS handshake succeeded so far.
+    pub fn opened(&self) -> usize {
+        self.opened.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// One connection of [`Tricklers`], until the server closes it.
+async fn trickle_once(
+    connector: &TlsConnector,
+    addr: SocketAddr,
+    every: Duration,
+    opened: &std::sync::atomic::AtomicUsize,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(tcp) = TcpStream::connect(addr).await else {
+        tokio::time::sleep(every).await;
+        return;
+    };
+    let name = ServerName::try_from("localhost").unwrap();
+    let Ok(mut tls) = connector.connect(name, tcp).await else {
+        return;
+    };
+    opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let head = b"POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
+    let mut buf = [0u8; 64];
+    for i in 0.. {
+        let byte = head.get(i).copied().unwrap_or(b'a');
+        if tls.write_all(&[byte]).await.is_err() || tls.flush().await.is_err() {
+            return;
+        }
+        tokio::select! {
+            _ = tls.read(&mut buf) => return, // closed (or answered): reconnect
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}

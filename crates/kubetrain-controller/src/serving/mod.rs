@@ -1,12 +1,15 @@
 //! One accept loop for the operator's two servers (the HTTPS webhook and the plain-HTTP health and metrics
 //! endpoint): HTTP/1.1 over hyper, optional TLS, and a graceful stop that lets in-flight requests finish.
 //!
-//! Slow or malicious clients are bounded three ways: the TLS handshake must end within 10 s and a request
-//! head within [`Limits::head_timeout`] of its first byte (of the connection's start, for the first request);
-//! each request (body read included) must be answered within its deadline ([`Limits::request_deadline`], or
-//! the client gets 408 and the connection closes); and at most [`Limits::max_connections`] connections are
-//! open at once. Past the cap the server stops accepting, so further clients wait in the kernel's listen
-//! backlog (back-pressure) until a connection ends; nothing is allocated for them.
+//! Slow or malicious clients are bounded three ways: a request head must end within [`Limits::head_timeout`]
+//! of its first byte (of the connection's accept, TLS handshake included, for the first request); each
+//! request (body read included) must be answered within its deadline ([`Limits::request_deadline`], or the
+//! client gets 408 and the connection closes); and at most [`Limits::max_connections`] connections are open
+//! at once, [`Limits::max_per_source`] from one address. A connection past a cap takes the place of the
+//! oldest one still in its head ([`slots`]): clients that trickle their heads and reconnect when cut only
+//! displace each other, and a request sent at once is answered. While every connection is being answered,
+//! the server stops accepting, so further clients wait in the kernel's listen backlog (back-pressure) until
+//! one ends; nothing is allocated for them.
 //!
 //! Between requests a keep-alive connection may idle for [`Limits::idle_timeout`], longer than the 90 s after
 //! which Go's HTTP client (the API server calling webhooks) drops idle connections: closing an idle
@@ -16,6 +19,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -28,7 +32,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
@@ -36,10 +40,14 @@ use tokio_rustls::TlsAcceptor;
 /// What every handler answers with.
 pub(crate) type HttpResponse = Response<Full<Bytes>>;
 
-/// How long a client may take for the TLS handshake.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
-/// [`Limits::head_timeout`] of every server: the head of a request within 10 s of its first byte.
-pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+mod slots;
+
+use slots::Slots;
+
+/// [`Limits::head_timeout`] of every server: the head of a request within 2.5 s of its first byte. Clients
+/// in the cluster (the API server, trainer pods, the kubelet) send a head in one write; a trickling client
+/// holds its slot this long at most.
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_millis(2500);
 /// [`Limits::idle_timeout`] of every server: longer than Go's 90 s `IdleConnTimeout`, so the client closes
 /// an idle connection before the server does.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -53,11 +61,15 @@ const READ_BUFFER: usize = 16 * 1024;
 /// How many clients a server serves at once and how long each request may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
-    /// Connections open at once; further clients wait in the listen backlog until one ends.
+    /// Connections open at once; past it a new one displaces the oldest still in its head, and while all
+    /// are being answered further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections open at once from one source address; past it a new one displaces that address's
+    /// oldest still in its head, or is closed at once when all of them are being answered.
+    pub max_per_source: usize,
     /// From the request head being read to the response: body read and handling together.
     pub request_deadline: Duration,
-    /// From a request head's first byte (the connection's start, for its first request) to its end.
+    /// From a request head's first byte (the connection's accept, for its first request) to its end.
     pub head_timeout: Duration,
     /// How long a keep-alive connection may wait for its next request.
     pub idle_timeout: Duration,
@@ -92,24 +104,36 @@ pub(crate) async fn serve<H, Fut>(
     Fut: Future<Output = HttpResponse> + Send + 'static,
 {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let slots = std::sync::Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let slots = Slots::new(
+        limits.max_connections,
+        limits.max_per_source,
+        slots::SHED_AFTER,
+    );
     let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        // A free connection slot first: while none is free, nothing is accepted (back-pressure).
-        let slot = tokio::select! {
+        // Room first: while every connection is being answered, nothing is accepted (back-pressure).
+        tokio::select! {
             () = &mut shutdown => break,
-            slot = std::sync::Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
+            () = slots.room() => {}
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
-                    connections.spawn(connection(stream, tls.clone(), handler.clone(), stop_rx.clone(), slot, limits));
+                Ok((stream, peer)) => {
+                    let (phase, phases) = watch::channel(Phase::Head(Instant::now()));
+                    // None: the caps are taken by requests being answered; the stream is closed at once.
+                    if let Some((ticket, closed)) = slots.admit(peer.ip(), phases) {
+                        let served = connection(stream, tls.clone(), handler.clone(), stop_rx.clone(), phase, Arc::clone(&slots), limits);
+                        connections.spawn(async move {
+                            let _ticket = ticket;
+                            tokio::select! {
+                                _ = closed => tracing::debug!("closed to make room for a newer connection"),
+                                () = served => {}
+                            }
+                        });
+                    }
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -132,37 +156,48 @@ pub(crate) async fn serve<H, Fut>(
     }
 }
 
-/// One connection, holding its `_slot` until it ends.
+/// One connection, its `phase` starting in [`Phase::Head`] at the accept: the TLS handshake and the first
+/// request head end within the head timeout of it.
 async fn connection<H, Fut>(
     stream: TcpStream,
     tls: Option<TlsAcceptor>,
     handler: H,
     stop: watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
+    phase: watch::Sender<Phase>,
+    slots: Arc<Slots>,
     limits: Limits,
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = HttpResponse> + Send + 'static,
 {
-    match tls {
-        Some(acceptor) => match tokio::time::timeout(CLIENT_TIMEOUT, acceptor.accept(stream)).await
-        {
-            Ok(Ok(stream)) => drive(stream, handler, stop, limits).await,
-            Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
-            Err(_) => tracing::debug!("TLS handshake timed out"),
-        },
-        None => drive(stream, handler, stop, limits).await,
+    let Some(tls) = tls else {
+        return drive(stream, handler, stop, phase, slots, limits).await;
+    };
+    let accepted = match *phase.borrow() {
+        Phase::Head(since) => since,
+        Phase::Idle | Phase::Busy => Instant::now(),
+    };
+    match tokio::time::timeout_at(accepted + limits.head_timeout, tls.accept(stream)).await {
+        Ok(Ok(stream)) => drive(stream, handler, stop, phase, slots, limits).await,
+        Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+        Err(_) => tracing::debug!("TLS handshake not complete within the head timeout"),
     }
 }
 
-async fn drive<S, H, Fut>(stream: S, handler: H, mut stop: watch::Receiver<bool>, limits: Limits)
-where
+async fn drive<S, H, Fut>(
+    stream: S,
+    handler: H,
+    mut stop: watch::Receiver<bool>,
+    phase: watch::Sender<Phase>,
+    slots: Arc<Slots>,
+    limits: Limits,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = HttpResponse> + Send + 'static,
 {
     let deadline = limits.request_deadline;
-    let (phase, phases) = watch::channel(Phase::Head(Instant::now()));
+    let phases = phase.subscribe();
     let io = TokioIo::new(Watched {
         inner: stream,
         phase: phase.clone(),
@@ -172,9 +207,11 @@ where
         phase.send_replace(Phase::Busy);
         let answer = tokio::time::timeout(deadline, handler(request));
         let phase = phase.clone();
+        let slots = Arc::clone(&slots);
         async move {
             let answer = answer.await;
             phase.send_replace(Phase::Idle);
+            slots.request_done();
             Ok::<_, Infallible>(answer.unwrap_or_else(|_| {
                 tracing::debug!(?deadline, "request not complete by its deadline");
                 let mut response = respond(
