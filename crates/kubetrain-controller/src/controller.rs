@@ -2,6 +2,11 @@
 //! PodGroups, with a level-triggered [`reconcile()`] (read what exists, render the full desired state, apply it)
 //! and a per-TrainJob exponential [`error_policy`].
 //!
+//! Renders run one plugin registry ([`Context::with_plugins`], [`run_with_plugins`]; the built-ins by
+//! default). Objects of other kinds that a custom plugin builds are applied like the built-in companions
+//! (server-side apply, owned by the TrainJob, before the JobSet) and re-applied by every reconcile; the kinds in
+//! [`Settings::owned_kinds`] are also watched, so a change to one reconciles its TrainJob.
+//!
 //! One reconcile, in request order:
 //!
 //! 1. `GET` the JobSet named like the TrainJob.
@@ -55,7 +60,9 @@ use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams,
+};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -65,6 +72,7 @@ use kube::{Client, Resource};
 use kubetrain_api::jobset::{JOBSET_API_VERSION, JobSet};
 use kubetrain_api::podgroup::{coscheduling, volcano};
 use kubetrain_api::{ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime};
+use kubetrain_jobset::plugins::Registry;
 use kubetrain_jobset::status::is_finished;
 use kubetrain_merge::plugins::mpi::{hostfile_config_map_name, ssh_auth_secret_name};
 use rand_core::OsRng;
@@ -81,10 +89,13 @@ use crate::reconcile::{self, FetchedRuntime, PodGroupKind, RuntimeKind, Snapshot
 use crate::settings::Settings;
 use crate::snapshots::ParsedSnapshots;
 
-/// What every reconcile shares: the client, settings, leadership view, metrics, event recorder and backoff.
+/// What every reconcile shares: the client, settings, render plugins, leadership view, metrics, event recorder
+/// and backoff.
 pub struct Context {
     client: Client,
     settings: Settings,
+    /// The plugins every render runs, built once (the operator shares them with its webhook).
+    plugins: Arc<Registry>,
     leadership: Leadership,
     metrics: Arc<Metrics>,
     recorder: Recorder,
@@ -99,7 +110,8 @@ pub struct Context {
 }
 
 impl Context {
-    /// A context for reconciles through `client`.
+    /// A context for reconciles through `client`, rendering with the built-in plugins that `settings.render`
+    /// enables ([`Registry::builtin`]).
     pub fn new(
         client: Client,
         settings: Settings,
@@ -116,6 +128,7 @@ impl Context {
         Self {
             backoff: Backoff::new(settings.backoff_base, settings.backoff_max),
             apply: apply_params(&settings.field_manager),
+            plugins: Arc::new(Registry::builtin(&settings.render)),
             client,
             settings,
             leadership,
@@ -125,6 +138,14 @@ impl Context {
             memory: AppliedMemory::default(),
             snapshots: ParsedSnapshots::default(),
         }
+    }
+
+    /// Renders with `plugins` instead of the built-ins (an embedder's registry, e.g. [`Registry::builtin`]
+    /// plus its own plugins). It replaces what `settings.render` enabled, so it should be built from the
+    /// same settings.
+    pub fn with_plugins(mut self, plugins: Arc<Registry>) -> Self {
+        self.plugins = plugins;
+        self
     }
 
     /// Serves reads from `caches` and skips writes whose result cannot change (see [`crate::cache`] and
@@ -556,7 +577,7 @@ async fn sync_children(
     );
     // Operator keys must be unpredictable: the OS random source, never a seed.
     let rendered =
-        kubetrain_jobset::render_with(job, runtime, &observed, &ctx.settings.render, &mut OsRng)?;
+        kubetrain_jobset::render_with_registry(job, runtime, &observed, &ctx.plugins, &mut OsRng)?;
 
     if !ctx.leader() {
         return Ok(None);
@@ -778,6 +799,23 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    let plugins = Arc::new(Registry::builtin(&settings.render));
+    run_with_plugins(client, settings, plugins, leadership, metrics, shutdown).await
+}
+
+/// [`run`] rendering with `plugins` (see [`Context::with_plugins`]): what [`crate::Operator`] runs.
+///
+/// # Errors
+///
+/// As [`run`].
+pub async fn run_with_plugins(
+    client: Client,
+    settings: Settings,
+    plugins: Arc<Registry>,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     if !served(&client, kubetrain_api::constants::API_VERSION, "trainjobs").await? {
         return Err(Error::Startup(format!(
             "the API server does not serve trainjobs.{}; install the kubetrain CRDs first",
@@ -813,6 +851,7 @@ pub async fn run(
             leadership.clone(),
             metrics.clone(),
         )
+        .with_plugins(plugins)
         .with_caches(caches.clone()),
     );
     // The echo of the leader's own status patch is stored, but reconciles nothing (see `fingerprint`).
@@ -860,6 +899,7 @@ pub async fn run(
             .volcano
             .apply_watcher_event(&watcher::Event::InitDone);
     }
+    let controller = watch_owned_kinds(controller, &client, ns, &ctx.settings.owned_kinds).await?;
     // Runtimes trigger nothing (a snapshot pins each TrainJob's runtime); their watches only fill the stores.
     let runtime_watches = futures_util::future::join(
         cache::drain(cache::reflect(
@@ -893,6 +933,41 @@ pub async fn run(
         ((), ()) = runtime_watches => {}
     }
     Ok(())
+}
+
+/// Adds a metadata watch of each of `kinds` that the API server serves (upstream's `WatchExtensionPlugin`): a
+/// change to an object a TrainJob owns reconciles that TrainJob. A kind not served is logged and skipped, as
+/// the PodGroup kinds are (a watch of it would fail for ever).
+async fn watch_owned_kinds(
+    mut controller: Controller<TrainJob>,
+    client: &Client,
+    namespace: Option<&str>,
+    kinds: &[ApiResource],
+) -> Result<Controller<TrainJob>> {
+    for kind in kinds {
+        // The core group is always served (`served` asks the named groups' discovery).
+        let core = !kind.api_version.contains('/');
+        if !core && !served(client, &kind.api_version, &kind.plural).await? {
+            tracing::warn!(
+                api_version = %kind.api_version,
+                resource = %kind.plural,
+                "Settings::owned_kinds: the API server does not serve this kind; not watching it"
+            );
+            continue;
+        }
+        // Metadata only: the owner references are all a trigger needs.
+        let api = match namespace {
+            Some(ns) => {
+                Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(client.clone(), ns, kind)
+            }
+            None => Api::<PartialObjectMeta<DynamicObject>>::all_with(client.clone(), kind),
+        };
+        let changes = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .touched_objects();
+        controller = controller.owns_stream_with(changes, kind.clone());
+    }
+    Ok(controller)
 }
 
 /// A child stream's filter dropping the echoes of the leader's own applies ([`own_apply_echo`]).

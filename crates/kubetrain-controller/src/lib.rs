@@ -13,7 +13,7 @@
 //! | [`http`], [`metrics`], [`platform`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics (platform view: queue wait, outcomes, GPU-seconds) |
 //! | [`runtime_finalizer`] | removes the legacy `resource-in-use` finalizer from runtimes, as upstream v2.3 |
 //! | [`permissions`] | the RBAC rules the controller needs (the install manifests are tested against them) |
-//! | [`operator`] | [`Operator`]: every part above run side by side, with graceful shutdown (the `kubetrain-operator` binary is flags plus one call) |
+//! | [`operator`] | [`Operator`]: every part above run side by side, with graceful shutdown (the `kubetrain-operator` binary is flags plus one call); an embedder's render plugins with [`Operator::plugin`] ([docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md)) |
 //! | [`status_server`] | upstream's TrainJob status server: progress and metrics from the training pods into `status.trainerStatus` |
 //!
 //! Part of [kubetrain](https://github.com/kubetrain/kubetrain), Kubeflow Trainer V2 in Rust.

@@ -4,7 +4,8 @@
 //! caller's choosing.
 //!
 //! `kubetrain-operator` is flag parsing plus [`Operator::run`]; a custom operator builds the same thing with
-//! its own settings, metrics or shutdown signal.
+//! its own settings, metrics, shutdown signal or render plugins ([`Operator::plugin`]; writing one:
+//! [docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md)).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -33,6 +34,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use kube::Client;
+use kubetrain_jobset::plugins::RenderPlugin;
+use kubetrain_merge::plugins::DuplicatePlugin;
 use prometheus_client::registry::Registry;
 use rustls::crypto::CryptoProvider;
 use tokio::sync::watch;
@@ -60,6 +63,9 @@ pub enum OperatorError {
     /// Settings that contradict each other.
     #[error("{0}")]
     Config(String),
+    /// Two plugins given to [`Operator::plugin`] (or one and a built-in) share a name.
+    #[error("Operator::plugin: {0}")]
+    Plugin(#[from] DuplicatePlugin),
     /// `--trainjob-status`: the status server's CA certificate could not be read.
     #[error(
         "--trainjob-status: cannot read the status server's CA certificate {path}: {source} (set --status-server-ca-file)"
@@ -120,6 +126,8 @@ pub struct Operator {
     trainjob_status: Option<TrainJobStatus>,
     endpoints: Vec<SocketAddr>,
     registry: Registry,
+    /// The embedder's render plugins, run after the built-ins in registration order.
+    plugins: Vec<Arc<dyn RenderPlugin>>,
     provider: Option<Arc<CryptoProvider>>,
     shutdown: Option<Shutdown>,
 }
@@ -133,6 +141,10 @@ impl std::fmt::Debug for Operator {
             .field("status_port", &self.status_port)
             .field("trainjob_status", &self.trainjob_status)
             .field("endpoints", &self.endpoints)
+            .field(
+                "plugins",
+                &self.plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +160,7 @@ impl Operator {
             trainjob_status: None,
             endpoints: Vec::new(),
             registry: Registry::default(),
+            plugins: Vec::new(),
             provider: crate::default_crypto_provider(),
             shutdown: None,
         }
@@ -218,6 +231,19 @@ impl Operator {
         self
     }
 
+    /// Registers a render plugin: the controller runs it after the built-ins (and after the plugins registered
+    /// before it) in every phase of every render, and the admission webhook runs its
+    /// [`CustomValidation`](kubetrain_merge::plugins::CustomValidation) on TrainJobs. Objects its
+    /// [`ComponentBuilder`](kubetrain_jobset::plugins::ComponentBuilder) returns are applied like the
+    /// built-in companions, so the operator's ClusterRole must allow their kinds (docs/plugins.md).
+    ///
+    /// A name already taken (by a built-in or an earlier plugin) makes [`Self::start`] fail with
+    /// [`OperatorError::Plugin`] before the cluster is contacted.
+    pub fn plugin(mut self, plugin: impl RenderPlugin + 'static) -> Self {
+        self.plugins.push(Arc::new(plugin));
+        self
+    }
+
     /// Stops when `signal` completes instead of on SIGTERM or Ctrl-C.
     pub fn shutdown_on(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Self {
         self.shutdown = Some(Box::pin(signal));
@@ -263,6 +289,7 @@ impl Operator {
             settings.render.trainjob_status =
                 Some(trainjob_status(status, namespace, cert_dir, status_port)?);
         }
+        let plugins = Arc::new(render_plugins(&settings, self.plugins)?);
         let version = client
             .apiserver_version()
             .await
@@ -333,6 +360,7 @@ impl Operator {
                 Admission::new(client.clone())
                     .with_cache(runtimes.clone())
                     .with_metrics(webhook_metrics.clone())
+                    .with_plugins(plugins.clone())
             };
             let server = match WebhookServer::bind(
                 any_v6(*port),
@@ -397,9 +425,10 @@ impl Operator {
             leadership.clone(),
             stop.signalled(),
         )));
-        let controller = tokio::spawn(crate::run(
+        let controller = tokio::spawn(crate::controller::run_with_plugins(
             client,
             settings,
+            plugins,
             leadership,
             metrics,
             stop.signalled(),
@@ -498,6 +527,18 @@ fn trainjob_status(
     };
     tracing::info!(url = %server.status_url("<namespace>", "<name>"), "trainer pods report to the status server");
     Ok(kubetrain_jobset::TrainJobStatusOptions { server, ca_cert })
+}
+
+/// The registry every render and review runs: the built-ins `settings` enables, then the embedder's plugins.
+fn render_plugins(
+    settings: &Settings,
+    plugins: Vec<Arc<dyn RenderPlugin>>,
+) -> Result<kubetrain_jobset::plugins::Registry, OperatorError> {
+    let mut registry = kubetrain_jobset::plugins::Registry::builtin(&settings.render);
+    for plugin in plugins {
+        registry.register_shared(plugin)?;
+    }
+    Ok(registry)
 }
 
 fn any_v6(port: u16) -> SocketAddr {

@@ -53,6 +53,11 @@ pub struct Settings {
     /// pods get the status server's URL, CA certificate and a token for it ([`crate::status_server`]).
     /// Default: none, as upstream.
     pub render: kubetrain_jobset::RenderOptions,
+    /// Kinds of the objects custom render plugins build for a TrainJob (upstream's `WatchExtensionPlugin`):
+    /// each one the API server serves is watched (metadata only, in [`Settings::namespace`]), and a change to
+    /// an object a TrainJob owns reconciles that TrainJob at once, e.g. to restore a companion deleted by hand.
+    /// Needs `list` and `watch` on the kind (docs/plugins.md). Default: none.
+    pub owned_kinds: Vec<kube::api::ApiResource>,
 }
 
 impl Default for Settings {
@@ -70,6 +75,7 @@ impl Default for Settings {
             event_instance: None,
             sync_period: None,
             render: kubetrain_jobset::RenderOptions::default(),
+            owned_kinds: Vec::new(),
         }
     }
 }

@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 use kubetrain_api::jobset::{JobSet, ReplicatedJob};
 use kubetrain_api::{Document, FieldError as ApiFieldError, RuntimeCatalog, TrainJob};
 use kubetrain_api::{TrainingRuntimeSpec, parse_value};
+use kubetrain_jobset::plugins::Registry;
 use kubetrain_jobset::ssh::seeded_rng;
-use kubetrain_jobset::{Observed, RenderError, render, resolve};
+use kubetrain_jobset::{Observed, RenderError, Rendered, render, render_with_registry, resolve};
 
 use crate::admit::{Verdict, admit_workload};
 use crate::api::{
@@ -88,15 +89,37 @@ pub fn workload_for(
     job: &TrainJob,
     runtime: &TrainingRuntimeSpec,
 ) -> Result<WorkloadObject, TrainJobError> {
-    let key = key_of(job);
     // Key material is irrelevant to admission: a fixed seed keeps this pure and cheap.
-    let rendered =
-        render(job, runtime, &Observed::default(), &mut seeded_rng(0)).map_err(|source| {
-            TrainJobError::Render {
-                job: key.clone(),
-                source,
-            }
-        })?;
+    let rendered = render(job, runtime, &Observed::default(), &mut seeded_rng(0));
+    workload_from_render(job, rendered)
+}
+
+/// [`workload_for`] with the JobSet rendered by `plugins` (the built-ins and an embedder's own, as its
+/// operator renders it), so that the pod sets Kueue admits are those of the JobSet that operator applies.
+pub fn workload_for_with_plugins(
+    job: &TrainJob,
+    runtime: &TrainingRuntimeSpec,
+    plugins: &Registry,
+) -> Result<WorkloadObject, TrainJobError> {
+    let rendered = render_with_registry(
+        job,
+        runtime,
+        &Observed::default(),
+        plugins,
+        &mut seeded_rng(0),
+    );
+    workload_from_render(job, rendered)
+}
+
+/// The Workload of a render's JobSet, or the render's error.
+fn workload_from_render(
+    job: &TrainJob,
+    rendered: Result<Rendered, RenderError>,
+) -> Result<WorkloadObject, TrainJobError> {
+    let rendered = rendered.map_err(|source| TrainJobError::Render {
+        job: key_of(job),
+        source,
+    })?;
     let replicated_jobs = rendered
         .objects
         .first()

@@ -7,7 +7,7 @@
 //! | feature | module | crate |
 //! |---|---|---|
 //! | (always) | [`api`] | `kubetrain-api`: types, CRDs, validation |
-//! | `render` (default) | `merge`, `jobset` | `kubetrain-merge`, `kubetrain-jobset`: TrainJob + runtime → JobSet |
+//! | `render` (default) | `merge`, `jobset`, [`plugins`] | `kubetrain-merge`, `kubetrain-jobset`: TrainJob + runtime → JobSet; the plugin API |
 //! | `yaml` | `yaml` | `kubetrain-yaml`: fast YAML reader and writer, streaming multi-document reading |
 //! | `kueue` | `kueue` | `kubetrain-kueue`: admission model and simulator |
 //! | `collective` | `collective` | `kubetrain-collective`: NCCL / CPU collectives |
@@ -61,6 +61,48 @@ pub use kubetrain_jobset as jobset;
 #[cfg_attr(docsrs, doc(cfg(feature = "yaml")))]
 #[doc(inline)]
 pub use kubetrain_yaml as yaml;
+
+/// What a render plugin implements and how it is registered, in one place: the extension points of
+/// [`merge::plugins`] and the component builder and registry of [`jobset::plugins`]. Writing, testing and
+/// running a plugin (the operator's `Operator::plugin`, the local runner's `LocalOptions::plugins`):
+/// [docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md).
+///
+/// ```
+/// use kubetrain::api::TrainJob;
+/// use kubetrain::plugins::{EnforcePodGroupPolicy, Info, MergeError, Plugin, Registry, RenderPlugin};
+///
+/// struct ToyGang;
+///
+/// impl Plugin for ToyGang {
+///     fn name(&self) -> &str { "ToyGang" }
+///     fn pod_group_policy(&self) -> Option<&dyn EnforcePodGroupPolicy> { Some(self) }
+/// }
+///
+/// impl EnforcePodGroupPolicy for ToyGang {
+///     fn enforce_pod_group_policy(&self, info: &mut Info, job: &TrainJob) -> Result<(), MergeError> {
+///         info.scheduler.pod_labels.insert("toy.example.com/gang".into(), job.name().into());
+///         Ok(())
+///     }
+/// }
+///
+/// impl RenderPlugin for ToyGang {}
+///
+/// let mut registry = Registry::builtin(&Default::default());
+/// registry.register(ToyGang).unwrap();
+/// assert!(registry.plugins().get("ToyGang").is_some());
+/// ```
+#[cfg(feature = "render")]
+#[cfg_attr(docsrs, doc(cfg(feature = "render")))]
+pub mod plugins {
+    pub use kubetrain_jobset::object::child_meta;
+    pub use kubetrain_jobset::plugins::{BuildContext, ComponentBuilder, Registry, RenderPlugin};
+    pub use kubetrain_jobset::{DynamicObject, Object, Observed, RenderError, RenderOptions};
+    pub use kubetrain_merge::plugins::{
+        CustomValidation, DuplicatePlugin, EnforceMlPolicy, EnforcePodGroupPolicy, EnforcePodSpec,
+        Plugin, PreComponentBuilder,
+    };
+    pub use kubetrain_merge::{Info, MergeError};
+}
 
 #[cfg(feature = "kueue")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kueue")))]

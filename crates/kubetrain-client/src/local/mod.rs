@@ -49,6 +49,7 @@ pub mod tree;
 use std::path::PathBuf;
 
 use kubetrain_api::{Document, RuntimeCatalog, TrainJob};
+use kubetrain_jobset::plugins::Registry;
 
 pub use backend::LocalProcessBackend;
 pub use exec::{LogLine, PodPhase, PodSummary, RunEvent, RunSummary, execute};
@@ -73,6 +74,11 @@ pub struct LocalOptions {
     /// `kubetrain run` gives the directory it was started from (or `--workdir`), so that relative paths in
     /// a command (`python3 train.py`) resolve as they would in a shell there.
     pub workdir: Option<PathBuf>,
+    /// The plugins the render runs (default [`Registry::builtin`]): register a custom plugin here to run the
+    /// TrainJob as an operator built with the same plugin would. What the plugins put into the pod templates
+    /// (env, commands, volumes) reaches the processes; of the other objects they build, ConfigMaps and Secrets
+    /// answer the pods' env references, as the built-ins' do, and other kinds are not used locally.
+    pub plugins: Registry,
 }
 
 impl Default for LocalOptions {
@@ -83,6 +89,7 @@ impl Default for LocalOptions {
             remap_ports: true,
             run_id: None,
             workdir: None,
+            plugins: Registry::builtin(&kubetrain_jobset::RenderOptions::default()),
         }
     }
 }
@@ -185,10 +192,11 @@ pub fn prepare_job(
             "reading the OS random source for the MPI SSH key: {e}"
         ))
     })?;
-    let rendered = kubetrain_jobset::render(
+    let rendered = kubetrain_jobset::render_with_registry(
         job,
         runtime,
         &kubetrain_jobset::Observed::default(),
+        &options.plugins,
         &mut keys,
     )
     .map_err(PlanError::Render)?;

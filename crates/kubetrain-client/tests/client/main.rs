@@ -4,6 +4,7 @@
 
 mod common;
 mod kubernetes_mock;
+mod local_plugins;
 mod local_queue;
 mod local_queue_laws;
 mod local_runner;

@@ -15,7 +15,10 @@ use kubetrain_api::validation::{
     validate_cluster_training_runtime, validate_training_runtime, validate_trainjob,
     validate_trainjob_update,
 };
-use kubetrain_api::{ClusterTrainingRuntime, FieldError, TrainJob, TrainingRuntime};
+use kubetrain_api::{
+    ClusterTrainingRuntime, FieldError, RuntimeCatalog, TrainJob, TrainingRuntime,
+};
+use kubetrain_jobset::plugins::Registry;
 use serde::de::DeserializeOwned;
 
 use super::Route;
@@ -32,6 +35,8 @@ pub struct Admission {
     reader: ClusterReader,
     now: fn() -> Time,
     metrics: Option<Arc<WebhookMetrics>>,
+    /// Plugins whose [`CustomValidation`](kubetrain_merge::plugins::CustomValidation) runs on TrainJobs.
+    plugins: Option<Arc<Registry>>,
 }
 
 impl Admission {
@@ -41,7 +46,16 @@ impl Admission {
             reader: ClusterReader::new(client),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
             metrics: None,
+            plugins: None,
         }
+    }
+
+    /// Runs the `CustomValidation` plugins of `plugins` on every TrainJob create and update, after the
+    /// built-in rules; their errors deny with their field paths, as the built-in rules do. The operator passes
+    /// the registry its controller renders with.
+    pub fn with_plugins(mut self, plugins: Arc<Registry>) -> Self {
+        self.plugins = Some(plugins);
+        self
     }
 
     /// Reads referenced runtimes from `cache` (kept current by its watches) instead of a GET per review;
@@ -151,20 +165,30 @@ impl Admission {
                         job.spec.runtime_ref.name
                     ))
                 })?;
-                let mut findings = if update {
-                    let old: TrainJob = old_object(request)?;
-                    // The JobSet only matters when the runtime patches change.
-                    let jobset = if old.spec.runtime_patches != job.spec.runtime_patches {
-                        self.reader.jobset_of(&job).await.map_err(|e| {
-                            Reject::Internal(format!("cannot read the JobSet of the TrainJob: {e}"))
-                        })?
-                    } else {
-                        None
-                    };
-                    validate_trainjob_update(&old, &job, &catalog, jobset.as_ref())
+                let old: Option<TrainJob> = if update {
+                    Some(old_object(request)?)
                 } else {
-                    validate_trainjob(&job, &catalog)
+                    None
                 };
+                let mut findings = match &old {
+                    Some(old) => {
+                        // The JobSet only matters when the runtime patches change.
+                        let jobset = if old.spec.runtime_patches != job.spec.runtime_patches {
+                            self.reader.jobset_of(&job).await.map_err(|e| {
+                                Reject::Internal(format!(
+                                    "cannot read the JobSet of the TrainJob: {e}"
+                                ))
+                            })?
+                        } else {
+                            None
+                        };
+                        validate_trainjob_update(old, &job, &catalog, jobset.as_ref())
+                    }
+                    None => validate_trainjob(&job, &catalog),
+                };
+                if let Some(plugins) = &self.plugins {
+                    findings.extend(plugin_findings(plugins, &catalog, old.as_ref(), &job));
+                }
                 let priority = self.reader.priority_class_errors(&job, &catalog).await;
                 findings.extend(
                     priority.map_err(|e| {
@@ -192,6 +216,29 @@ impl Admission {
                 Ok(verdict(response, &findings, !update))
             }
         }
+    }
+}
+
+/// The findings of the registry's `CustomValidation` plugins (upstream's `RunCustomValidationPlugins`), on the
+/// runtime info before any policy is enforced, as upstream builds it. None when no plugin validates, when the
+/// runtime does not resolve (the built-in rules deny that) or when the info cannot be built (runtime patches
+/// that do not merge, which the render reports).
+fn plugin_findings(
+    plugins: &Registry,
+    catalog: &RuntimeCatalog,
+    old: Option<&TrainJob>,
+    job: &TrainJob,
+) -> Vec<FieldError> {
+    let plugins = plugins.plugins();
+    if plugins.iter().all(|p| p.custom_validation().is_none()) {
+        return Vec::new();
+    }
+    let Ok(runtime) = kubetrain_jobset::resolve(catalog, job) else {
+        return Vec::new();
+    };
+    match kubetrain_merge::Info::new(job, runtime) {
+        Ok(info) => plugins.validate(&info, old, job),
+        Err(_) => Vec::new(),
     }
 }
 

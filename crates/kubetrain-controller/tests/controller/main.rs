@@ -8,6 +8,7 @@ mod controller_run;
 mod election_lease;
 mod http_endpoints;
 mod manifests_deploy;
+mod plugins;
 mod runtime_finalizer;
 mod scale_controller;
 mod status_server;

@@ -5,7 +5,7 @@
 use kubetrain_api::{Document, RuntimeCatalog, TrainJob, parse_documents};
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::quantity::Quantity;
-use kubetrain_kueue::trainjob::{add_trainjobs, workload_for};
+use kubetrain_kueue::trainjob::{add_trainjobs, workload_for, workload_for_with_plugins};
 use kubetrain_kueue::{Verdict, admit};
 
 /// A runtime with an initializer and a trainer step (the Kueue setup has a tainted GPU flavor and an
@@ -315,4 +315,61 @@ fn invalid_quantities_are_refused_with_their_field_path() {
         let err = add_trainjobs(&mut s, &mut c).expect_err(bad).to_string();
         assert!(err.contains(want), "{bad}: {err}");
     }
+}
+
+/// A custom ML policy that doubles the trainer's node count, as an embedder's operator might.
+struct DoubleNodes;
+
+impl kubetrain_merge::plugins::Plugin for DoubleNodes {
+    fn name(&self) -> &str {
+        "DoubleNodes"
+    }
+
+    fn ml_policy(&self) -> Option<&dyn kubetrain_merge::plugins::EnforceMlPolicy> {
+        Some(self)
+    }
+}
+
+impl kubetrain_merge::plugins::EnforceMlPolicy for DoubleNodes {
+    fn enforce_ml_policy(
+        &self,
+        info: &mut kubetrain_merge::Info,
+        _: &TrainJob,
+    ) -> Result<(), kubetrain_merge::MergeError> {
+        if let Some(i) = info.pod_set_by_ancestor(kubetrain_api::constants::ANCESTOR_TRAINER) {
+            info.pod_sets[i].count *= 2;
+        }
+        Ok(())
+    }
+}
+
+impl kubetrain_jobset::plugins::RenderPlugin for DoubleNodes {}
+
+#[test]
+fn the_workload_follows_the_jobset_a_custom_registry_renders() {
+    let (job, catalog) = job_and_catalog();
+    let runtime = kubetrain_jobset::resolve(&catalog, &job).unwrap();
+    let mut plugins = kubetrain_jobset::plugins::Registry::builtin(&Default::default());
+    plugins.register(DoubleNodes).unwrap();
+    let counts = |wl: &kubetrain_kueue::load::WorkloadObject| -> Vec<(String, i32)> {
+        wl.spec
+            .pod_sets
+            .iter()
+            .map(|p| (p.name.clone(), p.count))
+            .collect()
+    };
+    let custom = workload_for_with_plugins(&job, runtime, &plugins).unwrap();
+    assert_eq!(
+        counts(&custom),
+        [
+            ("dataset-initializer".to_owned(), 1),
+            ("node".to_owned(), 6)
+        ]
+    );
+    // The built-in registry gives what `workload_for` gives.
+    let builtin = kubetrain_jobset::plugins::Registry::builtin(&Default::default());
+    assert_eq!(
+        workload_for_with_plugins(&job, runtime, &builtin).unwrap(),
+        workload_for(&job, runtime).unwrap()
+    );
 }

@@ -1083,6 +1083,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         remap_ports: !args.keep_ports,
         run_id: args.run_id.clone(),
         workdir: Some(workdir.clone()),
+        ..LocalOptions::default()
     };
     if let Err(why) = preflight(&args, &job, &catalog, &options) {
         eprintln!("error: {why}");
