@@ -78,7 +78,62 @@ pub enum LookupError {
         resource: &'static str,
         /// Name looked up.
         name: String,
+        /// Where it was looked up and what is there (boxed: errors that carry this one stay small).
+        scope: Box<LookupScope>,
     },
+}
+
+/// Where a runtime was looked up and which runtimes are there, for "did you mean".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookupScope {
+    /// The TrainJob's namespace, for a TrainingRuntime (`None` for a ClusterTrainingRuntime).
+    pub namespace: Option<String>,
+    /// Names of the runtimes of that kind the TrainJob could have named, sorted.
+    pub available: Vec<String>,
+}
+
+/// Runtime lists longer than this (in characters) are not spelled out in [`LookupError::short_message`].
+const SHORT_LIST: usize = 100;
+
+impl LookupError {
+    /// A short message for people reading `validate`, `render` or `run` output: the name, a "did you
+    /// mean" when a known runtime is a likely typo of it, and the available runtimes when they are few.
+    /// [`Display`](std::fmt::Display) keeps upstream's wording, which the webhook reports to the cluster.
+    pub fn short_message(&self) -> String {
+        let LookupError::NotFound {
+            resource,
+            name,
+            scope,
+        } = self
+        else {
+            return self.to_string();
+        };
+        let LookupScope {
+            namespace,
+            available,
+        } = &**scope;
+        let kind = resource.split('.').next().unwrap_or(resource);
+        let mut message = format!("{kind} {name:?} not found");
+        if let Some(ns) = namespace {
+            message.push_str(&format!(" in namespace {ns}"));
+        }
+        if let Some(candidate) = crate::document::closest(name, available.iter()) {
+            message.push_str(&format!("; did you mean {candidate:?}?"));
+        } else if available.is_empty() {
+            match namespace {
+                Some(ns) => message.push_str(&format!("; namespace {ns} has no {kind}")),
+                None => message.push_str(&format!("; no {kind} is known")),
+            }
+        } else {
+            let list = available.join(", ");
+            if list.len() <= SHORT_LIST {
+                message.push_str(&format!("; available: {list}"));
+            } else {
+                message.push_str(&format!("; none of the {} known is close", available.len()));
+            }
+        }
+        message
+    }
 }
 
 /// `runtime` with its CRD defaults, as the API server stores it. The typed runtime always serializes and
@@ -154,6 +209,10 @@ impl RuntimeCatalog {
                 .ok_or_else(|| LookupError::NotFound {
                     resource: "ClusterTrainingRuntime.trainer.kubeflow.org",
                     name: name.to_owned(),
+                    scope: Box::new(LookupScope {
+                        namespace: None,
+                        available: self.cluster_names().map(str::to_owned).collect(),
+                    }),
                 })
         } else {
             self.namespaced
@@ -162,6 +221,13 @@ impl RuntimeCatalog {
                 .ok_or_else(|| LookupError::NotFound {
                     resource: "TrainingRuntime.trainer.kubeflow.org",
                     name: name.to_owned(),
+                    scope: Box::new(LookupScope {
+                        namespace: Some(namespace.to_owned()),
+                        available: self
+                            .namespaced_names(namespace)
+                            .map(str::to_owned)
+                            .collect(),
+                    }),
                 })
         }
     }
@@ -238,6 +304,68 @@ spec:
             ..RuntimeRef::cluster(name)
         };
         catalog.lookup(&reference, "team").expect("runtime").spec()
+    }
+
+    #[test]
+    fn a_missing_runtime_gets_a_short_message_with_did_you_mean() {
+        // (kind, name, short message): a typo, a name close to nothing, a namespace without runtimes.
+        let cases = [
+            (
+                CLUSTER_TRAINING_RUNTIME_KIND,
+                "mpj",
+                r#"ClusterTrainingRuntime "mpj" not found; did you mean "mpi"?"#,
+            ),
+            (
+                CLUSTER_TRAINING_RUNTIME_KIND,
+                "torch-distributed",
+                r#"ClusterTrainingRuntime "torch-distributed" not found; available: mpi"#,
+            ),
+            (
+                TRAINING_RUNTIME_KIND,
+                "plane",
+                r#"TrainingRuntime "plane" not found in namespace team; did you mean "plain"?"#,
+            ),
+        ];
+        let catalog = catalog();
+        for (kind, name, want) in cases {
+            let reference = RuntimeRef {
+                kind: Some(kind.into()),
+                ..RuntimeRef::cluster(name)
+            };
+            let err = catalog.lookup(&reference, "team").unwrap_err();
+            assert_eq!(err.short_message(), want, "{kind} {name}");
+        }
+        let elsewhere = RuntimeRef {
+            kind: Some(TRAINING_RUNTIME_KIND.into()),
+            ..RuntimeRef::cluster("plain")
+        };
+        let err = catalog.lookup(&elsewhere, "other").unwrap_err();
+        assert_eq!(
+            err.short_message(),
+            r#"TrainingRuntime "plain" not found in namespace other; namespace other has no TrainingRuntime"#
+        );
+        // Upstream's wording stays in Display, for the webhook.
+        assert_eq!(
+            err.to_string(),
+            r#"TrainingRuntime.trainer.kubeflow.org "plain" not found"#
+        );
+    }
+
+    #[test]
+    fn a_long_runtime_list_is_not_spelled_out() {
+        let mut catalog = RuntimeCatalog::new();
+        for i in 0..20 {
+            let mut runtime = ClusterTrainingRuntime::default();
+            runtime.metadata.name = Some(format!("team-runtime-number-{i:02}"));
+            catalog.add_cluster(runtime);
+        }
+        let err = catalog
+            .lookup(&RuntimeRef::cluster("zzz"), "team")
+            .unwrap_err();
+        assert_eq!(
+            err.short_message(),
+            r#"ClusterTrainingRuntime "zzz" not found; none of the 20 known is close"#
+        );
     }
 
     #[test]

@@ -401,7 +401,7 @@ fn unknown_message(
 
 /// The known name closest to `key` by edit distance, if close enough to be a typo (at most 2 edits, or a
 /// third of the name's length for long names); ties go to the alphabetically first.
-fn closest<'a>(key: &str, known: impl Iterator<Item = &'a String>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(key: &str, known: impl Iterator<Item = &'a String>) -> Option<&'a str> {
     known
         .filter(|candidate| candidate.as_str() != key)
         .map(|candidate| (edit_distance(key, candidate), candidate.as_str()))

@@ -54,9 +54,10 @@ pub enum RenderError {
     #[error(transparent)]
     Merge(#[from] MergeError),
     /// `runtimeRef` names an unsupported kind, or a runtime that does not exist.
-    #[error("{path}: {source}")]
+    #[error("{path}: {}", source.short_message())]
     Runtime {
-        /// The field path (upstream writes `spec.RuntimeRef` for a missing ClusterTrainingRuntime).
+        /// The field path: `spec.runtimeRef.name` for a missing runtime, `spec.runtimeRef` otherwise.
+        /// (The controller reports a missing runtime to the cluster in upstream's words, not with this.)
         path: &'static str,
         /// What the lookup found.
         #[source]

@@ -2,7 +2,6 @@
 //! [`RuntimeCatalog`] (the built-in runtimes are in [`crate::builtin::catalog`]).
 
 use kubetrain_api::catalog::{DEFAULT_NAMESPACE, LookupError};
-use kubetrain_api::constants::TRAINING_RUNTIME_KIND;
 use kubetrain_api::{RuntimeCatalog, TrainJob, TrainingRuntimeSpec};
 
 use crate::render::RenderError;
@@ -21,11 +20,9 @@ pub fn resolve<'a>(
         .lookup(&job.spec.runtime_ref, namespace)
         .map(|entry| entry.spec())
         .map_err(|source| {
-            // Upstream reports a missing ClusterTrainingRuntime at `spec.RuntimeRef` (capital R).
-            let path = match (&source, job.spec.runtime_ref.kind_or_default()) {
-                (LookupError::NotFound { .. }, kind) if kind != TRAINING_RUNTIME_KIND => {
-                    "spec.RuntimeRef"
-                }
+            // A missing runtime is the name's fault; an unsupported kind or group the reference's.
+            let path = match source {
+                LookupError::NotFound { .. } => "spec.runtimeRef.name",
                 _ => "spec.runtimeRef",
             };
             RenderError::Runtime { path, source }

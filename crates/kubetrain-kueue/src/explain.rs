@@ -1,6 +1,14 @@
 //! "Why is my job waiting": for a pending workload, its condition, every flavor tried per pod set
 //! with the reasons, what would have to change (missing quota, workloads that would have to
-//! finish or be preempted) and its position in the queue.
+//! finish or be preempted) and its position in the queue. A workload that can never be admitted
+//! says so first, with what to change, and lists nobody to wait for.
+
+mod lookup;
+mod never_fits;
+mod queue_hint;
+
+pub use lookup::{LookupError, find_workload};
+pub use never_fits::NeverFits;
 
 use std::fmt::Write as _;
 
@@ -54,6 +62,11 @@ pub struct Explanation {
     pub key: String,
     /// State word.
     pub state: String,
+    /// Pod sets that can never be admitted as the setup stands, with what to change; when not
+    /// empty, `preemptionTargets` and `shortfalls` are empty (nothing to wait for).
+    pub never_fits: Vec<NeverFits>,
+    /// Why it is in no queue and how to put it in one (missing label, LocalQueue elsewhere).
+    pub queue_hint: Option<String>,
     /// ClusterQueue it is queued in.
     pub cluster_queue: Option<String>,
     /// QuotaReserved reason.
@@ -137,24 +150,35 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
     let mut pod_sets = Vec::new();
     let mut targets = Vec::new();
     let mut shortfalls = Vec::new();
+    let mut never = Vec::new();
+    let reason = cond.map(|c| c.reason.clone()).unwrap_or_default();
     if let (Some(last), Some(c)) = (&st.last, cq)
         && st.phase == Phase::Pending
     {
-        targets = last
-            .targets
-            .iter()
-            .map(|t| m.workloads[t.wl].key.clone())
-            .collect();
         if let Some(a) = &last.assignment {
             pod_sets = flavors_tried(s, a);
-            shortfalls = shortfalls_of(s, wl, c, a);
+            if never_fits::is_permanent(&reason) {
+                never = never_fits::never_fits(s, wl, c, a);
+            }
+            if never.is_empty() {
+                shortfalls = shortfalls_of(s, wl, c, a);
+            }
+        }
+        if never.is_empty() {
+            targets = last
+                .targets
+                .iter()
+                .map(|t| m.workloads[t.wl].key.clone())
+                .collect();
         }
     }
     Explanation {
         key: w.key.clone(),
         state: crate::sim::report::state_word(s, wl).to_string(),
+        never_fits: never,
+        queue_hint: queue_hint::queue_hint(m, wl),
         cluster_queue: cq.map(|c| m.cqs[c].name.clone()),
-        reason: cond.map(|c| c.reason.clone()).unwrap_or_default(),
+        reason,
         message: cond.map(|c| c.message.clone()).unwrap_or_default(),
         position,
         queue_length,
@@ -344,6 +368,15 @@ impl Explanation {
     pub fn to_text(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(o, "Workload {}: {}", self.key, self.state);
+        for n in &self.never_fits {
+            let _ = writeln!(o, "Can never be admitted as it is: {}", n.why);
+            for fix in &n.fixes {
+                let _ = writeln!(o, "  - {fix}");
+            }
+        }
+        if let Some(h) = &self.queue_hint {
+            let _ = writeln!(o, "Not in any queue: {h}");
+        }
         if let Some(cq) = &self.cluster_queue {
             let _ = writeln!(o, "ClusterQueue: {cq}");
         }

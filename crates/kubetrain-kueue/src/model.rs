@@ -329,6 +329,8 @@ pub struct Workload {
     pub class: String,
     /// `spec.active`.
     pub active: bool,
+    /// `spec.queueName` (from a job's `kueue.x-k8s.io/queue-name` label); `None` when absent.
+    pub queue_name: Option<String>,
     /// Target queue.
     pub target: QueueTarget,
     /// Admission recorded in the input (`status.admission`).
@@ -412,6 +414,8 @@ pub struct Model {
     pub topologies: Vec<Topology>,
     /// Nodes (the inventory of TAS flavors).
     pub nodes: Vec<NodeInfo>,
+    /// LocalQueues: (namespace, name) → the ClusterQueue they feed (for explanations).
+    pub local_queues: BTreeMap<(String, String), String>,
 }
 
 /// The order in which Kueue iterates requested resources: ascending FNV-1a-64 of the name, ties
@@ -574,6 +578,17 @@ impl Model {
         model.cqs = cqs;
         model.workloads = workloads;
         model.namespaces = namespaces;
+        model.local_queues = setup
+            .local_queues
+            .iter()
+            .map(|lq| {
+                let ns = lq.metadata.namespace.as_deref().unwrap_or("default");
+                (
+                    (ns.to_string(), lq.metadata.name.clone()),
+                    lq.spec.cluster_queue.clone(),
+                )
+            })
+            .collect();
         Ok(model)
     }
 
@@ -947,6 +962,7 @@ impl<'a> WorkloadContext<'a> {
                 .cloned()
                 .unwrap_or_else(|| w.spec.queue_name.clone().unwrap_or_default()),
             active: w.spec.active.unwrap_or(true),
+            queue_name: w.spec.queue_name.clone(),
             target,
             initial_admission: w.status.admission.clone(),
             recorded: crate::recorded::RecordedStatus::resolve(&w.status, self.epoch),

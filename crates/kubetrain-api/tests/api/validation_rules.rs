@@ -459,11 +459,24 @@ fn runtime_lookup() {
         "TrainJob/job: spec.RuntimeRef: Invalid value: {\"name\":\"nope\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"ClusterTrainingRuntime\"}: ClusterTrainingRuntime.trainer.kubeflow.org \"nope\" not found: specified clusterTrainingRuntime must be created before the TrainJob is created",
     );
     assert_rejected(
+        &[&job("  runtimeRef: {name: nope, kind: TrainingRuntime}")],
+        "TrainJob/job: spec.runtimeRef: Invalid value: {\"name\":\"nope\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"TrainingRuntime\"}: TrainingRuntime.trainer.kubeflow.org \"nope\" not found: specified trainingRuntime must be created before the TrainJob is created",
+    );
+    // Offline (the catalog knows runtimes, as `validate` has the built-ins): a short message at the
+    // TrainJob's own field (issue 39 item 6); the webhook's catalog above is empty and keeps upstream's.
+    assert_rejected(
         &[
             TORCH_RUNTIME,
             &job("  runtimeRef: {name: nope, kind: TrainingRuntime}"),
         ],
-        "TrainJob/job: spec.runtimeRef: Invalid value: {\"name\":\"nope\",\"apiGroup\":\"trainer.kubeflow.org\",\"kind\":\"TrainingRuntime\"}: TrainingRuntime.trainer.kubeflow.org \"nope\" not found: specified trainingRuntime must be created before the TrainJob is created",
+        "TrainJob/job: spec.runtimeRef.name: TrainingRuntime \"nope\" not found in namespace default; namespace default has no TrainingRuntime",
+    );
+    assert_rejected(
+        &[
+            TORCH_RUNTIME,
+            &job("  runtimeRef: {name: torch-distributd}"),
+        ],
+        "TrainJob/job: spec.runtimeRef.name: ClusterTrainingRuntime \"torch-distributd\" not found; did you mean \"torch-distributed\"?",
     );
     assert_rejected(
         &[&job("  runtimeRef: {name: x, kind: Job, apiGroup: batch}")],

@@ -756,8 +756,11 @@ fn unknown_runtime_errors_name_the_field() {
         &mut catalog,
     );
     let err = kubetrain_jobset::resolve(&catalog, &jobs[0]).unwrap_err();
-    assert_eq!(err.field_path(), "spec.RuntimeRef");
-    assert!(err.message().contains("\"nope\" not found"), "{err}");
+    assert_eq!(err.field_path(), "spec.runtimeRef.name");
+    assert_eq!(
+        err.message(),
+        "ClusterTrainingRuntime \"nope\" not found; no ClusterTrainingRuntime is known"
+    );
 }
 
 #[test]

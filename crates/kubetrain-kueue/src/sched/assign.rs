@@ -536,7 +536,7 @@ impl Scheduler {
 
     /// Why flavor `f` cannot take the pod set at all, checked in order: the flavor is missing,
     /// the TAS request does not match, a taint is not tolerated, node affinity does not match.
-    fn flavor_mismatch(
+    pub(crate) fn flavor_mismatch(
         &self,
         cq: CqId,
         ps: &crate::model::PodSetReq,

@@ -5,6 +5,7 @@
 mod shared_data;
 
 mod admission;
+mod explain;
 mod invariants;
 mod lifecycle;
 mod loading;

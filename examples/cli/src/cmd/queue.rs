@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use kubetrain_api::{RuntimeCatalog, parse_documents};
 use kubetrain_jobset::builtin;
-use kubetrain_kueue::explain::explain;
+use kubetrain_kueue::explain::{explain, find_workload};
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::model::QueueTarget;
@@ -88,8 +88,8 @@ struct SimulateArgs {
 
 #[derive(Debug, Args)]
 struct ExplainArgs {
-    /// The workload, as NAMESPACE/NAME: a Workload, or a TrainJob (its Workload is
-    /// `trainjob-NAME`), a Job (`job-NAME`) or a JobSet (`jobset-NAME`).
+    /// The workload, as NAMESPACE/NAME or NAME (when one namespace holds it): a Workload, or a
+    /// TrainJob (its Workload is `trainjob-NAME`), a Job (`job-NAME`) or a JobSet (`jobset-NAME`).
     workload: String,
     #[command(flatten)]
     setup: SetupArgs,
@@ -277,27 +277,7 @@ pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
         QueueCommand::Explain(a) => {
             let (outcome, trainjobs) = run_setup(&a.setup)?;
             let s = &outcome.sched;
-            let find = |key: &str| s.workload_id(key);
-            let derived = |prefix: &str| {
-                a.workload
-                    .split_once('/')
-                    .and_then(|(ns, name)| find(&format!("{ns}/{prefix}-{name}")))
-            };
-            let found = find(&a.workload)
-                .or_else(|| {
-                    trainjobs
-                        .iter()
-                        .find(|(job, _)| *job == a.workload)
-                        .and_then(|(_, wl)| find(wl))
-                })
-                .or_else(|| derived("job"))
-                .or_else(|| derived("jobset"));
-            let Some(wl) = found else {
-                bail!(
-                    "workload {} not found in the given files (use NAMESPACE/NAME of a Workload, TrainJob, Job or JobSet)",
-                    a.workload
-                );
-            };
+            let wl = find_workload(s, &trainjobs, &a.workload)?;
             let e = explain(s, wl);
             match a.output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&e)?),

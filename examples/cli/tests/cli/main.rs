@@ -11,4 +11,5 @@ mod local_identity;
 mod queue;
 mod render;
 mod run;
+mod runtime_ref;
 mod validate_and_crd;

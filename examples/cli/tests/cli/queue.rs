@@ -1,5 +1,6 @@
 //! `kubetrain queue simulate|explain` with TrainJobs (issue 15, item 1): built-in runtimes embedded,
-//! custom ones with `--runtime FILE`, `explain NAMESPACE/NAME` finding the TrainJob.
+//! custom ones with `--runtime FILE`, `explain NAMESPACE/NAME` finding the TrainJob; explanations that
+//! never contradict themselves (issue 39 item 4).
 
 use crate::common::{arg, example, kubetrain, text, write};
 
@@ -256,4 +257,104 @@ fn simulate_until_reports_the_state_at_a_virtual_time() {
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(stderr.contains("\"soon\" is not a duration"), "{stderr}");
+}
+
+/// Issue 39 item 4's setup (our own): ClusterQueue team-a holds at most 8 GPUs; `gpu-job` (2 × 4)
+/// is admitted, `too-big` (3 × 4 = 12) can never fit, `unlabelled` names no queue.
+const TEAM_A: &str = r#"apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors: [{name: a100, resources: [{name: cpu, nominalQuota: 1000}, {name: memory, nominalQuota: 10Ti}, {name: nvidia.com/gpu, nominalQuota: 8}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: team-a, namespace: team-a}
+spec: {clusterQueue: team-a}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: gpu-job, namespace: team-a, labels: {kueue.x-k8s.io/queue-name: team-a}, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {numNodes: 2, resourcesPerNode: {limits: {nvidia.com/gpu: 4}}}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: too-big, namespace: team-a, labels: {kueue.x-k8s.io/queue-name: team-a}, creationTimestamp: "2026-01-01T00:01:00Z"}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {numNodes: 3, resourcesPerNode: {limits: {nvidia.com/gpu: 4}}}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: unlabelled, namespace: team-a}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {numNodes: 1, resourcesPerNode: {limits: {nvidia.com/gpu: 1}}}
+"#;
+
+/// `queue explain NAME` on [`TEAM_A`]: (stdout, stderr, success).
+fn explain_team_a(name: &str) -> (String, String, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = write(dir.path(), "team-a.yaml", TEAM_A);
+    let out = kubetrain(&["queue", "explain", name, "-f", arg(&setup)], None);
+    (text(&out.stdout), text(&out.stderr), out.status.success())
+}
+
+/// Issue 39 item 4: a TrainJob that can never fit says so first, with the numbers and what to
+/// change, and never tells the user to wait for the admitted job.
+#[test]
+fn explain_says_first_that_a_trainjob_can_never_fit() {
+    let (stdout, stderr, ok) = explain_team_a("team-a/too-big");
+    assert!(ok, "{stderr}");
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some("Workload team-a/trainjob-too-big: Pending")
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "Can never be admitted as it is: pod set node asks for 12 nvidia.com/gpu (3 pods × 4), and ClusterQueue team-a can never hold more than 8 nvidia.com/gpu (in flavor a100, borrowing included)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("  - fewer pods: at most 2 of 4 nvidia.com/gpu each (a TrainJob's numNodes)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("would have to finish"), "{stdout}");
+    assert!(!stdout.contains("gpu-job"), "{stdout}");
+}
+
+/// Issue 39 item 4: no queue label gets the label to add, not `LocalQueue  doesn't exist` alone;
+/// a bare name finds the only TrainJob of that name.
+#[test]
+fn explain_tells_an_unlabelled_trainjob_how_to_join_a_queue_and_takes_a_bare_name() {
+    let (stdout, stderr, ok) = explain_team_a("unlabelled");
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.starts_with("Workload team-a/trainjob-unlabelled: Pending\nNot in any queue: it has no kueue.x-k8s.io/queue-name label"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("LocalQueues in namespace team-a: team-a"),
+        "{stdout}"
+    );
+
+    let (_, stderr, ok) = explain_team_a("nothing-by-this-name");
+    assert!(!ok);
+    assert!(
+        stderr.contains("workload nothing-by-this-name not found"),
+        "{stderr}"
+    );
 }
