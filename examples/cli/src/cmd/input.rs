@@ -454,7 +454,8 @@ pub(crate) fn check(files: &[PathBuf], runtimes: &[PathBuf]) -> Result<Checked> 
         if let Document::TrainJob(job) = &sourced.document
             && let Some(finding) = broken_runtime_finding(job, &broken)
         {
-            found.retain(|f| !f.path.eq_ignore_ascii_case("spec.runtimeRef"));
+            // The lookup's "not found" (at spec.runtimeRef, or spec.runtimeRef.name offline) would mislead.
+            found.retain(|f| !f.path.to_ascii_lowercase().starts_with("spec.runtimeref"));
             found.push(finding);
         }
         checked.findings.extend(found);
