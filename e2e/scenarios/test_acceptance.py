@@ -239,7 +239,7 @@ def test_acceptance_on_the_cluster_fails_when_busbw_is_below_the_minimum(queue, 
     assert proc.returncode == 1, stdout
     assert "[3/7] benchmark: FAIL" in stdout and "spec.thresholds.minBusbwGbps wants ≥ 100 GB/s, measured 12.500 GB/s" in stdout, stdout
     assert "[4/7] training: SKIPPED" in stdout, stdout
-    report = json.loads((out / "acceptance.json").read_text())
+    report = json.loads((out / "latest" / "acceptance.json").read_text())
     assert report["passed"] is False
     assert [s["verdict"] for s in report["steps"]] == ["pass", "pass", "fail", "skipped", "skipped", "skipped", "skipped"]
     # The training TrainJob was never created.
