@@ -401,17 +401,8 @@ pub fn publish_initial(record: &RunRecord) -> io::Result<()> {
     }
 }
 
-/// Creates (or truncates) `path` with mode 0600: a record names the TrainJob, whose inline env may hold
-/// secrets.
 fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
+    super::tree::create_private_file(path)?.write_all(bytes)
 }
 
 /// The record as JSON followed by blank room: half its size and 4 KiB more, what the final record (every

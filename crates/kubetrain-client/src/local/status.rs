@@ -294,14 +294,7 @@ impl StatusEndpoint {
 
 fn write_private(path: &Path, text: &str) -> io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::remove_file(path);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(text.as_bytes())
+    super::tree::create_private_file(path)?.write_all(text.as_bytes())
 }
 
 type OnUpdate = Box<dyn Fn(&TrainerStatus) + Send + Sync>;

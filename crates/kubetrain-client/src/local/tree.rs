@@ -142,6 +142,18 @@ pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
         .create(dir)
 }
 
+/// Creates `path` afresh with mode 0600 (a run's record, its TrainJob, its token and output may hold secrets):
+/// whatever was there is removed first, and a new file is made without following a link.
+pub fn create_private_file(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// Whether `path` (not followed if it is a link) belongs to this user; `Err` says whose it is.
 pub fn check_owned(path: &Path) -> io::Result<()> {
     let meta = std::fs::symlink_metadata(path)?;

@@ -22,6 +22,7 @@ use kubetrain_api::{RuntimeCatalog, RuntimeEntry, TrainJob};
 use kubetrain_client::local::capacity::Capacity;
 use kubetrain_client::local::queue::{LocalQueue, Pending, QueueingStrategy, Ticket};
 use kubetrain_client::local::record::Recorder;
+use kubetrain_client::local::tree::create_private_file;
 use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
 use kubetrain_client::types::TrainerProgress;
 use kubetrain_client::{JobStatus, QueueError};
@@ -99,6 +100,16 @@ pub(crate) struct RunArgs {
     /// it has (each pod counted at its memory request, at least 50 MiB).
     #[arg(long)]
     force: bool,
+}
+
+impl RunArgs {
+    /// The capacity runs share: this machine's, with what `--capacity` gives.
+    fn capacity(&self) -> Capacity {
+        self.capacity
+            .clone()
+            .unwrap_or_default()
+            .apply(Capacity::of_this_machine())
+    }
 }
 
 /// `--capacity`: the parts of the capacity given on the command line.
@@ -765,28 +776,86 @@ fn detach(
     workdir: &Path,
 ) -> Result<ExitCode> {
     let plan = local::prepare_job(job, catalog, options)?;
-    if !args.ignore_capacity {
-        let capacity = args
-            .capacity
-            .clone()
-            .unwrap_or_default()
-            .apply(Capacity::of_this_machine());
-        if let Err(why) = local::capacity::check(&plan, &capacity) {
+    if !args.ignore_capacity
+        && let Err(why) = local::capacity::check(&plan, &args.capacity())
+    {
+        eprintln!(
+            "error: TrainJob {} cannot run on this machine: {why}",
+            plan.name
+        );
+        eprintln!("(use --ignore-capacity to start it anyway)");
+        return Ok(ExitCode::FAILURE);
+    }
+    // Private: the TrainJob's inline env may hold secrets, and so may what the run prints.
+    let input = plan.run_dir.join(DETACHED_INPUT);
+    let documents = background_input(job, catalog, &plan.namespace)?;
+    create_private_file(&input)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, documents.as_bytes()))
+        .with_context(|| format!("writing {}", input.display()))?;
+    let output_path = plan.run_dir.join(DETACHED_OUTPUT);
+    let output = create_private_file(&output_path)
+        .with_context(|| format!("creating {}", output_path.display()))?;
+    let (namespace, name, run_id, run_dir) = (
+        plan.namespace.clone(),
+        plan.name.clone(),
+        plan.run_id.clone(),
+        plan.run_dir.clone(),
+    );
+    let mut initial = local::record::RunRecord::of(&plan);
+    // The background run takes the job's lock, ports and queue place itself.
+    drop(plan);
+    use std::os::unix::process::CommandExt;
+    let mut child = background_command(args, &input, &run_id, workdir)?
+        .stdin(std::process::Stdio::null())
+        .stdout(output.try_clone()?)
+        .stderr(output)
+        // Its own process group: the terminal's Ctrl-C is not for it.
+        .process_group(0)
+        .spawn()
+        .context("starting the background run")?;
+    // Named by its identity (pid, start time, boot, user): a bare pid is never trusted later.
+    initial.set_runner(child.id());
+    local::record::publish_initial(&initial)
+        .with_context(|| format!("writing the run's record in {}", run_dir.display()))?;
+    let state = match await_start(&mut child, &run_dir, &output_path)? {
+        Ok(state) => state,
+        Err(status) => {
+            let log = std::fs::read_to_string(&output_path).unwrap_or_default();
             eprintln!(
-                "error: TrainJob {} cannot run on this machine: {why}",
-                plan.name
+                "error: the background run of TrainJob {namespace}/{name} ended before its pods started ({status}); \
+                 its output ({}):",
+                output_path.display()
             );
-            eprintln!("(use --ignore-capacity to start it anyway)");
+            for line in log.lines() {
+                eprintln!("  {line}");
+            }
             return Ok(ExitCode::FAILURE);
         }
-    }
+    };
+    // The run goes on whatever happens to this output (`--detach | head -1` must not panic).
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stdout(),
+        "TrainJob {namespace}/{name} runs in the background: run {run_id}, pid {}, run directory {}; {state}\n\
+         \x20 kubetrain get {name} --local         status, steps and progress\n\
+         \x20 kubetrain logs {name} --local -f     follow node-0's log (--step for another pod)\n\
+         \x20 kubetrain wait {name} --local        wait until it completes\n\
+         \x20 kubetrain delete {name} --local      stop it and remove its runs",
+        child.id(),
+        run_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the background run of `--detach` reads: the TrainJob, and its runtime unless it is a built-in one.
+fn background_input(job: &TrainJob, catalog: &RuntimeCatalog, namespace: &str) -> Result<String> {
     let mut documents =
         vec![kubetrain_api::to_yaml(job).context("writing the TrainJob for the background run")?];
     let builtin = kubetrain_jobset::builtin::catalog();
     let runtime_ref = &job.spec.runtime_ref;
-    if let Ok(entry) = catalog.lookup(runtime_ref, &plan.namespace) {
+    if let Ok(entry) = catalog.lookup(runtime_ref, namespace) {
         let is_builtin = builtin
-            .lookup(runtime_ref, &plan.namespace)
+            .lookup(runtime_ref, namespace)
             .is_ok_and(|b| b.spec() == entry.spec());
         if !is_builtin {
             documents.push(
@@ -798,38 +867,22 @@ fn detach(
             );
         }
     }
-    // Private: the TrainJob's inline env may hold secrets, and so may what the run prints.
-    let private = |path: &std::path::Path| {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-    };
-    let input = plan.run_dir.join(DETACHED_INPUT);
-    private(&input)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, documents.join("---\n").as_bytes()))
-        .with_context(|| format!("writing {}", input.display()))?;
-    let output_path = plan.run_dir.join(DETACHED_OUTPUT);
-    let output =
-        private(&output_path).with_context(|| format!("creating {}", output_path.display()))?;
-    let (namespace, name, run_id, run_dir) = (
-        plan.namespace.clone(),
-        plan.name.clone(),
-        plan.run_id.clone(),
-        plan.run_dir.clone(),
-    );
-    let mut initial = local::record::RunRecord::of(&plan);
-    // The background run takes the job's lock, ports and queue place itself.
-    drop(plan);
+    Ok(documents.join("---\n"))
+}
+
+/// `kubetrain run` again on the same run id, reading `input`, with every flag of this run that matters to it.
+fn background_command(
+    args: &RunArgs,
+    input: &Path,
+    run_id: &str,
+    workdir: &Path,
+) -> Result<std::process::Command> {
     let mut command = std::process::Command::new(std::env::current_exe()?);
     command
         .arg("run")
         .arg("-f")
-        .arg(&input)
-        .args(["--run-id", &run_id, "--detached"])
+        .arg(input)
+        .args(["--run-id", run_id, "--detached"])
         .args(["--progress-every", &args.progress_every.to_string()])
         .args(["--queueing-strategy", &args.queueing_strategy.to_string()])
         // The same directory for relative paths as a foreground run would have had.
@@ -858,87 +911,57 @@ fn detach(
             command.arg(flag);
         }
     }
-    use std::os::unix::process::CommandExt;
-    let mut child = command
-        .stdin(std::process::Stdio::null())
-        .stdout(output.try_clone()?)
-        .stderr(output)
-        // Its own process group: the terminal's Ctrl-C is not for it.
-        .process_group(0)
-        .spawn()
-        .context("starting the background run")?;
-    // Named by its identity (pid, start time, boot, user): a bare pid is never trusted later.
-    initial.set_runner(child.id());
-    local::record::publish_initial(&initial)
-        .with_context(|| format!("writing the run's record in {}", run_dir.display()))?;
-    // The truth before returning: the background run holds the lock and its pods started, or it is gone.
+    Ok(command)
+}
+
+/// Waits until the background run holds the job's lock and its pods started, waits in the local queue, or
+/// already ended (what to say of it), or until it exited before any of these (`Err` with its exit status).
+fn await_start(
+    child: &mut std::process::Child,
+    run_dir: &Path,
+    output_path: &Path,
+) -> Result<std::result::Result<String, std::process::ExitStatus>> {
     let waited = Instant::now();
-    let state = loop {
+    loop {
         let exited = child.try_wait().context("watching the background run")?;
-        let record = local::record::read(&run_dir).ok();
-        let status = record
-            .as_ref()
-            .map(|r| r.status.parse().unwrap_or(JobStatus::Failed));
-        if let (Some(r), Some(status)) = (&record, status) {
-            if status.is_finished() {
-                break format!("it already ended: {status}{}", message_of(r));
-            }
-            let started = r.pods.iter().filter(|p| p.phase != "Pending").count();
-            if started > 0 {
-                break format!("its pods started ({started} of {})", r.pods.len());
-            }
-            if let Some(why) = r
-                .message
-                .as_deref()
-                .and_then(|m| m.strip_prefix("Pending: "))
-            {
-                break format!("it waits in the local queue: {why}");
-            }
+        if let Ok(record) = local::record::read(run_dir)
+            && let Some(state) = started_state(&record)
+        {
+            return Ok(Ok(state));
         }
         if let Some(status) = exited {
-            let log = std::fs::read_to_string(&output_path).unwrap_or_default();
-            eprintln!(
-                "error: the background run of TrainJob {namespace}/{name} ended before its pods started ({status}); \
-                 its output ({}):",
-                output_path.display()
-            );
-            for line in log.lines() {
-                eprintln!("  {line}");
-            }
-            return Ok(ExitCode::FAILURE);
+            return Ok(Err(status));
         }
         if waited.elapsed() > DETACH_WAIT {
-            break format!(
+            return Ok(Ok(format!(
                 "its pods have not started after {}s (see {})",
                 DETACH_WAIT.as_secs(),
                 output_path.display()
-            );
+            )));
         }
         std::thread::sleep(DETACH_POLL);
-    };
-    // The run goes on whatever happens to this output (`--detach | head -1` must not panic).
-    let say = |text: String| {
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout(), "{text}");
-    };
-    say(format!(
-        "TrainJob {namespace}/{name} runs in the background: run {run_id}, pid {}, run directory {}; {state}",
-        child.id(),
-        run_dir.display()
-    ));
-    say(format!(
-        "  kubetrain get {name} --local         status, steps and progress"
-    ));
-    say(format!(
-        "  kubetrain logs {name} --local -f     follow node-0's log (--step for another pod)"
-    ));
-    say(format!(
-        "  kubetrain wait {name} --local        wait until it completes"
-    ));
-    say(format!(
-        "  kubetrain delete {name} --local      stop it and remove its runs"
-    ));
-    Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// What a background run's record says of its start, once it says something: ended, pods started, or
+/// waiting in the local queue.
+fn started_state(record: &local::record::RunRecord) -> Option<String> {
+    let status: JobStatus = record.status.parse().unwrap_or(JobStatus::Failed);
+    if status.is_finished() {
+        return Some(format!("it already ended: {status}{}", message_of(record)));
+    }
+    let started = record.pods.iter().filter(|p| p.phase != "Pending").count();
+    if started > 0 {
+        return Some(format!(
+            "its pods started ({started} of {})",
+            record.pods.len()
+        ));
+    }
+    record
+        .message
+        .as_deref()
+        .and_then(|m| m.strip_prefix("Pending: "))
+        .map(|why| format!("it waits in the local queue: {why}"))
 }
 
 /// `: <message>` of a record, or nothing.
@@ -982,11 +1005,7 @@ fn preflight(
              trained; set spec.trainer.numNodes to 1 or more"
         ));
     }
-    let capacity = args
-        .capacity
-        .clone()
-        .unwrap_or_default()
-        .apply(Capacity::of_this_machine());
+    let capacity = args.capacity();
     let too_large = |why: String| {
         format!(
             "TrainJob {name} is too large to run on this machine: {why}; use --force to start it anyway"
@@ -1100,27 +1119,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     // queue's ledger entry (or creating the run directory) and the first wait would otherwise kill the
     // process with its entry still booked.
     let view = View::start();
-    let mut stops = {
-        let _context = runtime.enter();
-        let hangup = signal(SignalKind::hangup()).context("catching SIGHUP")?;
-        // SIGHUP (the terminal closed): the run goes on, as under nohup, and only the view ends; the
-        // background run of `--detach` writes to its run.log, which no hangup closes.
-        if !args.detached {
-            let view = view.clone();
-            runtime.spawn(async move {
-                let mut hangup = hangup;
-                while hangup.recv().await.is_some() {
-                    view.hang_up();
-                }
-            });
-        } else {
-            runtime.spawn(async move {
-                let mut hangup = hangup;
-                while hangup.recv().await.is_some() {}
-            });
-        }
-        Stops::new()?
-    };
+    let mut stops = catch_signals(&runtime, &view, args.detached)?;
     // Orphans of the pods (a daemon that left its container's process group) come back to this process,
     // which stops them when the run ends or is interrupted.
     local::reaper::adopt_orphans();
@@ -1139,68 +1138,10 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
             None
         }
     };
-    let mut ticket = None;
-    if !args.ignore_capacity {
-        let capacity = args
-            .capacity
-            .clone()
-            .unwrap_or_default()
-            .apply(Capacity::of_this_machine());
-        let name = plan.name.clone();
-        let refused = |why: &str, recorder: &mut Option<Recorder>| {
-            view.err(format!(
-                "error: TrainJob {name} cannot run on this machine: {why}"
-            ));
-            view.err("(use --ignore-capacity to start it anyway)");
-            if let Some(r) = recorder.as_mut() {
-                let _ = r.fail(&format!("cannot run on this machine: {why}"));
-            }
-        };
-        let refusal = if args.no_queue {
-            match local::capacity::check(&plan, &capacity) {
-                Ok(Some(warning)) => {
-                    plan.notices.push(warning);
-                    None
-                }
-                Ok(None) => None,
-                Err(why) => Some(why.to_string()),
-            }
-        } else {
-            let queue = LocalQueue::new(
-                args.queue_dir
-                    .clone()
-                    .unwrap_or_else(LocalQueue::default_dir),
-                capacity,
-            )
-            .with_strategy(args.queueing_strategy)
-            .with_timeout(args.queue_timeout);
-            match queue.enqueue(&plan) {
-                Ok(mut t) => {
-                    plan.notices.extend(t.take_notices());
-                    ticket = Some(t);
-                    None
-                }
-                Err(QueueError::NeverFits(why)) => Some(why.to_string()),
-                Err(e) => {
-                    let e = anyhow::Error::from(e).context(
-                        "queueing the run in the local queue (choose another ledger with --queue-dir, \
-                         or start without queueing with --no-queue)",
-                    );
-                    if let Some(r) = recorder.as_mut() {
-                        let _ = r.fail(&format!("{e:#}"));
-                    }
-                    view.err(format!("error: {e:#}"));
-                    runtime.block_on(view.finish(&mut stops));
-                    return Ok(ExitCode::FAILURE);
-                }
-            }
-        };
-        if let Some(why) = refusal {
-            refused(&why, &mut recorder);
-            runtime.block_on(view.finish(&mut stops));
-            return Ok(ExitCode::FAILURE);
-        }
-    }
+    let Ok(ticket) = admit(&args, &mut plan, &mut recorder, &view) else {
+        runtime.block_on(view.finish(&mut stops));
+        return Ok(ExitCode::FAILURE);
+    };
     // Holding the ticket (and booking it again should the ledger be rebuilt) holds the run's share of
     // the machine until the run ends.
     let mut ticket = match ticket {
@@ -1219,6 +1160,50 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
         },
         None => None,
     };
+    let summary = execute_recorded(
+        &runtime,
+        &plan,
+        &mut ticket,
+        &mut stops,
+        &view,
+        recorder,
+        &args,
+        &workdir,
+    )?;
+    // The run is over: its lock, ports and queue place go now, not after the terminal took the output.
+    drop(ticket);
+    view.end_bar();
+    let no_trainer = plan
+        .replicated_jobs
+        .iter()
+        .filter(|r| r.name == kubetrain_api::constants::NODE)
+        .all(|r| r.pods.is_empty());
+    print_summary(&view, &summary, no_trainer);
+    if let Some(hint) = path_hint(&plan, &summary) {
+        view.err(hint);
+    }
+    drop(plan);
+    runtime.block_on(view.finish(&mut stops));
+    Ok(match (summary.cancelled, summary.status) {
+        (true, _) => ExitCode::from(130),
+        (false, JobStatus::Complete) => ExitCode::SUCCESS,
+        (false, _) => ExitCode::FAILURE,
+    })
+}
+
+/// Runs the plan: every event to the record and log files first (a thread of their own), the terminal view
+/// after; the record is finished with the summary.
+#[allow(clippy::too_many_arguments)]
+fn execute_recorded(
+    runtime: &tokio::runtime::Runtime,
+    plan: &local::JobPlan,
+    ticket: &mut Option<Ticket>,
+    stops: &mut Stops,
+    view: &View,
+    recorder: Option<Recorder>,
+    args: &RunArgs,
+    workdir: &Path,
+) -> Result<RunSummary> {
     let width = plan.pods().map(|p| p.name.len()).max().unwrap_or(0);
     let rank_env: Vec<(String, String)> =
         plan.pods().map(|p| (p.name.clone(), rank_env(p))).collect();
@@ -1246,7 +1231,6 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     let consumer = {
         let (view, progress) = (view.clone(), progress.clone());
         let logs = plan.run_dir.join(local::record::LOGS_DIR);
-        let recorder = recorder.take();
         std::thread::Builder::new()
             .name("run record".into())
             .spawn(move || {
@@ -1255,7 +1239,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
             .context("starting the run's recorder")?
     };
     let summary = runtime.block_on(async {
-        let (tx, mut rx) = mpsc::channel(local::exec::EVENT_BUFFER);
+        let (tx, rx) = mpsc::channel(local::exec::EVENT_BUFFER);
         let every = Duration::from_secs(args.progress_every.max(1));
         let ticker = {
             let (view, progress) = (view.clone(), progress.clone());
@@ -1270,35 +1254,15 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
                 }
             })
         };
-        let (end_tx, mut end_rx) = tokio::sync::oneshot::channel::<()>();
-        // Forwards until the run ended, then what is left: a reader task the run let go of (its pipe held by
-        // a stray process) must not keep the record open.
-        let forward = tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    biased;
-                    e = rx.recv() => match e {
-                        Some(e) => { let _ = feed_tx.send(Some(e)).await; }
-                        None => break,
-                    },
-                    _ = &mut end_rx => {
-                        rx.close();
-                        while let Some(e) = rx.recv().await {
-                            let _ = feed_tx.send(Some(e)).await;
-                        }
-                        break;
-                    }
-                }
-            }
-            let _ = feed_tx.send(None).await;
-        });
+        let (end_tx, end_rx) = tokio::sync::oneshot::channel::<()>();
+        let forward = tokio::spawn(forward_until_end(rx, feed_tx, end_rx));
         let cancel = async {
             stops.recv().await;
             view.err("interrupted: stopping every pod");
         };
-        let summary = match &mut ticket {
-            Some(t) => t.hold_while(local::execute(&plan, &tx, cancel)).await,
-            None => local::execute(&plan, &tx, cancel).await,
+        let summary = match ticket {
+            Some(t) => t.hold_while(local::execute(plan, &tx, cancel)).await,
+            None => local::execute(plan, &tx, cancel).await,
         };
         drop(tx);
         let _ = end_tx.send(());
@@ -1312,25 +1276,120 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     {
         view.err(format!("note: the run's record could not be written: {e}"));
     }
-    // The run is over: its lock, ports and queue place go now, not after the terminal took the output.
-    drop(ticket);
-    view.end_bar();
-    let no_trainer = plan
-        .replicated_jobs
-        .iter()
-        .filter(|r| r.name == kubetrain_api::constants::NODE)
-        .all(|r| r.pods.is_empty());
-    print_summary(&view, &summary, no_trainer);
-    if let Some(hint) = path_hint(&plan, &summary) {
-        view.err(hint);
+    Ok(summary)
+}
+
+/// Forwards the run's events to the recorder until the run ended, then what is left, then the end mark: a
+/// reader task the run let go of (its pipe held by a stray process) must not keep the record open.
+async fn forward_until_end(
+    mut rx: mpsc::Receiver<RunEvent>,
+    feed_tx: mpsc::Sender<Option<RunEvent>>,
+    mut end_rx: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            e = rx.recv() => match e {
+                Some(e) => { let _ = feed_tx.send(Some(e)).await; }
+                None => break,
+            },
+            _ = &mut end_rx => {
+                rx.close();
+                while let Some(e) = rx.recv().await {
+                    let _ = feed_tx.send(Some(e)).await;
+                }
+                break;
+            }
+        }
     }
-    drop(plan);
-    runtime.block_on(view.finish(&mut stops));
-    Ok(match (summary.cancelled, summary.status) {
-        (true, _) => ExitCode::from(130),
-        (false, JobStatus::Complete) => ExitCode::SUCCESS,
-        (false, _) => ExitCode::FAILURE,
-    })
+    let _ = feed_tx.send(None).await;
+}
+
+/// Ctrl-C and SIGTERM as [`Stops`]; SIGHUP (the terminal closed) ends only the view: the run goes on, as
+/// under nohup. The background run of `--detach` writes to its run.log, which no hangup closes.
+fn catch_signals(runtime: &tokio::runtime::Runtime, view: &View, detached: bool) -> Result<Stops> {
+    let _context = runtime.enter();
+    let hangup = signal(SignalKind::hangup()).context("catching SIGHUP")?;
+    // SIGHUP (the terminal closed): the run goes on, as under nohup, and only the view ends; the
+    // background run of `--detach` writes to its run.log, which no hangup closes.
+    if !detached {
+        let view = view.clone();
+        runtime.spawn(async move {
+            let mut hangup = hangup;
+            while hangup.recv().await.is_some() {
+                view.hang_up();
+            }
+        });
+    } else {
+        runtime.spawn(async move {
+            let mut hangup = hangup;
+            while hangup.recv().await.is_some() {}
+        });
+    }
+    Stops::new()
+}
+
+/// The capacity check, and a place in the local queue unless `--no-queue`: the ticket to wait with, or
+/// `Err` once the refusal is said and recorded.
+fn admit(
+    args: &RunArgs,
+    plan: &mut local::JobPlan,
+    recorder: &mut Option<Recorder>,
+    view: &View,
+) -> std::result::Result<Option<Ticket>, ()> {
+    if args.ignore_capacity {
+        return Ok(None);
+    }
+    let capacity = args.capacity();
+    let mut fail = |message: String, recorded: String| {
+        view.err(message);
+        if let Some(r) = recorder.as_mut() {
+            let _ = r.fail(&recorded);
+        }
+    };
+    let refused = |why: String, fail: &mut dyn FnMut(String, String)| {
+        fail(
+            format!(
+                "error: TrainJob {} cannot run on this machine: {why}",
+                plan.name
+            ),
+            format!("cannot run on this machine: {why}"),
+        );
+        view.err("(use --ignore-capacity to start it anyway)");
+        Err(())
+    };
+    if args.no_queue {
+        return match local::capacity::check(plan, &capacity) {
+            Ok(warning) => {
+                plan.notices.extend(warning);
+                Ok(None)
+            }
+            Err(why) => refused(why.to_string(), &mut fail),
+        };
+    }
+    let queue = LocalQueue::new(
+        args.queue_dir
+            .clone()
+            .unwrap_or_else(LocalQueue::default_dir),
+        capacity,
+    )
+    .with_strategy(args.queueing_strategy)
+    .with_timeout(args.queue_timeout);
+    match queue.enqueue(plan) {
+        Ok(mut t) => {
+            plan.notices.extend(t.take_notices());
+            Ok(Some(t))
+        }
+        Err(QueueError::NeverFits(why)) => refused(why.to_string(), &mut fail),
+        Err(e) => {
+            let e = anyhow::Error::from(e).context(
+                "queueing the run in the local queue (choose another ledger with --queue-dir, \
+                 or start without queueing with --no-queue)",
+            );
+            fail(format!("error: {e:#}"), format!("{e:#}"));
+            Err(())
+        }
+    }
 }
 
 /// The run's recorder thread: every event goes to the record and log files first, then to the view (a long
