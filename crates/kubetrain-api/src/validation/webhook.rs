@@ -12,7 +12,10 @@ use crate::error::FieldError;
 use crate::jobset::{JobSetSpec, ReplicatedJob};
 use crate::quantity::Nanos;
 use crate::torchtune::{self, ProcsPerNode};
-use crate::{MLPolicySource, PodGroupPolicySource, TrainJob, TrainingRuntimeSpec};
+use crate::{
+    MLPolicySource, MPIMLPolicySource, PodGroupPolicySource, TorchMLPolicySource, TrainJob,
+    TrainingRuntimeSpec,
+};
 
 /// The TrainJob rules that need its runtime: lookup, then every plugin's checks.
 pub(crate) fn trainjob(job: &TrainJob, catalog: &RuntimeCatalog, out: &mut Vec<FieldError>) {
@@ -129,9 +132,24 @@ fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<Fi
             );
         }
     }
+    check_patch_targets(job, &names, out);
+}
+
+/// Every replicated job, initContainer and container a runtime patch names exists in the runtime, and no
+/// patch sets env on the initializer or node containers.
+fn check_patch_targets(
+    job: &TrainJob,
+    names: &BTreeMap<&str, BTreeSet<&str>>,
+    out: &mut Vec<FieldError>,
+) {
     // Upstream prints every patch with each finding about one of them.
     let patches = || go_json::marshal_typed(&job.spec.runtime_patches, &go_json::RUNTIME_PATCHES);
-
+    let refuse = |what: String| {
+        FieldError::error(
+            "spec.runtimePatches",
+            format!("Invalid value: {}: {what}", patches()),
+        )
+    };
     for patch in &job.spec.runtime_patches {
         out.extend(domain_prefixed_path(
             "spec.runtimePatches.manager",
@@ -148,12 +166,9 @@ fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<Fi
         };
         for rjob in rjobs {
             let Some(containers) = names.get(rjob.name.as_str()) else {
-                out.push(FieldError::error(
-                    "spec.runtimePatches",
-                    format!(
-                        "Invalid value: {}: must not have replicated job that doesn't exist in the runtime job template",
-                        patches()
-                    ),
+                out.push(refuse(
+                    "must not have replicated job that doesn't exist in the runtime job template"
+                        .into(),
                 ));
                 continue;
             };
@@ -168,35 +183,23 @@ fn jobset_plugin(job: &TrainJob, runtime: &TrainingRuntimeSpec, out: &mut Vec<Fi
             };
             for c in pod.init_containers.iter().flatten() {
                 if !containers.contains(c.name.as_str()) {
-                    out.push(FieldError::error(
-                        "spec.runtimePatches",
-                        format!(
-                            "Invalid value: {}: must not have initContainer that doesn't exist in the runtime job {}",
-                            patches(),
-                            rjob.name
-                        ),
-                    ));
+                    out.push(refuse(format!(
+                        "must not have initContainer that doesn't exist in the runtime job {}",
+                        rjob.name
+                    )));
                 }
             }
             for c in pod.containers.iter().flatten() {
                 if !containers.contains(c.name.as_str()) {
-                    out.push(FieldError::error(
-                        "spec.runtimePatches",
-                        format!(
-                            "Invalid value: {}: must not have container that doesn't exist in the runtime job {}",
-                            patches(),
-                            rjob.name
-                        ),
-                    ));
+                    out.push(refuse(format!(
+                        "must not have container that doesn't exist in the runtime job {}",
+                        rjob.name
+                    )));
                 } else if c.env.as_ref().is_some_and(|e| !e.is_empty())
                     && [DATASET_INITIALIZER, MODEL_INITIALIZER, NODE].contains(&c.name.as_str())
                 {
-                    out.push(FieldError::error(
-                        "spec.runtimePatches",
-                        format!(
-                            "Invalid value: {}: must not have envs for the dataset-initializer, model-initializer, node containers",
-                            patches()
-                        ),
+                    out.push(refuse(
+                        "must not have envs for the dataset-initializer, model-initializer, node containers".into(),
                     ));
                 }
             }
@@ -248,77 +251,11 @@ fn check_initializer(
 /// Plugins gated on the runtime's ML and pod-group policies.
 fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<FieldError>) {
     let spec = runtime.spec();
-    let trainer = job.spec.trainer.as_ref();
-    let env_names = || {
-        trainer
-            .into_iter()
-            .flat_map(|t| t.env.iter())
-            .map(|e| e.name.as_str())
-    };
-    let reserved = |list: &[&str]| -> BTreeSet<String> {
-        env_names()
-            .filter(|n| list.contains(n))
-            .map(str::to_owned)
-            .collect()
-    };
     match spec.ml_policy.as_ref().and_then(|p| p.source.as_ref()) {
-        Some(MLPolicySource::Torch(torch)) => {
-            for target in torch.env_injection.iter().flat_map(|e| &e.targets) {
-                for container in &target.container_names {
-                    if !has_container(&spec.template.spec, &target.job_name, container) {
-                        out.push(FieldError::error(
-                            "spec.runtimeRef",
-                            invalid(
-                                target,
-                                &go_json::ENV_INJECTION_TARGET,
-                                &format!(
-                                    "envInjection target podSet {:?} container {container:?} not found in runtime template",
-                                    target.job_name
-                                ),
-                            ),
-                        ));
-                    }
-                }
-            }
-            if let Some(trainer) = trainer {
-                let found = reserved(&TORCH_RESERVED_ENV);
-                if !found.is_empty() {
-                    out.push(reserved_envs(&trainer.env, &found));
-                }
-                if torchtune::is_torchtune_command(trainer.command.as_deref()) {
-                    torchtune_rules(job, spec, out);
-                }
-            }
-        }
-        Some(MLPolicySource::Mpi(mpi)) => {
-            if let Some(trainer) = trainer {
-                let has_job = |name: &str| {
-                    spec.template
-                        .spec
-                        .replicated_jobs
-                        .iter()
-                        .any(|j| j.name == name)
-                };
-                if trainer.num_nodes.unwrap_or(1) >= 2
-                    && mpi.run_launcher_as_node_or_default()
-                    && (!has_job(LAUNCHER) || !has_job(NODE))
-                {
-                    out.push(FieldError::error(
-                        "spec.trainer.numNodes",
-                        format!(
-                            "Invalid value: {}: must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node",
-                            trainer.num_nodes.unwrap_or(1)
-                        ),
-                    ));
-                }
-                let found = reserved(&MPI_RESERVED_ENV);
-                if !found.is_empty() {
-                    out.push(reserved_envs(&trainer.env, &found));
-                }
-            }
-        }
+        Some(MLPolicySource::Torch(torch)) => torch_rules(job, spec, torch, out),
+        Some(MLPolicySource::Mpi(mpi)) => mpi_rules(job, spec, mpi, out),
         Some(MLPolicySource::Xgboost(_)) => {
-            for (i, name) in env_names().enumerate() {
+            for (i, name) in trainer_env_names(job).enumerate() {
                 if XGBOOST_RESERVED_ENV.contains(&name) {
                     out.push(FieldError::error(
                         format!("spec.trainer.env[{i}]"),
@@ -327,23 +264,7 @@ fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<Field
                 }
             }
         }
-        Some(MLPolicySource::Flux(_)) => {
-            let node = spec
-                .template
-                .spec
-                .replicated_jobs
-                .iter()
-                .filter(|j| j.name == NODE);
-            let init = node
-                .flat_map(ReplicatedJob::pod_spec)
-                .flat_map(|s| s.init_containers.iter().flatten());
-            if init.into_iter().any(|c| c.name == FLUX_INSTALLER) {
-                out.push(FieldError::error(
-                    "spec.trainer.initContainers",
-                    format!("Invalid value: {FLUX_INSTALLER:?}: InitContainer 'flux-installer' is reserved"),
-                ));
-            }
-        }
+        Some(MLPolicySource::Flux(_)) => flux_rules(spec, out),
         Some(MLPolicySource::Jax(_)) | None => {}
     }
     if let Some(PodGroupPolicySource::Volcano(_)) = spec
@@ -358,6 +279,114 @@ fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<Field
                 "Invalid value: \"\": Volcano queue name must not be empty",
             ));
         }
+    }
+}
+
+/// The names of the TrainJob's trainer env, in order.
+fn trainer_env_names(job: &TrainJob) -> impl Iterator<Item = &str> {
+    job.spec
+        .trainer
+        .iter()
+        .flat_map(|t| t.env.iter())
+        .map(|e| e.name.as_str())
+}
+
+/// The trainer env names that `list` reserves.
+fn reserved_in(job: &TrainJob, list: &[&str]) -> BTreeSet<String> {
+    trainer_env_names(job)
+        .filter(|n| list.contains(n))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Torch: env-injection targets exist in the runtime, reserved env stays unset, torchtune's own rules.
+fn torch_rules(
+    job: &TrainJob,
+    spec: &TrainingRuntimeSpec,
+    torch: &TorchMLPolicySource,
+    out: &mut Vec<FieldError>,
+) {
+    for target in torch.env_injection.iter().flat_map(|e| &e.targets) {
+        for container in &target.container_names {
+            if !has_container(&spec.template.spec, &target.job_name, container) {
+                out.push(FieldError::error(
+                    "spec.runtimeRef",
+                    invalid(
+                        target,
+                        &go_json::ENV_INJECTION_TARGET,
+                        &format!(
+                            "envInjection target podSet {:?} container {container:?} not found in runtime template",
+                            target.job_name
+                        ),
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(trainer) = job.spec.trainer.as_ref() {
+        let found = reserved_in(job, &TORCH_RESERVED_ENV);
+        if !found.is_empty() {
+            out.push(reserved_envs(&trainer.env, &found));
+        }
+        if torchtune::is_torchtune_command(trainer.command.as_deref()) {
+            torchtune_rules(job, spec, out);
+        }
+    }
+}
+
+/// MPI: several nodes need both the launcher and node jobs when the launcher runs as a node; reserved env.
+fn mpi_rules(
+    job: &TrainJob,
+    spec: &TrainingRuntimeSpec,
+    mpi: &MPIMLPolicySource,
+    out: &mut Vec<FieldError>,
+) {
+    let Some(trainer) = job.spec.trainer.as_ref() else {
+        return;
+    };
+    let has_job = |name: &str| {
+        spec.template
+            .spec
+            .replicated_jobs
+            .iter()
+            .any(|j| j.name == name)
+    };
+    if trainer.num_nodes.unwrap_or(1) >= 2
+        && mpi.run_launcher_as_node_or_default()
+        && (!has_job(LAUNCHER) || !has_job(NODE))
+    {
+        out.push(FieldError::error(
+            "spec.trainer.numNodes",
+            format!(
+                "Invalid value: {}: must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node",
+                trainer.num_nodes.unwrap_or(1)
+            ),
+        ));
+    }
+    let found = reserved_in(job, &MPI_RESERVED_ENV);
+    if !found.is_empty() {
+        out.push(reserved_envs(&trainer.env, &found));
+    }
+}
+
+/// Flux: the runtime's node job must not already have the init container Flux adds.
+fn flux_rules(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
+    let node = spec
+        .template
+        .spec
+        .replicated_jobs
+        .iter()
+        .filter(|j| j.name == NODE);
+    let init = node
+        .flat_map(ReplicatedJob::pod_spec)
+        .flat_map(|s| s.init_containers.iter().flatten());
+    if init.into_iter().any(|c| c.name == FLUX_INSTALLER) {
+        out.push(FieldError::error(
+            "spec.trainer.initContainers",
+            format!(
+                "Invalid value: {FLUX_INSTALLER:?}: InitContainer 'flux-installer' is reserved"
+            ),
+        ));
     }
 }
 
