@@ -50,6 +50,10 @@ pub const WEBHOOK_VALIDATION_LABEL: &str = "trainer.kubeflow.org/webhook-validat
 /// Port that torch, JAX and XGBoost ranks meet on.
 pub const TRAINER_PORT: i32 = 29500;
 
+/// The most hosts an MPI hostfile may list (ours: upstream has no limit, and a larger TrainJob would make a
+/// hostfile of megabytes). `validate`, the webhook and the renderer refuse more at `spec.trainer.numNodes`.
+pub const MAX_MPI_HOSTS: u64 = 100_000;
+
 /// Environment variables the torch plugin owns; users may not set them.
 pub const TORCH_RESERVED_ENV: [&str; 5] = [
     "PET_NNODES",

@@ -50,7 +50,7 @@ pub use kubetrain_merge::plugins::trainjobstatus::StatusServer;
 pub use object::{DynamicObject, Object};
 pub use render::{
     MAX_HOSTFILE_ENTRIES, Observed, ObservedJobSet, RenderError, RenderOptions, Rendered,
-    TrainJobStatusOptions, render, render_with, render_with_registry,
+    TrainJobStatusOptions, render, render_trainjob, render_with, render_with_registry,
 };
 pub use runtimes::resolve;
 

@@ -3,7 +3,9 @@
 
 use std::sync::OnceLock;
 
-use kubetrain_api::{TrainJob, TrainingRuntimeSpec};
+use kubetrain_api::FieldError;
+use kubetrain_api::jobset::JobSet;
+use kubetrain_api::{RuntimeCatalog, TrainJob, TrainingRuntimeSpec};
 use kubetrain_merge::{Info, MergeError};
 
 use crate::object::{Object, sort};
@@ -50,6 +52,14 @@ pub struct TrainJobStatusOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RenderError {
+    /// The TrainJob breaks rules `kubetrain validate` checks (the CRD schema and its CEL rules in every render
+    /// entry point; also the webhook's rules in [`render_trainjob`]): every error, with its field path, as
+    /// `validate` reports it.
+    #[error("{}", invalid_summary(errors))]
+    Invalid {
+        /// The errors (never empty; warnings are not among them).
+        errors: Vec<FieldError>,
+    },
     /// The merge stage failed (runtime patches, resources, plugins).
     #[error(transparent)]
     Merge(#[from] MergeError),
@@ -87,8 +97,25 @@ pub enum RenderError {
     },
 }
 
+/// `path: message` of the first error, and how many more there are.
+fn invalid_summary(errors: &[FieldError]) -> String {
+    let Some(first) = errors.first() else {
+        return "invalid TrainJob".to_owned();
+    };
+    match errors.len() - 1 {
+        0 => format!("{}: {}", first.path, first.message),
+        more => format!(
+            "{}: {} (and {more} more error{})",
+            first.path,
+            first.message,
+            if more == 1 { "" } else { "s" }
+        ),
+    }
+}
+
 /// The most hosts an MPI hostfile may list (upstream has no limit; we refuse to build a file of gigabytes).
-pub const MAX_HOSTFILE_ENTRIES: u64 = 100_000;
+/// `kubetrain validate` refuses the same TrainJobs ([`kubetrain_api::constants::MAX_MPI_HOSTS`]).
+pub const MAX_HOSTFILE_ENTRIES: u64 = kubetrain_api::constants::MAX_MPI_HOSTS;
 
 impl RenderError {
     /// The TrainJob field path the error is about.
@@ -126,6 +153,7 @@ impl RenderError {
         match self {
             RenderError::Plugin { source, .. } => source.text_without_plugin(),
             RenderError::Merge(e) => e.without_plugin().to_string(),
+            RenderError::Invalid { errors } => invalid_summary(errors),
             other => other.to_string(),
         }
     }
@@ -138,6 +166,58 @@ pub struct Rendered {
     pub info: Info,
     /// The objects, JobSet first, then sorted by apiVersion, kind and name.
     pub objects: Vec<Object>,
+}
+
+impl Rendered {
+    /// The JobSet, if a plugin built one (the built-in registry always does).
+    pub fn jobset(&self) -> Option<&JobSet> {
+        self.objects.iter().find_map(Object::as_jobset)
+    }
+}
+
+/// One call for embedders: validates `job` as `kubetrain validate` does (against the runtimes of `catalog`),
+/// resolves its `runtimeRef` in `catalog` and renders it with the built-in plugins and `options`.
+///
+/// ```
+/// use kubetrain_jobset::{builtin, render_trainjob, ssh::seeded_rng, Observed, RenderError, RenderOptions};
+///
+/// let job: kubetrain_api::TrainJob = serde_json::from_value(serde_json::json!({
+///     "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+///     "metadata": {"name": "demo", "namespace": "default"},
+///     "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
+/// }))?;
+/// let catalog = builtin::catalog();
+/// let rendered = render_trainjob(&job, &catalog, &Observed::default(), &RenderOptions::default(), &mut seeded_rng(0))?;
+/// assert_eq!(rendered.jobset().and_then(|j| j.metadata.name.as_deref()), Some("demo"));
+///
+/// let mut bad = job.clone();
+/// bad.spec.trainer.as_mut().unwrap().num_nodes = Some(-1);
+/// let error = render_trainjob(&bad, &catalog, &Observed::default(), &RenderOptions::default(), &mut seeded_rng(0))
+///     .unwrap_err();
+/// assert!(matches!(error, RenderError::Invalid { .. }));
+/// assert_eq!(error.field_path(), "spec.trainer.numNodes");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn render_trainjob<K: KeySource>(
+    job: &TrainJob,
+    catalog: &RuntimeCatalog,
+    observed: &Observed,
+    options: &RenderOptions,
+    keys: &mut K,
+) -> Result<Rendered, RenderError> {
+    refuse_invalid(kubetrain_api::validation::validate_trainjob(job, catalog))?;
+    let runtime = crate::runtimes::resolve(catalog, job)?;
+    render_with(job, runtime, observed, options, keys)
+}
+
+/// `Err(Invalid)` with the errors among `findings` (warnings pass).
+fn refuse_invalid(findings: Vec<FieldError>) -> Result<(), RenderError> {
+    let errors: Vec<FieldError> = findings.into_iter().filter(FieldError::is_error).collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(RenderError::Invalid { errors })
+    }
 }
 
 /// Renders `job` against `runtime`. The MPI SSH key is taken from `keys` (any cryptographic RNG, or a
@@ -178,6 +258,12 @@ pub fn render_with<K: KeySource>(
 
 /// [`render`] running the plugins of `registry` (built-in and custom, in registration order): the enforce
 /// phases, the pre-build sync, then every component builder; the objects sorted as [`crate::object::sort`] says.
+///
+/// Every render entry point first checks what the API server would refuse
+/// ([`kubetrain_api::validation::validate_trainjob_object`]: the CRD schema, CEL rules and quantities, e.g.
+/// `numNodes: -1`) and returns [`RenderError::Invalid`] with the field-path errors `kubetrain validate` gives.
+/// The webhook's rules between a TrainJob and its runtime are not run here (upstream's controller renders what
+/// they would deny); [`render_trainjob`] runs them too.
 pub fn render_with_registry<K: KeySource>(
     job: &TrainJob,
     runtime: &TrainingRuntimeSpec,
@@ -185,6 +271,7 @@ pub fn render_with_registry<K: KeySource>(
     registry: &Registry,
     keys: &mut K,
 ) -> Result<Rendered, RenderError> {
+    refuse_invalid(kubetrain_api::validation::validate_trainjob_object(job))?;
     let plugins = registry.plugins();
     let mut info = kubetrain_merge::merge_with_registry(job, runtime, plugins)?;
     plugins.pre_build(&mut info, job)?;

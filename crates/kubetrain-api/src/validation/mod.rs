@@ -83,6 +83,16 @@ pub fn validate_trainjob(job: &TrainJob, catalog: &RuntimeCatalog) -> Vec<FieldE
     attribute(errors, "TrainJob", job.name())
 }
 
+/// Validates a TrainJob on its own: the CRD schema, its CEL rules and resource quantities — what the API
+/// server enforces, so no TrainJob stored in a cluster breaks them. The render entry points of
+/// `kubetrain-jobset` run it, so that they never render what the API server would refuse. The webhook's rules
+/// between a TrainJob and its runtime are [`validate_trainjob`]'s.
+pub fn validate_trainjob_object(job: &TrainJob) -> Vec<FieldError> {
+    let mut errors = schema_and_cel(SchemaKind::TrainJob, job, None);
+    resource_quantities(job, &mut errors);
+    attribute(errors, "TrainJob", job.name())
+}
+
 /// Validates an update of a TrainJob: CEL transition rules (immutable fields) and the runtime-patch rules
 /// (patches change only while suspended, and not while the JobSet still has active jobs).
 pub fn validate_trainjob_update(

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
 
 use super::go_json::{self, invalid};
-use crate::catalog::{LookupError, RuntimeCatalog, RuntimeEntry};
+use crate::catalog::{LookupError, RuntimeCatalog};
 use crate::constants::*;
 use crate::error::FieldError;
 use crate::jobset::{JobSetSpec, ReplicatedJob};
@@ -47,7 +47,16 @@ pub(crate) fn trainjob(job: &TrainJob, catalog: &RuntimeCatalog, out: &mut Vec<F
             ),
         ));
     }
-    jobset_plugin(job, runtime.spec(), out);
+    runtime_rules(job, runtime.spec(), out);
+}
+
+/// The rules between a TrainJob and the runtime spec it resolved to: every plugin's checks.
+pub(crate) fn runtime_rules(
+    job: &TrainJob,
+    runtime: &TrainingRuntimeSpec,
+    out: &mut Vec<FieldError>,
+) {
+    jobset_plugin(job, runtime, out);
     policy_plugins(job, runtime, out);
 }
 
@@ -249,8 +258,7 @@ fn check_initializer(
 }
 
 /// Plugins gated on the runtime's ML and pod-group policies.
-fn policy_plugins(job: &TrainJob, runtime: RuntimeEntry<'_>, out: &mut Vec<FieldError>) {
-    let spec = runtime.spec();
+fn policy_plugins(job: &TrainJob, spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
     match spec.ml_policy.as_ref().and_then(|p| p.source.as_ref()) {
         Some(MLPolicySource::Torch(torch)) => torch_rules(job, spec, torch, out),
         Some(MLPolicySource::Mpi(mpi)) => mpi_rules(job, spec, mpi, out),
@@ -341,6 +349,22 @@ fn mpi_rules(
     mpi: &MPIMLPolicySource,
     out: &mut Vec<FieldError>,
 ) {
+    let nodes = job
+        .spec
+        .trainer
+        .as_ref()
+        .and_then(|t| t.num_nodes)
+        .or(spec.ml_policy.as_ref().and_then(|p| p.num_nodes))
+        .unwrap_or(1);
+    if u64::try_from(nodes).is_ok_and(|hosts| hosts > MAX_MPI_HOSTS) {
+        // Ours, not upstream's: the renderer would refuse it (`kubetrain_jobset::MAX_HOSTFILE_ENTRIES`).
+        out.push(FieldError::error(
+            "spec.trainer.numNodes",
+            format!(
+                "the MPI hostfile would list {nodes} hosts; at most {MAX_MPI_HOSTS} are supported"
+            ),
+        ));
+    }
     let Some(trainer) = job.spec.trainer.as_ref() else {
         return;
     };

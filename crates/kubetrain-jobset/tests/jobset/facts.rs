@@ -609,7 +609,8 @@ fn coscheduling_pod_group_and_skip_rule() {
 
 #[test]
 fn custom_subdomain_shapes_endpoints() {
-    // jobset_test.go: network.subdomain kubeflow.org -> trainJob-launcher-0-0.kubeflow.org.
+    // jobset_test.go: network.subdomain kubeflow.org -> trainJob-launcher-0-0.kubeflow.org (upstream's unit test
+    // names the job `trainJob`, which the API server refuses and so do the render entry points).
     let yaml = "
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
@@ -629,19 +630,19 @@ spec:
 ---
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
-metadata: {name: trainJob}
+metadata: {name: trainjob}
 spec: {runtimeRef: {name: mpi-sub}}
 ";
     let r = render_yaml(yaml);
     let Some(kubetrain_jobset::Object::ConfigMap(cm)) =
-        find(&r, "ConfigMap", "trainJob-mpi-hostfile")
+        find(&r, "ConfigMap", "trainjob-mpi-hostfile")
     else {
         panic!()
     };
     let hostfile = &cm.data.as_ref().unwrap()["hostfile"];
     assert_eq!(
         hostfile,
-        "trainJob-launcher-0-0.kubeflow.org slots=1\ntrainJob-node-0-0.kubeflow.org slots=1\n"
+        "trainjob-launcher-0-0.kubeflow.org slots=1\ntrainjob-node-0-0.kubeflow.org slots=1\n"
     );
 }
 

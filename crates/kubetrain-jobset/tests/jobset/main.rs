@@ -4,6 +4,7 @@
 #[path = "../../../../tests/support/shared_data.rs"]
 mod shared_data;
 
+mod agreement;
 mod common;
 mod facts;
 mod flux;

@@ -46,7 +46,8 @@ pub(crate) struct RenderArgs {
     /// operating system's randomness.
     #[arg(long)]
     seed: Option<u64>,
-    /// Skip the CRD-schema, CEL and webhook checks (parse errors and render errors are still reported); for
+    /// Skip the webhook's checks between a TrainJob and its runtime (parse errors, render errors and what the API
+    /// server would refuse — the CRD schema and CEL rules, which every render runs — are still reported); for
     /// bulk streams of TrainJobs already validated elsewhere.
     #[arg(long)]
     no_validate: bool,
