@@ -532,6 +532,100 @@ fn tree_bytes(dir: &std::path::Path) -> Option<u64> {
     Some(total)
 }
 
+/// What rank 0 reports to the operator as the demo trains: rates over the steps this process trained, and
+/// (for `kubetrain acceptance` on a cluster) the newest checkpoint and the step a resume started from.
+struct DemoProgress {
+    steps: usize,
+    samples_per_step: f64,
+    checkpointing: bool,
+    started: Instant,
+    /// The step a resumed run started at: rates count only the steps this process trained.
+    first_step: std::cell::Cell<usize>,
+    /// The newest checkpoint: step, bytes, write milliseconds.
+    checkpointed: std::cell::Cell<(u64, u64, f64)>,
+    resumed_from: std::cell::Cell<Option<u64>>,
+    /// Whether the first step after a resume is still to be reported (at once: it proves the restore).
+    report_resume: std::cell::Cell<bool>,
+}
+
+impl DemoProgress {
+    fn new(cfg: &DemoConfig, checkpointing: bool) -> Self {
+        Self {
+            steps: cfg.steps,
+            samples_per_step: cfg.samples as f64,
+            checkpointing,
+            started: Instant::now(),
+            first_step: std::cell::Cell::new(0),
+            checkpointed: std::cell::Cell::new((0, 0, 0.0)),
+            resumed_from: std::cell::Cell::new(None),
+            report_resume: std::cell::Cell::new(false),
+        }
+    }
+
+    fn at(&self, step: usize, loss: f64) -> Progress {
+        let done = step + 1;
+        let trained = done.saturating_sub(self.first_step.get()).max(1);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let per_step = elapsed / trained as f64;
+        let p = Progress::new()
+            .percent((done * 100 / self.steps.max(1)) as i64)
+            .remaining_seconds((per_step * self.steps.saturating_sub(done) as f64).ceil() as i64)
+            .metric("loss", format!("{loss:.6}"))
+            .metric("step", done)
+            .metric(
+                "samples_per_second",
+                format!(
+                    "{:.1}",
+                    self.samples_per_step * trained as f64 / elapsed.max(1e-9)
+                ),
+            );
+        // Checkpoint metrics only when checkpoints are on (0 until the first one is written).
+        let p = if self.checkpointing {
+            let (ckpt_step, ckpt_bytes, ckpt_ms) = self.checkpointed.get();
+            p.metric(acceptance_metrics::CHECKPOINT_STEP, ckpt_step)
+                .metric(acceptance_metrics::CHECKPOINT_BYTES, ckpt_bytes)
+                .metric(
+                    acceptance_metrics::CHECKPOINT_WRITE_MS,
+                    format!("{ckpt_ms:.1}"),
+                )
+        } else {
+            p
+        };
+        match self.resumed_from.get() {
+            Some(step) => p.metric(acceptance_metrics::RESUMED_FROM_STEP, step),
+            None => p,
+        }
+    }
+
+    /// Sends one step's progress: the first step after a resume at once, the others throttled.
+    fn report_step(&self, reporter: &Reporter, step: usize, loss: f64) {
+        let sent = if self.report_resume.replace(false) {
+            reporter.report_now(&self.at(step, loss))
+        } else {
+            reporter.report(&self.at(step, loss)).map(|_| ())
+        };
+        if let Err(error) = sent {
+            eprintln!("train-demo: progress update failed: {error}");
+        }
+    }
+}
+
+/// The checkpoint store `--checkpoint-dir` names, if any.
+fn open_checkpoint_store(
+    a: &DemoArgs,
+) -> anyhow::Result<Option<Box<dyn kubetrain_collective::checkpoint::CheckpointStore>>> {
+    match &a.checkpoint_dir {
+        Some(location) if !location.is_empty() => Ok(Some(
+            kubetrain_acceptance::s3store::open(
+                location,
+                &kubetrain_acceptance::s3store::S3Settings::from_env(),
+            )
+            .with_context(|| format!("checkpoint location {location}"))?,
+        )),
+        _ => Ok(None),
+    }
+}
+
 fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
     let mut comm = CpuCommunicator::init(&env, None, cpu_options(&a.launch))
         .with_context(|| format!("rank {}: forming the CPU communicator", env.rank))?;
@@ -562,60 +656,8 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let samples_per_step = cfg.samples as f64;
-    let started = Instant::now();
-    // The step a resumed run started at: rates count only the steps this process trained.
-    let first_step = std::cell::Cell::new(0usize);
-    // For `kubetrain acceptance` on a cluster: the newest checkpoint (step, bytes, write ms), the step
-    // this process resumed from, and whether the first step after a resume is still to be reported.
-    let checkpointed = std::cell::Cell::new((0u64, 0u64, 0.0f64));
-    let resumed_from = std::cell::Cell::new(None::<u64>);
-    let report_resume = std::cell::Cell::new(false);
-    let checkpointing = a.checkpoint_dir.as_deref().is_some_and(|l| !l.is_empty());
-    let progress = |step: usize, loss: f64| {
-        let done = step + 1;
-        let trained = done.saturating_sub(first_step.get()).max(1);
-        let elapsed = started.elapsed().as_secs_f64();
-        let per_step = elapsed / trained as f64;
-        let (ckpt_step, ckpt_bytes, ckpt_ms) = checkpointed.get();
-        let p = Progress::new()
-            .percent((done * 100 / cfg.steps.max(1)) as i64)
-            .remaining_seconds((per_step * cfg.steps.saturating_sub(done) as f64).ceil() as i64)
-            .metric("loss", format!("{loss:.6}"))
-            .metric("step", done)
-            .metric(
-                "samples_per_second",
-                format!(
-                    "{:.1}",
-                    samples_per_step * trained as f64 / elapsed.max(1e-9)
-                ),
-            );
-        // Checkpoint metrics only when checkpoints are on (0 until the first one is written).
-        let p = if checkpointing {
-            p.metric(acceptance_metrics::CHECKPOINT_STEP, ckpt_step)
-                .metric(acceptance_metrics::CHECKPOINT_BYTES, ckpt_bytes)
-                .metric(
-                    acceptance_metrics::CHECKPOINT_WRITE_MS,
-                    format!("{ckpt_ms:.1}"),
-                )
-        } else {
-            p
-        };
-        match resumed_from.get() {
-            Some(step) => p.metric(acceptance_metrics::RESUMED_FROM_STEP, step),
-            None => p,
-        }
-    };
-    let store = match &a.checkpoint_dir {
-        Some(location) if !location.is_empty() => Some(
-            kubetrain_acceptance::s3store::open(
-                location,
-                &kubetrain_acceptance::s3store::S3Settings::from_env(),
-            )
-            .with_context(|| format!("checkpoint location {location}"))?,
-        ),
-        _ => None,
-    };
+    let store = open_checkpoint_store(a)?;
+    let progress = DemoProgress::new(&cfg, store.is_some());
     if let Some(seconds) = a.max_seconds
         && !(seconds.is_finite() && seconds >= 0.0)
     {
@@ -633,65 +675,55 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
     let location = store.as_ref().map(|s| s.location()).unwrap_or_default();
     let report = demo::train(&mut comm, &cfg, &options, |event| match event {
         demo::DemoEvent::Step { step, loss } => {
-            let step = step as usize;
             if rank == 0 {
                 println!("step {step:>4}  loss {loss:.6}");
             }
             if let Some(reporter) = &reporter {
-                // The first step after a resume goes out at once: it proves the restore.
-                let sent = if report_resume.replace(false) {
-                    reporter.report_now(&progress(step, loss))
-                } else {
-                    reporter.report(&progress(step, loss)).map(|_| ())
-                };
-                if let Err(error) = sent {
-                    eprintln!("train-demo: progress update failed: {error}");
-                }
+                progress.report_step(reporter, step as usize, loss);
             }
         }
         demo::DemoEvent::SkippedCheckpoint(warning) => println!("warning: {warning}"),
         demo::DemoEvent::Resumed { name, step, loss } => {
-            first_step.set(step as usize);
-            resumed_from.set(Some(step));
-            report_resume.set(true);
+            progress.first_step.set(step as usize);
+            progress.resumed_from.set(Some(step));
+            progress.report_resume.set(true);
             if rank == 0 {
                 println!("resumed from checkpoint {name} at step {step} (loss {loss:.6})");
             }
         }
         demo::DemoEvent::Checkpointed { step, saved } => {
-            checkpointed.set((
-                step,
-                saved.bytes as u64,
-                saved.elapsed.as_secs_f64() * 1000.0,
-            ));
+            let ms = saved.elapsed.as_secs_f64() * 1000.0;
+            progress.checkpointed.set((step, saved.bytes as u64, ms));
             println!(
-                "checkpoint: wrote {} (step {step}, {} bytes, {:.1} ms) to {location}",
-                saved.name,
-                saved.bytes,
-                saved.elapsed.as_secs_f64() * 1000.0
+                "checkpoint: wrote {} (step {step}, {} bytes, {ms:.1} ms) to {location}",
+                saved.name, saved.bytes
             )
         }
     })?;
     if let (Some(reporter), Some(&last)) = (&reporter, report.losses.last()) {
         let last_step = report.first_step as usize + report.losses.len().saturating_sub(1);
-        match reporter.report_now(&progress(last_step, last)) {
+        match reporter.report_now(&progress.at(last_step, last)) {
             Ok(()) => eprintln!("train-demo: final progress reported"),
             Err(error) => eprintln!("train-demo: final progress update failed: {error}"),
         }
     }
     if rank == 0 {
-        let max_err = report
-            .weights
-            .iter()
-            .zip(&report.true_weights)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
-        println!(
-            "done: final loss {:.6}, max weight error {max_err:.4}",
-            report.losses.last().copied().unwrap_or(0.0)
-        );
+        print_demo_summary(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_demo_summary(report: &demo::DemoReport) {
+    let max_err = report
+        .weights
+        .iter()
+        .zip(&report.true_weights)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    println!(
+        "done: final loss {:.6}, max weight error {max_err:.4}",
+        report.losses.last().copied().unwrap_or(0.0)
+    );
 }
 
 fn info() -> anyhow::Result<ExitCode> {

@@ -678,66 +678,12 @@ fn delete_local(namespace: &str, name: &str) -> Result<ExitCode> {
 /// The subcommands on this machine's runs.
 fn run_local(command: JobsCommand) -> Result<ExitCode> {
     match command {
-        JobsCommand::Submit(a) => {
-            // A local submit is a background run.
-            let mut command = std::process::Command::new(std::env::current_exe()?);
-            command.arg("run");
-            for file in &a.files {
-                command.arg("-f").arg(file);
-            }
-            let status = command
-                .arg("--detach")
-                .status()
-                .context("starting kubetrain run --detach")?;
-            return Ok(if status.success() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            });
-        }
+        JobsCommand::Submit(a) => return local_submit(&a),
         JobsCommand::Get(a) => {
             let run = local_run(&a.target, &a.name)?;
             print_job(&run.view(), a.output, Some(&run))?;
         }
-        JobsCommand::List(a) => {
-            let runs: Vec<RunRecord> = tree::existing_root()?
-                .map(|root| record::latest_runs(&root))
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|r| {
-                    a.target
-                        .namespace
-                        .as_ref()
-                        .is_none_or(|n| *n == r.namespace)
-                })
-                .filter(|r| a.runtime.as_ref().is_none_or(|rt| *rt == r.runtime))
-                .collect();
-            let jobs: Vec<TrainJobView> = runs.iter().map(RunRecord::view).collect();
-            if !a.output.is_table() {
-                let jobs: Vec<LocalJob> = runs
-                    .iter()
-                    .zip(jobs)
-                    .map(|(r, j)| LocalJob::of(r, j))
-                    .collect();
-                print_structured(&jobs, a.output)?;
-            } else if jobs.is_empty() {
-                eprintln!("No local runs found.");
-            } else {
-                let wide = a.output == Output::Wide;
-                let now = Timestamp::now();
-                let mut headers = job_headers(wide);
-                headers.insert(0, "NAMESPACE");
-                headers.push("RUN");
-                let mut table = Table::new(&headers);
-                for (r, j) in runs.iter().zip(&jobs) {
-                    let mut row = job_row(j, wide, now);
-                    row.insert(0, r.namespace.clone());
-                    row.push(r.run_id.clone());
-                    table.row(&row);
-                }
-                print!("{}", table.render());
-            }
-        }
+        JobsCommand::List(a) => local_list(&a)?,
         JobsCommand::Logs(a) => {
             let run = local_run(&a.target, &a.name)?;
             let pod = run.pod_of_step(&a.step).with_context(|| {
@@ -751,42 +697,7 @@ fn run_local(command: JobsCommand) -> Result<ExitCode> {
             })?;
             follow_log(&run, &pod.name, a.follow)?;
         }
-        JobsCommand::Wait(a) => {
-            let wanted = a
-                .statuses
-                .iter()
-                .map(|s| s.parse::<JobStatus>())
-                .collect::<Result<Vec<_>, _>>()?;
-            let start = std::time::Instant::now();
-            let timeout = Duration::from_secs(a.timeout);
-            loop {
-                let run = local_run(&a.target, &a.name)?;
-                let status = run.status();
-                if wanted.contains(&status) {
-                    println!("trainjob.trainer.kubeflow.org/{} {status}", a.name);
-                    break;
-                }
-                if status == JobStatus::Failed {
-                    bail!(
-                        "TrainJob {:?} failed: {}",
-                        a.name,
-                        run.message().unwrap_or_else(|| "no message".into())
-                    );
-                }
-                if start.elapsed() >= timeout {
-                    bail!(
-                        "TrainJob {:?} did not reach {} within {} s (it is {status})",
-                        a.name,
-                        a.statuses.join("|"),
-                        a.timeout
-                    );
-                }
-                std::thread::sleep(
-                    Duration::from_secs(a.interval.max(1))
-                        .min(timeout.saturating_sub(start.elapsed())),
-                );
-            }
-        }
+        JobsCommand::Wait(a) => local_wait(&a)?,
         JobsCommand::Delete(a) => {
             let namespace = a.target.local_namespace().to_owned();
             return delete_local(&namespace, &a.name);
@@ -794,6 +705,105 @@ fn run_local(command: JobsCommand) -> Result<ExitCode> {
         JobsCommand::Runtimes(a) => print_runtimes(&local_runtimes(), a.output)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `jobs submit --local`: a background run (`kubetrain run --detach`).
+fn local_submit(a: &SubmitArgs) -> Result<ExitCode> {
+    // A local submit is a background run.
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command.arg("run");
+    for file in &a.files {
+        command.arg("-f").arg(file);
+    }
+    let status = command
+        .arg("--detach")
+        .status()
+        .context("starting kubetrain run --detach")?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `jobs list --local`: the newest run of each TrainJob in the user's runs tree.
+fn local_list(a: &ListArgs) -> Result<()> {
+    let runs: Vec<RunRecord> = tree::existing_root()?
+        .map(|root| record::latest_runs(&root))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| {
+            a.target
+                .namespace
+                .as_ref()
+                .is_none_or(|n| *n == r.namespace)
+        })
+        .filter(|r| a.runtime.as_ref().is_none_or(|rt| *rt == r.runtime))
+        .collect();
+    let jobs: Vec<TrainJobView> = runs.iter().map(RunRecord::view).collect();
+    if !a.output.is_table() {
+        let jobs: Vec<LocalJob> = runs
+            .iter()
+            .zip(jobs)
+            .map(|(r, j)| LocalJob::of(r, j))
+            .collect();
+        print_structured(&jobs, a.output)?;
+    } else if jobs.is_empty() {
+        eprintln!("No local runs found.");
+    } else {
+        let wide = a.output == Output::Wide;
+        let now = Timestamp::now();
+        let mut headers = job_headers(wide);
+        headers.insert(0, "NAMESPACE");
+        headers.push("RUN");
+        let mut table = Table::new(&headers);
+        for (r, j) in runs.iter().zip(&jobs) {
+            let mut row = job_row(j, wide, now);
+            row.insert(0, r.namespace.clone());
+            row.push(r.run_id.clone());
+            table.row(&row);
+        }
+        print!("{}", table.render());
+    }
+    Ok(())
+}
+
+/// `jobs wait --local`: polls the run record until a wanted status, failure or the timeout.
+fn local_wait(a: &WaitArgs) -> Result<()> {
+    let wanted = a
+        .statuses
+        .iter()
+        .map(|s| s.parse::<JobStatus>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let start = std::time::Instant::now();
+    let timeout = Duration::from_secs(a.timeout);
+    loop {
+        let run = local_run(&a.target, &a.name)?;
+        let status = run.status();
+        if wanted.contains(&status) {
+            println!("trainjob.trainer.kubeflow.org/{} {status}", a.name);
+            break;
+        }
+        if status == JobStatus::Failed {
+            bail!(
+                "TrainJob {:?} failed: {}",
+                a.name,
+                run.message().unwrap_or_else(|| "no message".into())
+            );
+        }
+        if start.elapsed() >= timeout {
+            bail!(
+                "TrainJob {:?} did not reach {} within {} s (it is {status})",
+                a.name,
+                a.statuses.join("|"),
+                a.timeout
+            );
+        }
+        std::thread::sleep(
+            Duration::from_secs(a.interval.max(1)).min(timeout.saturating_sub(start.elapsed())),
+        );
+    }
+    Ok(())
 }
 
 /// The built-in runtimes, as the local runner has them.
@@ -855,54 +865,7 @@ fn follow_log(run: &RunRecord, pod: &str, follow: bool) -> Result<()> {
 
 async fn run_async(command: JobsCommand) -> Result<ExitCode> {
     match command {
-        JobsCommand::Submit(a) => {
-            // Every TrainJob of every file, read before anything is created; the cluster's webhook checks
-            // them against the runtimes it has.
-            let mut jobs = Vec::new();
-            let files = super::input::expand(&a.files)?;
-            for path in &files {
-                let source = super::input::display_name(path);
-                let text = super::input::read(path)?;
-                let docs = match kubetrain_api::parse_documents(&text) {
-                    Ok(docs) => docs,
-                    Err(kubetrain_api::ParseError::Fields(errors)) => {
-                        for e in &errors {
-                            eprintln!("{e}");
-                        }
-                        bail!(
-                            "{source}: {} error(s) above; nothing was submitted",
-                            errors.len()
-                        );
-                    }
-                    Err(e) => bail!("{source}: {e}"),
-                };
-                jobs.extend(docs.into_iter().filter_map(|d| match d.document {
-                    Document::TrainJob(j) => Some(*j),
-                    _ => None,
-                }));
-            }
-            if jobs.is_empty() {
-                let names: Vec<String> = files
-                    .iter()
-                    .map(|f| super::input::display_name(f))
-                    .collect();
-                bail!("{} holds no TrainJob", names.join(", "));
-            }
-            let client = client(&a.target).await?;
-            let namespace = client.backend().namespace().to_string();
-            for mut job in jobs {
-                job.metadata.namespace = Some(
-                    a.target
-                        .namespace
-                        .clone()
-                        .or(job.metadata.namespace)
-                        .unwrap_or_else(|| namespace.clone()),
-                );
-                let name = job.name().to_string();
-                client.backend().create_job(job).await?;
-                println!("trainjob.trainer.kubeflow.org/{name} created");
-            }
-        }
+        JobsCommand::Submit(a) => submit(&a).await?,
         JobsCommand::Get(a) => {
             let job = client(&a.target).await?.get_job(&a.name).await?;
             print_job(&job, a.output, None)?;
@@ -967,6 +930,64 @@ async fn run_async(command: JobsCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `jobs submit`: every TrainJob of every file, read before anything is created; the cluster's webhook
+/// checks them against the runtimes it has.
+async fn submit(a: &SubmitArgs) -> Result<()> {
+    let jobs = read_trainjobs(&a.files)?;
+    let client = client(&a.target).await?;
+    let namespace = client.backend().namespace().to_string();
+    for mut job in jobs {
+        job.metadata.namespace = Some(
+            a.target
+                .namespace
+                .clone()
+                .or(job.metadata.namespace)
+                .unwrap_or_else(|| namespace.clone()),
+        );
+        let name = job.name().to_string();
+        client.backend().create_job(job).await?;
+        println!("trainjob.trainer.kubeflow.org/{name} created");
+    }
+    Ok(())
+}
+
+/// The TrainJobs of `files` (paths, directories or `-`), or the parse errors with their field paths.
+fn read_trainjobs(files: &[PathBuf]) -> Result<Vec<kubetrain_api::TrainJob>> {
+    // Every TrainJob of every file, read before anything is created; the cluster's webhook checks
+    // them against the runtimes it has.
+    let mut jobs = Vec::new();
+    let files = super::input::expand(files)?;
+    for path in &files {
+        let source = super::input::display_name(path);
+        let text = super::input::read(path)?;
+        let docs = match kubetrain_api::parse_documents(&text) {
+            Ok(docs) => docs,
+            Err(kubetrain_api::ParseError::Fields(errors)) => {
+                for e in &errors {
+                    eprintln!("{e}");
+                }
+                bail!(
+                    "{source}: {} error(s) above; nothing was submitted",
+                    errors.len()
+                );
+            }
+            Err(e) => bail!("{source}: {e}"),
+        };
+        jobs.extend(docs.into_iter().filter_map(|d| match d.document {
+            Document::TrainJob(j) => Some(*j),
+            _ => None,
+        }));
+    }
+    if jobs.is_empty() {
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| super::input::display_name(f))
+            .collect();
+        bail!("{} holds no TrainJob", names.join(", "));
+    }
+    Ok(jobs)
 }
 
 #[cfg(test)]

@@ -419,110 +419,144 @@ impl View {
     /// The view's thread: writes every item in order, what is queued at once in one write; a stream that
     /// fails a write gets nothing more.
     fn show(&self) {
-        use std::io::{IsTerminal, Write};
-        let tty = std::io::stdout().is_terminal();
-        let mut out_ok = true;
-        let mut err_ok = true;
-        let mut bar: Option<String> = None;
-        let write = |to_stderr: bool, ok: &mut bool, text: &str| {
-            if !*ok || text.is_empty() {
-                return;
+        let mut terminal = Terminal::new();
+        while let Some(batch) = self.next_batch() {
+            let count = batch.len() as u64;
+            terminal.show(batch, |n| self.dropped_line(n));
+            self.shared.written.fetch_add(count, Ordering::SeqCst);
+        }
+        terminal.take_bar_down();
+        self.shared.done.store(true, Ordering::SeqCst);
+    }
+
+    /// Everything queued, once there is something; `None` when the queue is closed and empty or the terminal
+    /// hung up.
+    fn next_batch(&self) -> Option<VecDeque<Shown>> {
+        let mut q = self.shared.queue.lock().ok()?;
+        loop {
+            if q.hung_up {
+                return None;
             }
-            let result = if to_stderr {
-                let mut e = std::io::stderr().lock();
-                e.write_all(text.as_bytes()).and_then(|()| e.flush())
-            } else {
-                let mut o = std::io::stdout().lock();
-                o.write_all(text.as_bytes()).and_then(|()| o.flush())
-            };
-            // EPIPE (`| head`), EIO (a terminal that hung up): the view ends for this stream, the run goes on.
-            if result.is_err() {
-                *ok = false;
+            if !q.items.is_empty() {
+                q.bytes = 0;
+                return Some(std::mem::take(&mut q.items));
             }
-        };
-        // The bar fits the line, so the next redraw erases all of it.
+            if q.closed {
+                return None;
+            }
+            q = self.shared.ready.wait(q).ok()?;
+        }
+    }
+
+    /// The line that stands for `n` log lines the terminal did not keep up with.
+    fn dropped_line(&self, n: u64) -> String {
+        let logs = self
+            .shared
+            .logs
+            .lock()
+            .ok()
+            .and_then(|l| l.clone())
+            .map_or(String::new(), |l| {
+                format!(" (every line is in {})", l.display())
+            });
+        let s = if n == 1 { "" } else { "s" };
+        format!("... {n} log line{s} not shown: the terminal did not keep up{logs}\n")
+    }
+}
+
+/// stdout and stderr as the view writes them: a progress bar kept on the last line of a terminal, and a
+/// stream that failed a write (EPIPE from `| head`, EIO from a terminal that hung up) left alone after.
+struct Terminal {
+    tty: bool,
+    /// The bar fits the line, so the next redraw erases all of it.
+    columns: usize,
+    out_ok: bool,
+    err_ok: bool,
+    bar: Option<String>,
+}
+
+impl Terminal {
+    fn new() -> Self {
+        use std::io::IsTerminal;
         let columns = std::env::var("COLUMNS")
             .ok()
             .and_then(|c| c.parse::<usize>().ok())
             .unwrap_or(80);
-        loop {
-            let batch = {
-                let Ok(mut q) = self.shared.queue.lock() else {
-                    break;
-                };
-                loop {
-                    if q.hung_up {
-                        break None;
-                    }
-                    if !q.items.is_empty() {
-                        q.bytes = 0;
-                        break Some(std::mem::take(&mut q.items));
-                    }
-                    if q.closed {
-                        break None;
-                    }
-                    q = match self.shared.ready.wait(q) {
-                        Ok(q) => q,
-                        Err(_) => break None,
-                    };
+        Self {
+            tty: std::io::stdout().is_terminal(),
+            columns,
+            out_ok: true,
+            err_ok: true,
+            bar: None,
+        }
+    }
+
+    fn write(&mut self, to_stderr: bool, text: &str) {
+        use std::io::Write;
+        let ok = if to_stderr {
+            &mut self.err_ok
+        } else {
+            &mut self.out_ok
+        };
+        if !*ok || text.is_empty() {
+            return;
+        }
+        let result = if to_stderr {
+            let mut e = std::io::stderr().lock();
+            e.write_all(text.as_bytes()).and_then(|()| e.flush())
+        } else {
+            let mut o = std::io::stdout().lock();
+            o.write_all(text.as_bytes()).and_then(|()| o.flush())
+        };
+        // The view ends for this stream; the run goes on.
+        if result.is_err() {
+            *ok = false;
+        }
+    }
+
+    /// Writes one batch, stdout in one write except where a stderr line must keep its place.
+    fn show(&mut self, batch: VecDeque<Shown>, dropped_line: impl Fn(u64) -> String) {
+        let mut out = String::new();
+        for item in batch {
+            // A line scrolls above the bar: take the bar down, write the line, put the bar back up.
+            let redraw = self.tty && self.bar.is_some() && !matches!(item, Shown::Bar(_));
+            if redraw {
+                out.push_str("\r\x1b[2K");
+            }
+            match item {
+                Shown::Out(text) => {
+                    out.push_str(&text);
+                    out.push('\n');
                 }
-            };
-            let Some(batch) = batch else { break };
-            let count = batch.len() as u64;
-            let mut out = String::new();
-            for item in batch {
-                // A line scrolls above the bar: take the bar down, write the line, put the bar back up.
-                let redraw = tty && bar.is_some() && !matches!(item, Shown::Bar(_));
-                if redraw {
-                    out.push_str("\r\x1b[2K");
+                Shown::Err(text) => {
+                    // In order with stdout: what came before goes first.
+                    self.write(false, &std::mem::take(&mut out));
+                    self.write(true, &format!("{text}\n"));
                 }
-                match item {
-                    Shown::Out(text) => {
-                        out.push_str(&text);
-                        out.push('\n');
-                    }
-                    Shown::Err(text) => {
-                        // In order with stdout: what came before goes first.
-                        write(false, &mut out_ok, &std::mem::take(&mut out));
-                        write(true, &mut err_ok, &format!("{text}\n"));
-                    }
-                    Shown::Dropped(n) => {
-                        let logs = self
-                            .shared
-                            .logs
-                            .lock()
-                            .ok()
-                            .and_then(|l| l.clone())
-                            .map_or(String::new(), |l| {
-                                format!(" (every line is in {})", l.display())
-                            });
-                        let s = if n == 1 { "" } else { "s" };
-                        out.push_str(&format!(
-                            "... {n} log line{s} not shown: the terminal did not keep up{logs}\n"
-                        ));
-                    }
-                    Shown::EndBar => bar = None,
-                    Shown::Bar(text) if tty => {
-                        let shown: String = text.chars().take(columns.saturating_sub(1)).collect();
-                        out.push_str(&format!("\r\x1b[2K{shown}"));
-                        bar = Some(shown);
-                    }
-                    Shown::Bar(text) => {
-                        out.push_str(&text);
-                        out.push('\n');
-                    }
+                Shown::Dropped(n) => out.push_str(&dropped_line(n)),
+                Shown::EndBar => self.bar = None,
+                Shown::Bar(text) if self.tty => {
+                    let shown: String = text.chars().take(self.columns.saturating_sub(1)).collect();
+                    out.push_str(&format!("\r\x1b[2K{shown}"));
+                    self.bar = Some(shown);
                 }
-                if let (true, Some(b)) = (redraw, &bar) {
-                    out.push_str(b);
+                Shown::Bar(text) => {
+                    out.push_str(&text);
+                    out.push('\n');
                 }
             }
-            write(false, &mut out_ok, &out);
-            self.shared.written.fetch_add(count, Ordering::SeqCst);
+            if let (true, Some(b)) = (redraw, &self.bar) {
+                out.push_str(b);
+            }
         }
-        if tty && bar.is_some() {
-            write(false, &mut out_ok, "\r\x1b[2K");
+        self.write(false, &out);
+    }
+
+    /// Erases a bar left on the last line.
+    fn take_bar_down(&mut self) {
+        if self.tty && self.bar.is_some() {
+            self.write(false, "\r\x1b[2K");
         }
-        self.shared.done.store(true, Ordering::SeqCst);
     }
 }
 
