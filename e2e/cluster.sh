@@ -264,8 +264,9 @@ build_kubetrain() {
         release) flag=(--release) ;;
         *) flag=(--profile "$CARGO_PROFILE") ;; # e.g. dist, the shipped build (Cargo.toml)
     esac
-    log "cargo build ${flag[*]} -p kubetrain-operator -p kubetrain-cli"
-    (cd "$REPO_DIR" && cargo build -q "${flag[@]}" -p kubetrain-operator -p kubetrain-cli)
+    # kubetrain-custom-operator: the operator with the example plugins (test_custom_operator.py swaps it in).
+    log "cargo build ${flag[*]} -p kubetrain-operator -p kubetrain-custom-operator -p kubetrain-cli"
+    (cd "$REPO_DIR" && cargo build -q "${flag[@]}" -p kubetrain-operator -p kubetrain-custom-operator -p kubetrain-cli)
 }
 
 # The CRDs from `kubetrain crd` (the Rust types) and the RBAC of the install manifests. The operator then runs
@@ -286,10 +287,12 @@ operator_kubeconfig() {
 }
 
 # operator_start NAME WEBHOOK-PORT METRICS-PORT PROBE-PORT [FLAG...]
+# KUBETRAIN_E2E_OPERATOR_BINARY picks another binary with the operator's flags (kubetrain-custom-operator).
 operator_start() {
     local name=$1 webhook=$2 metrics=$3 probe=$4
     shift 4
-    start "$name" env RUST_LOG="${RUST_LOG:-info}" POD_NAME="$name" "$KUBETRAIN_BIN/kubetrain-operator" \
+    start "$name" env RUST_LOG="${RUST_LOG:-info}" POD_NAME="$name" \
+        "$KUBETRAIN_BIN/${KUBETRAIN_E2E_OPERATOR_BINARY:-kubetrain-operator}" \
         --kubeconfig "$(operator_kubeconfig)" --log-format text \
         --webhook-port "$webhook" --webhook-cert-dir "$PKI/webhook-certs" \
         --status-server-port $((OPERATOR_STATUS_PORT + webhook - OPERATOR_WEBHOOK_PORT)) \

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use kubetrain_api::{MLPolicySource, PodGroupPolicySource, TrainJob};
+use kubetrain_merge::plugins::mpi::{Companions, builtin_companions};
 use kubetrain_merge::plugins::{
     EnforcePodSpec, Plugin, PreComponentBuilder, coscheduling::Coscheduling, flux::Flux, jax::Jax,
     mpi::Mpi, plainml::PlainMl, torch::Torch, trainjobstatus::TrainJobStatus, volcano::Volcano,
@@ -60,7 +61,8 @@ impl RenderPlugin for Mpi {
     }
 }
 
-/// The SSH-auth Secret (unless the caller found it) and the hostfile ConfigMap.
+/// The SSH-auth Secret (unless the caller found it) and, for Open MPI, the hostfile ConfigMap (another
+/// implementation's plugin builds its own: [`builtin_companions`]).
 impl ComponentBuilder for Mpi {
     fn build(
         &self,
@@ -68,9 +70,9 @@ impl ComponentBuilder for Mpi {
         job: &TrainJob,
         cx: &mut BuildContext<'_>,
     ) -> Result<Vec<Object>, RenderError> {
-        if !matches!(info.ml_source(), Some(MLPolicySource::Mpi(_))) {
+        let Some(companions) = builtin_companions(info)? else {
             return Ok(Vec::new());
-        }
+        };
         let hosts = hostfile_entries(info);
         if hosts > MAX_HOSTFILE_ENTRIES {
             return Err(RenderError::TooManyHosts { hosts });
@@ -80,7 +82,9 @@ impl ComponentBuilder for Mpi {
             let key = cx.key_pair();
             objects.push(Object::Secret(Box::new(ssh_auth_secret(job, &key))));
         }
-        objects.push(Object::ConfigMap(Box::new(hostfile_config_map(info, job))));
+        if companions == Companions::SecretAndHostfile {
+            objects.push(Object::ConfigMap(Box::new(hostfile_config_map(info, job))));
+        }
         Ok(objects)
     }
 }

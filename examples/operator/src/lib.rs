@@ -1,0 +1,83 @@
+//! `kubetrain-operator` as a library: [`main_with`] parses the operator's flags (every one with its environment
+//! variable), sets up logging and the async runtime, and runs one [`Operator`] — the TrainJob controller, the
+//! admission webhooks, the status server, Lease leader election and the probe/metrics endpoints — until SIGTERM
+//! or Ctrl-C. The shipped binary calls it unchanged; a custom operator adds its plugins
+//! (`examples/custom-operator`, docs/plugins.md):
+//!
+//! ```no_run
+//! fn main() -> std::process::ExitCode {
+//!     kubetrain_operator::main_with("my-operator", |operator| operator /* .plugin(MyPlugin) */)
+//! }
+//! ```
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches};
+use kubetrain_controller::Operator;
+
+mod cli;
+
+use cli::{Cli, LogFormat};
+
+/// Runs the operator binary named `name` (in `--help` and error messages): the flags of `kubetrain-operator`
+/// become an [`Operator`], `customize` adds to it (e.g. `Operator::plugin`), then it runs against the cluster.
+/// Returns the process's exit code: failure when the flags, the offline checks (election timings, the webhook
+/// certificate, the plugins' names) or the run fail.
+pub fn main_with(name: &'static str, customize: impl FnOnce(Operator) -> Operator) -> ExitCode {
+    let matches = Cli::command().name(name).bin_name(name).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    init_logging(cli.log_format);
+    // One rustls provider for the kube client and the webhook server alike (ring, as the rest of the tree).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match async_runtime(cli.worker_threads) {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("{name}: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The offline checks (election timings, the certificate) come before the cluster is contacted.
+    let outcome = runtime.block_on(async {
+        let operator = customize(cli.operator()?);
+        operator.run(cli.client().await?).await?;
+        anyhow::Ok(())
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("{name}: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One thread (`current_thread`) for `--worker-threads 1`; otherwise a work-stealing pool, one worker per CPU
+/// for 0.
+fn async_runtime(worker_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        0 => tokio::runtime::Builder::new_multi_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+    };
+    builder.enable_all().build()
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(false).init(),
+    }
+}
