@@ -28,7 +28,7 @@
 //!
 //! The operator's ServiceAccount needs `create` and `patch` on `podgroups` in `scheduling.run.ai`.
 
-use kubetrain_api::{FieldError, TrainJob};
+use kubetrain_api::{FieldError, TrainJob, TrainJobSpec, TrainingRuntimeSpec};
 use kubetrain_jobset::companions::pod_group_totals;
 use kubetrain_jobset::object::child_meta;
 use kubetrain_jobset::plugins::{BuildContext, ComponentBuilder, RenderPlugin};
@@ -133,13 +133,23 @@ impl EnforcePodGroupPolicy for Kai {
     }
 }
 
-/// The TrainJob webhook denies a TrainJob whose runtime [`refusals`] refuse, before anything is created.
+/// The webhook denies a runtime [`refusals`] refuse when it is created, and a TrainJob whose runtime (after
+/// its runtime patches) they refuse, before anything is created.
 impl CustomValidation for Kai {
     fn validate(&self, info: &Info, _: Option<&TrainJob>, _: &TrainJob) -> Vec<FieldError> {
         refusals(info)
             .into_iter()
             .map(|(path, message)| FieldError::error(path, message))
             .collect()
+    }
+
+    fn validate_runtime(&self, runtime: &TrainingRuntimeSpec) -> Vec<FieldError> {
+        // The runtime as a TrainJob that overrides nothing sees it.
+        let job = TrainJob::new("runtime", TrainJobSpec::default());
+        match Info::new(&job, runtime) {
+            Ok(info) => self.validate(&info, None, &job),
+            Err(_) => Vec::new(),
+        }
     }
 }
 

@@ -185,3 +185,28 @@ fn the_webhook_validation_denies_the_same_runtimes_with_their_paths() {
     assert!(findings(&runtime("{kubetrain.dev/pod-group-policy: kai}", "", "")).is_empty());
     assert!(findings(&runtime("{}", "", "schedulerName: volcano,")).is_empty());
 }
+
+#[test]
+fn the_runtime_webhook_refuses_a_kai_runtime_with_a_pod_group_policy_before_any_trainjob_uses_it() {
+    let registry = with_kai();
+    let both = runtime(
+        "{kubetrain.dev/pod-group-policy: kai}",
+        "podGroupPolicy: {volcano: {}}",
+        "",
+    );
+    let findings = registry.plugins().validate_runtime(&both);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(
+        findings[0].path,
+        "spec.template.metadata.annotations[kubetrain.dev/pod-group-policy]"
+    );
+    assert!(
+        findings[0].message.starts_with("plugin KAI: "),
+        "{}",
+        findings[0].message
+    );
+    assert!(findings[0].is_error());
+    // Without the annotation the plugin has nothing to say about a runtime.
+    let plain = runtime("{}", "podGroupPolicy: {volcano: {}}", "");
+    assert!(registry.plugins().validate_runtime(&plain).is_empty());
+}

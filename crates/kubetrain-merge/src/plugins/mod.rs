@@ -50,7 +50,7 @@ pub mod xgboost;
 
 use std::sync::Arc;
 
-use kubetrain_api::{FieldError, TrainJob};
+use kubetrain_api::{FieldError, TrainJob, TrainingRuntimeSpec};
 
 use crate::error::MergeError;
 use crate::info::Info;
@@ -125,6 +125,15 @@ pub trait CustomValidation {
     /// Findings with their field paths; [`FieldError::warning`]s do not deny. `old` is the stored TrainJob on
     /// an update.
     fn validate(&self, info: &Info, old: Option<&TrainJob>, new: &TrainJob) -> Vec<FieldError>;
+
+    /// Findings about a runtime the operator's webhook reviews (as upstream's: a TrainingRuntime on create, a
+    /// ClusterTrainingRuntime on create and update), with paths from the runtime's `spec`: the plugin's own settings, such as its `kubetrain.dev/`
+    /// annotations, refused before any TrainJob uses them. None by default. Ours: upstream's framework
+    /// validates TrainJobs only.
+    fn validate_runtime(&self, runtime: &TrainingRuntimeSpec) -> Vec<FieldError> {
+        let _ = runtime;
+        Vec::new()
+    }
 }
 
 /// Optional plugins and their configuration (upstream: feature gates and the operator's configuration).

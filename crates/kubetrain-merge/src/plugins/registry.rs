@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use kubetrain_api::{FieldError, TrainJob};
+use kubetrain_api::{FieldError, TrainJob, TrainingRuntimeSpec};
 
 use super::Plugin;
 use crate::error::MergeError;
@@ -110,10 +110,25 @@ impl<P: ?Sized + Plugin> Registry<P> {
     /// Every [`CustomValidation`](super::CustomValidation)'s findings, in registration order; each message
     /// starts with `plugin <name>: `.
     pub fn validate(&self, info: &Info, old: Option<&TrainJob>, new: &TrainJob) -> Vec<FieldError> {
+        self.findings(|p| p.validate(info, old, new))
+    }
+
+    /// Every [`CustomValidation::validate_runtime`](super::CustomValidation::validate_runtime)'s findings
+    /// about a runtime's spec, in registration order; each message starts with `plugin <name>: `.
+    pub fn validate_runtime(&self, runtime: &TrainingRuntimeSpec) -> Vec<FieldError> {
+        self.findings(|p| p.validate_runtime(runtime))
+    }
+
+    /// What `check` finds with every [`CustomValidation`](super::CustomValidation), each message naming its
+    /// plugin.
+    fn findings(
+        &self,
+        check: impl Fn(&dyn super::CustomValidation) -> Vec<FieldError>,
+    ) -> Vec<FieldError> {
         let mut findings = Vec::new();
         for plugin in self.iter() {
             if let Some(p) = plugin.custom_validation() {
-                findings.extend(p.validate(info, old, new).into_iter().map(|mut f| {
+                findings.extend(check(p).into_iter().map(|mut f| {
                     f.message = format!("plugin {}: {}", plugin.name(), f.message);
                     f
                 }));
