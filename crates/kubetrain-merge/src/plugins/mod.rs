@@ -22,7 +22,7 @@
 //! |---|---|---|
 //! | [`plainml::PlainMl`] | no ML policy, or flux (upstream's gate only excludes the other policies) | ML |
 //! | [`torch::Torch`] (torchtune rules in [`torchtune`]) | `mlPolicy.torch` | ML |
-//! | [`mpi::Mpi`] | `mlPolicy.mpi` | ML |
+//! | [`mpi::Mpi`] | `mlPolicy.mpi` (hostfile and launcher env for Open MPI only: another implementation, named by [`mpi::IMPLEMENTATION_ANNOTATION`], is a plugin's) | ML |
 //! | [`jax::Jax`] | `mlPolicy.jax` | ML |
 //! | [`xgboost::Xgboost`] | `mlPolicy.xgboost` | ML |
 //! | [`flux::Flux`] | `mlPolicy.flux` (after PlainML) | ML |
