@@ -17,6 +17,10 @@
 //! 7. **cost** — `(compute + network + storage + support + idle + failed_runs + operations) /
 //!    accepted_workload_units` against the baseline ([`cost`]).
 //!
+//! The steps are written once, over a backend: [`local::run`] runs them on this machine,
+//! [`cluster::run`] through a cluster's API server; both judge the thresholds, print the progress lines
+//! and fill the report the same way.
+//!
 //! ```
 //! let plan = kubetrain_acceptance::plan::Plan::from_yaml("apiVersion: kubetrain.io/v1alpha1\nkind: AcceptancePlan\n")
 //!     .unwrap_err();
@@ -26,12 +30,18 @@
 
 pub mod cluster;
 pub mod cost;
+mod error;
 pub mod local;
 pub mod metrics;
 pub mod outdir;
 pub mod plan;
 pub mod report;
+mod runner;
 pub mod s3store;
+mod steps;
+mod trainjob;
+
+pub use error::Error;
 
 use std::path::Path;
 

@@ -526,6 +526,17 @@ impl Plan {
     /// Checks what the types cannot: names, ranges, URIs, the TrainJob's shape.
     pub fn validate(&self) -> Vec<FieldError> {
         let mut errs = Vec::new();
+        self.check_identity(&mut errs);
+        self.check_job_and_sources(&mut errs);
+        self.check_steps(&mut errs);
+        self.check_cost_and_thresholds(&mut errs);
+        errs.extend(self.check_locations());
+        errs.extend(self.check_bounds());
+        errs
+    }
+
+    /// `apiVersion`, `kind` and `metadata.name`.
+    fn check_identity(&self, errs: &mut Vec<FieldError>) {
         let mut err = |path: &str, message: String| {
             errs.push(FieldError {
                 path: path.into(),
@@ -555,6 +566,16 @@ impl Plan {
                 format!("{n:?} is not a DNS label: lowercase letters, digits and '-', at most 63"),
             );
         }
+    }
+
+    /// The TrainJob's kind and command; the dataset and model sources.
+    fn check_job_and_sources(&self, errs: &mut Vec<FieldError>) {
+        let mut err = |path: &str, message: String| {
+            errs.push(FieldError {
+                path: path.into(),
+                message,
+            })
+        };
         let tj = &self.spec.train_job;
         if tj.get("kind").and_then(Value::as_str) != Some("TrainJob") {
             err(
@@ -568,10 +589,6 @@ impl Plan {
                 "is required: the production command the acceptance test trains with".into(),
             );
         }
-        let nodes = tj
-            .pointer("/spec/trainer/numNodes")
-            .and_then(Value::as_u64)
-            .unwrap_or(1);
         for (path, s) in [
             ("spec.dataset", &self.spec.dataset),
             ("spec.model", &self.spec.model),
@@ -603,6 +620,22 @@ impl Plan {
                 }
             }
         }
+    }
+
+    /// The benchmark, the training window, the checkpoints and the pod deletion.
+    fn check_steps(&self, errs: &mut Vec<FieldError>) {
+        let mut err = |path: &str, message: String| {
+            errs.push(FieldError {
+                path: path.into(),
+                message,
+            })
+        };
+        let nodes = self
+            .spec
+            .train_job
+            .pointer("/spec/trainer/numNodes")
+            .and_then(Value::as_u64)
+            .unwrap_or(1);
         let b = &self.spec.benchmark;
         if b.min_bytes.0 == 0 || b.min_bytes.0 > b.max_bytes.0 {
             err(
@@ -668,6 +701,16 @@ impl Plan {
                     .into(),
             );
         }
+    }
+
+    /// Prices, the idle share, the unit, the thresholds and the labels.
+    fn check_cost_and_thresholds(&self, errs: &mut Vec<FieldError>) {
+        let mut err = |path: &str, message: String| {
+            errs.push(FieldError {
+                path: path.into(),
+                message,
+            })
+        };
         let cost = &self.spec.cost;
         for (path, v) in [
             ("spec.cost.gpuHour", cost.gpu_hour),
@@ -718,9 +761,6 @@ impl Plan {
                 );
             }
         }
-        errs.extend(self.check_locations());
-        errs.extend(self.check_bounds());
-        errs
     }
 
     /// Paths the run writes to that are relative must stay inside its directory once `..` is resolved:
@@ -759,6 +799,15 @@ impl Plan {
     /// Upper bounds, so that no value overflows or keeps the run going for ever.
     fn check_bounds(&self) -> Vec<FieldError> {
         let mut errs = Vec::new();
+        self.check_duration_bounds(&mut errs);
+        self.check_count_bounds(&mut errs);
+        self.check_size_and_price_bounds(&mut errs);
+        errs.extend(self.check_capacity());
+        errs
+    }
+
+    /// Durations at most 24h; the step delay at most the window.
+    fn check_duration_bounds(&self, errs: &mut Vec<FieldError>) {
         let spec = &self.spec;
         let day = Duration::from_secs(24 * 3600);
         for (path, d) in [
@@ -794,6 +843,11 @@ impl Plan {
                 ),
             ));
         }
+    }
+
+    /// Counts and sizes of the benchmark, the training and the checkpoints.
+    fn check_count_bounds(&self, errs: &mut Vec<FieldError>) {
+        let spec = &self.spec;
         let counts: [(&str, u64, u64); 8] = [
             (
                 "spec.benchmark.maxBytes",
@@ -841,6 +895,11 @@ impl Plan {
                 errs.push(bound(path, format!("{v} is over the limit of {max}")));
             }
         }
+    }
+
+    /// What a loopback source generates, and prices.
+    fn check_size_and_price_bounds(&self, errs: &mut Vec<FieldError>) {
+        let spec = &self.spec;
         for (path, s) in [("spec.dataset", &spec.dataset), ("spec.model", &spec.model)] {
             if let Some(l) = &s.loopback {
                 let total = u64::from(l.files).saturating_mul(l.file_size.0);
@@ -868,8 +927,6 @@ impl Plan {
                 errs.push(bound(path, format!("{v} is over the limit of 1e9")));
             }
         }
-        errs.extend(self.check_capacity());
-        errs
     }
 
     /// `spec.queue.capacity`: known resources with readable, non-zero amounts (a zero capacity would
@@ -1019,155 +1076,157 @@ spec:
 
     /// Values that would overflow, never finish or write outside the run directory: refused before
     /// anything starts, each with its field path.
+    /// Bad plans: (what MINIMAL says, what the bad plan says instead, the error's path, a part of its message).
+    const BAD_PLANS: [(&str, &str, &str, &str); 24] = [
+        (
+            "location: ckpt",
+            "location: ../ckpt",
+            "spec.checkpoint.location",
+            "leaves the run directory",
+        ),
+        (
+            "location: ckpt",
+            "location: a/../../ckpt",
+            "spec.checkpoint.location",
+            "leaves the run directory",
+        ),
+        (
+            "location: ckpt",
+            "location: .",
+            "spec.checkpoint.location",
+            "names the run directory itself",
+        ),
+        (
+            "uri: s3://data/sample",
+            "uri: s3://data/../../x",
+            "spec.dataset.uri",
+            "leaves the run directory",
+        ),
+        (
+            "window: 2s",
+            "window: 25h",
+            "spec.training.window",
+            "over the limit of 24h",
+        ),
+        (
+            "window: 2s",
+            "window: 2s, stepDelay: 1h",
+            "spec.training.stepDelay",
+            "longer than spec.training.window",
+        ),
+        (
+            "maxQueueWait: 30s",
+            "maxQueueWait: 99999999",
+            "spec.thresholds.maxQueueWait",
+            "over the limit of 24h",
+        ),
+        (
+            "maxQueueWait: 30s",
+            "maxRestoreTime: 2000h",
+            "spec.thresholds.maxRestoreTime",
+            "over the limit of 24h",
+        ),
+        (
+            "baseline:",
+            "cluster: {stepTimeout: 48h}\n  baseline:",
+            "spec.cluster.stepTimeout",
+            "over the limit of 24h",
+        ),
+        (
+            "samplesPerStep: 1024",
+            "samplesPerStep: 18446744073709551615",
+            "spec.training.samplesPerStep",
+            "over the limit",
+        ),
+        (
+            "everySteps: 5",
+            "everySteps: 18446744073709551615",
+            "spec.checkpoint.everySteps",
+            "over the limit",
+        ),
+        (
+            "everySteps: 5",
+            "everySteps: 5, keep: 4294967295",
+            "spec.checkpoint.keep",
+            "over the limit of 1000",
+        ),
+        (
+            "afterCheckpoints: 1",
+            "afterCheckpoints: 4294967295",
+            "spec.podDeletion.afterCheckpoints",
+            "over the limit of 1000",
+        ),
+        (
+            "thresholds:",
+            "benchmark: {maxBytes: 16777216Gi}\n  thresholds:",
+            "spec.benchmark.maxBytes",
+            "over the limit",
+        ),
+        (
+            "thresholds:",
+            "benchmark: {iters: 4294967295}\n  thresholds:",
+            "spec.benchmark.iters",
+            "over the limit of 10000",
+        ),
+        (
+            "thresholds:",
+            "benchmark: {warmup: 4294967295}\n  thresholds:",
+            "spec.benchmark.warmup",
+            "over the limit of 10000",
+        ),
+        (
+            "nodeHour: 0.2",
+            "nodeHour: 0.2, gpusPerNode: 4294967295",
+            "spec.cost.gpusPerNode",
+            "over the limit of 64",
+        ),
+        (
+            "nodeHour: 0.2",
+            "nodeHour: 1e300",
+            "spec.cost.nodeHour",
+            "over the limit",
+        ),
+        (
+            "pricePerUnit: 1.5",
+            "pricePerUnit: 1e300",
+            "spec.baseline.pricePerUnit",
+            "over the limit",
+        ),
+        (
+            "files: 2, fileSize: 1Ki",
+            "files: 1000, fileSize: 1Gi",
+            "spec.dataset.loopback",
+            "over the limit of 4Gi",
+        ),
+        (
+            "thresholds:",
+            "queue: {capacity: {cpu: \"0\"}}\n  thresholds:",
+            "spec.queue.capacity.cpu",
+            "at least 1",
+        ),
+        (
+            "thresholds:",
+            "queue: {capacity: {cpu: lots}}\n  thresholds:",
+            "spec.queue.capacity.cpu",
+            "not a whole number",
+        ),
+        (
+            "thresholds:",
+            "queue: {capacity: {memory: \"0\"}}\n  thresholds:",
+            "spec.queue.capacity.memory",
+            "at least 1",
+        ),
+        (
+            "thresholds:",
+            "queue: {capacity: {gpus: \"8\"}}\n  thresholds:",
+            "spec.queue.capacity.gpus",
+            "unknown resource",
+        ),
+    ];
+
     #[test]
     fn bad_plans_are_refused_with_the_field_path() {
-        let cases = [
-            (
-                "location: ckpt",
-                "location: ../ckpt",
-                "spec.checkpoint.location",
-                "leaves the run directory",
-            ),
-            (
-                "location: ckpt",
-                "location: a/../../ckpt",
-                "spec.checkpoint.location",
-                "leaves the run directory",
-            ),
-            (
-                "location: ckpt",
-                "location: .",
-                "spec.checkpoint.location",
-                "names the run directory itself",
-            ),
-            (
-                "uri: s3://data/sample",
-                "uri: s3://data/../../x",
-                "spec.dataset.uri",
-                "leaves the run directory",
-            ),
-            (
-                "window: 2s",
-                "window: 25h",
-                "spec.training.window",
-                "over the limit of 24h",
-            ),
-            (
-                "window: 2s",
-                "window: 2s, stepDelay: 1h",
-                "spec.training.stepDelay",
-                "longer than spec.training.window",
-            ),
-            (
-                "maxQueueWait: 30s",
-                "maxQueueWait: 99999999",
-                "spec.thresholds.maxQueueWait",
-                "over the limit of 24h",
-            ),
-            (
-                "maxQueueWait: 30s",
-                "maxRestoreTime: 2000h",
-                "spec.thresholds.maxRestoreTime",
-                "over the limit of 24h",
-            ),
-            (
-                "baseline:",
-                "cluster: {stepTimeout: 48h}\n  baseline:",
-                "spec.cluster.stepTimeout",
-                "over the limit of 24h",
-            ),
-            (
-                "samplesPerStep: 1024",
-                "samplesPerStep: 18446744073709551615",
-                "spec.training.samplesPerStep",
-                "over the limit",
-            ),
-            (
-                "everySteps: 5",
-                "everySteps: 18446744073709551615",
-                "spec.checkpoint.everySteps",
-                "over the limit",
-            ),
-            (
-                "everySteps: 5",
-                "everySteps: 5, keep: 4294967295",
-                "spec.checkpoint.keep",
-                "over the limit of 1000",
-            ),
-            (
-                "afterCheckpoints: 1",
-                "afterCheckpoints: 4294967295",
-                "spec.podDeletion.afterCheckpoints",
-                "over the limit of 1000",
-            ),
-            (
-                "thresholds:",
-                "benchmark: {maxBytes: 16777216Gi}\n  thresholds:",
-                "spec.benchmark.maxBytes",
-                "over the limit",
-            ),
-            (
-                "thresholds:",
-                "benchmark: {iters: 4294967295}\n  thresholds:",
-                "spec.benchmark.iters",
-                "over the limit of 10000",
-            ),
-            (
-                "thresholds:",
-                "benchmark: {warmup: 4294967295}\n  thresholds:",
-                "spec.benchmark.warmup",
-                "over the limit of 10000",
-            ),
-            (
-                "nodeHour: 0.2",
-                "nodeHour: 0.2, gpusPerNode: 4294967295",
-                "spec.cost.gpusPerNode",
-                "over the limit of 64",
-            ),
-            (
-                "nodeHour: 0.2",
-                "nodeHour: 1e300",
-                "spec.cost.nodeHour",
-                "over the limit",
-            ),
-            (
-                "pricePerUnit: 1.5",
-                "pricePerUnit: 1e300",
-                "spec.baseline.pricePerUnit",
-                "over the limit",
-            ),
-            (
-                "files: 2, fileSize: 1Ki",
-                "files: 1000, fileSize: 1Gi",
-                "spec.dataset.loopback",
-                "over the limit of 4Gi",
-            ),
-            (
-                "thresholds:",
-                "queue: {capacity: {cpu: \"0\"}}\n  thresholds:",
-                "spec.queue.capacity.cpu",
-                "at least 1",
-            ),
-            (
-                "thresholds:",
-                "queue: {capacity: {cpu: lots}}\n  thresholds:",
-                "spec.queue.capacity.cpu",
-                "not a whole number",
-            ),
-            (
-                "thresholds:",
-                "queue: {capacity: {memory: \"0\"}}\n  thresholds:",
-                "spec.queue.capacity.memory",
-                "at least 1",
-            ),
-            (
-                "thresholds:",
-                "queue: {capacity: {gpus: \"8\"}}\n  thresholds:",
-                "spec.queue.capacity.gpus",
-                "unknown resource",
-            ),
-        ];
-        for (from, to, path, want) in cases {
+        for (from, to, path, want) in BAD_PLANS {
             assert!(MINIMAL.contains(from), "{from}");
             let text = MINIMAL.replacen(from, to, 1);
             let errs = Plan::from_yaml(&text).unwrap_err();

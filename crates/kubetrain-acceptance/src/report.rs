@@ -273,126 +273,125 @@ struct Scale {
     log_y: bool,
 }
 
-/// A line chart: series of (x, y), optional log axes, vertical markers.
-fn line_chart(
-    id: &str,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[(&str, Vec<(f64, f64)>)],
-    scale: Scale,
-    markers: &[(f64, String, &str)],
-) -> String {
-    let Scale { log_x, log_y } = scale;
-    let fx = |x: f64| if log_x { x.max(1.0).log2() } else { x };
-    // Log y: values are plotted as log10 (a loss falls by orders of magnitude).
-    let series: Vec<(&str, Vec<(f64, f64)>)> = series
-        .iter()
-        .map(|(n, p)| {
-            let p = p
-                .iter()
-                .filter(|(_, y)| !log_y || *y > 0.0)
-                .map(|&(x, y)| (x, if log_y { y.log10() } else { y }))
-                .collect();
-            (*n, p)
-        })
-        .collect();
-    let series = &series[..];
-    let ylab = |y: f64| if log_y { num(10f64.powf(y)) } else { num(y) };
-    let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
-    let mut svg = format!(
-        r#"<svg class="chart" id="{id}" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{t}"><title>{t}</title><text x="{}" y="16" text-anchor="middle" font-weight="bold">{t}</text>"#,
-        W / 2.0,
-        t = esc(title)
-    );
-    if pts.is_empty() {
-        svg.push_str(r#"<text x="320" y="130" text-anchor="middle">no data</text></svg>"#);
-        return svg;
-    }
-    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
-    let (mut y0, mut y1) = (if log_y { f64::MAX } else { 0.0f64 }, f64::MIN);
-    for (x, y) in &pts {
-        x0 = x0.min(fx(*x));
-        x1 = x1.max(fx(*x));
-        y0 = y0.min(*y);
-        y1 = y1.max(*y);
-    }
-    for (x, _, _) in markers {
-        x0 = x0.min(fx(*x));
-        x1 = x1.max(fx(*x));
-    }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    if y1 <= y0 {
-        y1 = y0 + 1.0;
-    }
-    let px = |x: f64| ML + (fx(x) - x0) / (x1 - x0) * (W - ML - MR);
-    let py = |y: f64| H - MB - (y - y0) / (y1 - y0) * (H - MT - MB);
-    let _ = write!(
-        svg,
-        r##"<line x1="{ML}" y1="{b}" x2="{r}" y2="{b}" stroke="#444"/><line x1="{ML}" y1="{MT}" x2="{ML}" y2="{b}" stroke="#444"/>"##,
-        b = H - MB,
-        r = W - MR
-    );
-    for i in 0..=4 {
-        let y = y0 + (y1 - y0) * f64::from(i) / 4.0;
-        let _ = write!(
-            svg,
-            r##"<text x="{}" y="{}" text-anchor="end" font-size="10">{}</text><line x1="{ML}" x2="{}" y1="{y2}" y2="{y2}" stroke="#eee"/>"##,
-            ML - 4.0,
-            py(y) + 3.0,
-            ylab(y),
-            W - MR,
-            y2 = py(y)
-        );
-    }
-    // Log x: ticks on powers of two.
-    let ticks: Vec<f64> = if log_x {
-        let (lo, hi) = (x0.ceil() as i64, x1.floor() as i64);
-        let stride = ((hi - lo) / 6).max(1) as usize;
-        (lo..=hi).step_by(stride).map(|e| e as f64).collect()
-    } else {
-        (0..=4)
-            .map(|i| x0 + (x1 - x0) * f64::from(i) / 4.0)
-            .collect()
-    };
-    for xv in ticks {
-        let label = if log_x {
-            size_label(xv.exp2())
-        } else {
-            num(xv)
+/// The plotted area of a line chart: the data's bounds, and the axes' scales.
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    log_x: bool,
+    log_y: bool,
+}
+
+impl Frame {
+    /// The bounds of `pts` (y already on the plotted scale) and of the markers' x.
+    fn of(pts: &[(f64, f64)], markers: &[(f64, String, &str)], scale: Scale) -> Frame {
+        let Scale { log_x, log_y } = scale;
+        let mut f = Frame {
+            x0: f64::MAX,
+            x1: f64::MIN,
+            y0: if log_y { f64::MAX } else { 0.0f64 },
+            y1: f64::MIN,
+            log_x,
+            log_y,
         };
-        let _ = write!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle" font-size="10">{label}</text>"#,
-            ML + (xv - x0) / (x1 - x0) * (W - ML - MR),
-            H - MB + 14.0
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle" font-size="11">{}</text><text x="12" y="{}" font-size="11" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
-        (ML + W - MR) / 2.0,
-        H - 6.0,
-        esc(x_label),
-        (MT + H - MB) / 2.0,
-        (MT + H - MB) / 2.0,
-        esc(y_label)
-    );
-    for (x, label, color) in markers {
-        let _ = write!(
-            svg,
-            r#"<line class="marker" x1="{x}" x2="{x}" y1="{MT}" y2="{b}" stroke="{color}" stroke-dasharray="4 3"><title>{l}</title></line>"#,
-            x = px(*x),
-            b = H - MB,
-            l = esc(label)
-        );
-    }
-    for (i, (name, points)) in series.iter().enumerate() {
-        if points.is_empty() {
-            continue;
+        for (x, y) in pts {
+            f.x0 = f.x0.min(f.fx(*x));
+            f.x1 = f.x1.max(f.fx(*x));
+            f.y0 = f.y0.min(*y);
+            f.y1 = f.y1.max(*y);
         }
+        for (x, _, _) in markers {
+            f.x0 = f.x0.min(f.fx(*x));
+            f.x1 = f.x1.max(f.fx(*x));
+        }
+        if f.x1 <= f.x0 {
+            f.x1 = f.x0 + 1.0;
+        }
+        if f.y1 <= f.y0 {
+            f.y1 = f.y0 + 1.0;
+        }
+        f
+    }
+
+    /// Sizes: log2 x.
+    fn fx(&self, x: f64) -> f64 {
+        if self.log_x { x.max(1.0).log2() } else { x }
+    }
+
+    fn px(&self, x: f64) -> f64 {
+        ML + (self.fx(x) - self.x0) / (self.x1 - self.x0) * (W - ML - MR)
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        H - MB - (y - self.y0) / (self.y1 - self.y0) * (H - MT - MB)
+    }
+
+    fn ylab(&self, y: f64) -> String {
+        if self.log_y {
+            num(10f64.powf(y))
+        } else {
+            num(y)
+        }
+    }
+
+    /// The axes, the y grid with its labels, and the x ticks (powers of two on a log x).
+    fn axes(&self, svg: &mut String, x_label: &str, y_label: &str) {
+        let _ = write!(
+            svg,
+            r##"<line x1="{ML}" y1="{b}" x2="{r}" y2="{b}" stroke="#444"/><line x1="{ML}" y1="{MT}" x2="{ML}" y2="{b}" stroke="#444"/>"##,
+            b = H - MB,
+            r = W - MR
+        );
+        for i in 0..=4 {
+            let y = self.y0 + (self.y1 - self.y0) * f64::from(i) / 4.0;
+            let _ = write!(
+                svg,
+                r##"<text x="{}" y="{}" text-anchor="end" font-size="10">{}</text><line x1="{ML}" x2="{}" y1="{y2}" y2="{y2}" stroke="#eee"/>"##,
+                ML - 4.0,
+                self.py(y) + 3.0,
+                self.ylab(y),
+                W - MR,
+                y2 = self.py(y)
+            );
+        }
+        let (x0, x1) = (self.x0, self.x1);
+        let ticks: Vec<f64> = if self.log_x {
+            let (lo, hi) = (x0.ceil() as i64, x1.floor() as i64);
+            let stride = ((hi - lo) / 6).max(1) as usize;
+            (lo..=hi).step_by(stride).map(|e| e as f64).collect()
+        } else {
+            (0..=4)
+                .map(|i| x0 + (x1 - x0) * f64::from(i) / 4.0)
+                .collect()
+        };
+        for xv in ticks {
+            let label = if self.log_x {
+                size_label(xv.exp2())
+            } else {
+                num(xv)
+            };
+            let _ = write!(
+                svg,
+                r#"<text x="{}" y="{}" text-anchor="middle" font-size="10">{label}</text>"#,
+                ML + (xv - x0) / (x1 - x0) * (W - ML - MR),
+                H - MB + 14.0
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle" font-size="11">{}</text><text x="12" y="{}" font-size="11" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
+            (ML + W - MR) / 2.0,
+            H - 6.0,
+            esc(x_label),
+            (MT + H - MB) / 2.0,
+            (MT + H - MB) / 2.0,
+            esc(y_label)
+        );
+    }
+
+    /// One series: its path, its points (at most 400) and its name, in the `i`th color.
+    fn series(&self, svg: &mut String, i: usize, name: &str, points: &[(f64, f64)]) {
         let color = COLORS[i % COLORS.len()];
         let d: Vec<String> = points
             .iter()
@@ -401,8 +400,8 @@ fn line_chart(
                 format!(
                     "{}{:.1},{:.1}",
                     if j == 0 { "M" } else { "L" },
-                    px(*x),
-                    py(*y)
+                    self.px(*x),
+                    self.py(*y)
                 )
             })
             .collect();
@@ -416,8 +415,8 @@ fn line_chart(
             let _ = write!(
                 svg,
                 r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="1.8" fill="{color}"/>"#,
-                px(*x),
-                py(*y)
+                self.px(*x),
+                self.py(*y)
             );
         }
         let _ = write!(
@@ -427,6 +426,57 @@ fn line_chart(
             MT + 10.0,
             esc(name)
         );
+    }
+}
+
+/// A line chart: series of (x, y), optional log axes, vertical markers.
+fn line_chart(
+    id: &str,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(&str, Vec<(f64, f64)>)],
+    scale: Scale,
+    markers: &[(f64, String, &str)],
+) -> String {
+    let log_y = scale.log_y;
+    // Log y: values are plotted as log10 (a loss falls by orders of magnitude).
+    let series: Vec<(&str, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(n, p)| {
+            let p = p
+                .iter()
+                .filter(|(_, y)| !log_y || *y > 0.0)
+                .map(|&(x, y)| (x, if log_y { y.log10() } else { y }))
+                .collect();
+            (*n, p)
+        })
+        .collect();
+    let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
+    let mut svg = format!(
+        r#"<svg class="chart" id="{id}" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{t}"><title>{t}</title><text x="{}" y="16" text-anchor="middle" font-weight="bold">{t}</text>"#,
+        W / 2.0,
+        t = esc(title)
+    );
+    if pts.is_empty() {
+        svg.push_str(r#"<text x="320" y="130" text-anchor="middle">no data</text></svg>"#);
+        return svg;
+    }
+    let frame = Frame::of(&pts, markers, scale);
+    frame.axes(&mut svg, x_label, y_label);
+    for (x, label, color) in markers {
+        let _ = write!(
+            svg,
+            r#"<line class="marker" x1="{x}" x2="{x}" y1="{MT}" y2="{b}" stroke="{color}" stroke-dasharray="4 3"><title>{l}</title></line>"#,
+            x = frame.px(*x),
+            b = H - MB,
+            l = esc(label)
+        );
+    }
+    for (i, (name, points)) in series.iter().enumerate() {
+        if !points.is_empty() {
+            frame.series(&mut svg, i, name, points);
+        }
     }
     svg.push_str("</svg>");
     svg
@@ -473,6 +523,41 @@ fn bar_chart(id: &str, title: &str, unit: &str, bars: &[(String, f64, &str)]) ->
 /// The self-contained HTML page.
 pub fn html(report: &Report) -> String {
     let mut out = String::new();
+    html_head(&mut out, report);
+    steps_table(&mut out, report);
+    out.push_str("</table>\n<h2>Charts</h2>\n");
+    queue_and_staging_charts(&mut out, report);
+    benchmark_chart(&mut out, report);
+    training_charts(&mut out, report);
+    cost_charts(&mut out, report);
+    tables(&mut out, report);
+    // A browser fills this in once it has laid the charts out: the marks with a drawn size per
+    // chart (a reader sees it; the headless-browser test reads it).
+    out.push_str(SELFCHECK);
+    out
+}
+
+/// The paragraph a browser fills in with what each chart drew, and the script that does it.
+const SELFCHECK: &str = r#"<p id="selfcheck">charts not yet checked by a browser</p>
+<script>
+window.addEventListener('load', function () {
+  var parts = [];
+  document.querySelectorAll('svg.chart').forEach(function (svg) {
+    var drawn = 0;
+    svg.querySelectorAll('path.series, rect.bar, circle.point').forEach(function (m) {
+      var b = m.getBBox();
+      if (b.width > 0 || b.height > 0) { drawn++; }
+    });
+    parts.push(svg.id + '=' + drawn);
+  });
+  document.getElementById('selfcheck').textContent = 'rendered: ' + parts.join(' ');
+});
+</script>
+</body></html>
+"#;
+
+/// The page's head, its title line and the steps table's header.
+fn html_head(out: &mut String, report: &Report) {
     let verdict = if report.passed { "PASSED" } else { "FAILED" };
     let _ = write!(
         out,
@@ -503,6 +588,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         cpus = report.host.cpus,
         mem = report.host.memory_bytes as f64 / (1u64 << 30) as f64,
     );
+}
+
+/// One row per step: verdict, message, thresholds, time.
+fn steps_table(out: &mut String, report: &Report) {
     for s in &report.steps {
         let checks: Vec<String> = s
             .checks
@@ -535,7 +624,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
             s.seconds
         );
     }
-    out.push_str("</table>\n<h2>Charts</h2>\n");
+}
+
+/// The queue wait against its threshold, and the staging throughput.
+fn queue_and_staging_charts(out: &mut String, report: &Report) {
     // Queue wait against its threshold.
     let mut q = Vec::new();
     if let Some(w) = report.queue_wait_seconds {
@@ -563,6 +655,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         "MB/s",
         &st,
     ));
+}
+
+/// busbw and algbw against the message size.
+fn benchmark_chart(out: &mut String, report: &Report) {
     let busbw: Vec<(f64, f64)> = report
         .benchmark
         .iter()
@@ -585,6 +681,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         },
         &[],
     ));
+}
+
+/// The loss and the throughput over time, with the checkpoints, the deletion and the resume.
+fn training_charts(out: &mut String, report: &Report) {
     let markers: Vec<(f64, String, &str)> = report
         .events
         .iter()
@@ -628,6 +728,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         },
         &markers,
     ));
+}
+
+/// The cost breakdown, and the cost per unit against the baseline.
+fn cost_charts(out: &mut String, report: &Report) {
     if let Some(c) = &report.cost {
         let bars = vec![
             ("compute".to_string(), c.compute, COLORS[0]),
@@ -664,6 +768,10 @@ code {{ background: #f4f4f4; padding: 0 3px }}
             &per_unit,
         ));
     }
+}
+
+/// The benchmark table and the exported labels.
+fn tables(out: &mut String, report: &Report) {
     if !report.benchmark.is_empty() {
         out.push_str("<h2>Benchmark table</h2>\n<table id=\"bench\"><tr><th>size</th><th>count</th><th>time (µs)</th><th>algbw (GB/s)</th><th>busbw (GB/s)</th><th>#wrong</th></tr>\n");
         for b in &report.benchmark {
@@ -687,28 +795,6 @@ code {{ background: #f4f4f4; padding: 0 3px }}
         }
         out.push_str("</table>\n");
     }
-    // A browser fills this in once it has laid the charts out: the marks with a drawn size per
-    // chart (a reader sees it; the headless-browser test reads it).
-    out.push_str(
-        r#"<p id="selfcheck">charts not yet checked by a browser</p>
-<script>
-window.addEventListener('load', function () {
-  var parts = [];
-  document.querySelectorAll('svg.chart').forEach(function (svg) {
-    var drawn = 0;
-    svg.querySelectorAll('path.series, rect.bar, circle.point').forEach(function (m) {
-      var b = m.getBBox();
-      if (b.width > 0 || b.height > 0) { drawn++; }
-    });
-    parts.push(svg.id + '=' + drawn);
-  });
-  document.getElementById('selfcheck').textContent = 'rendered: ' + parts.join(' ');
-});
-</script>
-</body></html>
-"#,
-    );
-    out
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use kubetrain_acceptance::s3store::{S3Settings, S3Store};
 use kubetrain_collective::checkpoint::{
     Checkpoint, CheckpointStore, load_latest, object_name, save,
 };
-use kubetrain_initializer::testing::S3TestServer;
+use kubetrain_initializer::s3_server::S3Server;
 
 fn ckpt(step: u64) -> Checkpoint {
     Checkpoint::new(
@@ -21,7 +21,7 @@ fn ckpt(step: u64) -> Checkpoint {
 #[test]
 fn checkpoints_round_trip_through_s3_and_damaged_ones_are_skipped() {
     let root = tempfile::tempdir().unwrap();
-    let server = S3TestServer::start(root.path(), "AKID", "SECRET").unwrap();
+    let server = S3Server::start(root.path(), "AKID", "SECRET").unwrap();
     server.create_bucket("ckpt").unwrap();
     let settings = S3Settings {
         endpoint: Some(server.endpoint()),
