@@ -38,20 +38,21 @@ pub mod builder;
 pub mod builtin;
 pub mod canonical;
 pub mod companions;
+mod error;
 pub mod flux;
 pub mod object;
+mod options;
 pub mod plugins;
 mod render;
 mod runtimes;
 pub mod ssh;
 pub mod status;
 
+pub use error::{MAX_HOSTFILE_ENTRIES, RenderError};
 pub use kubetrain_merge::plugins::trainjobstatus::StatusServer;
 pub use object::{DynamicObject, Object};
-pub use render::{
-    MAX_HOSTFILE_ENTRIES, Observed, ObservedJobSet, RenderError, RenderOptions, Rendered,
-    TrainJobStatusOptions, render, render_trainjob, render_with, render_with_registry,
-};
+pub use options::{Observed, ObservedJobSet, RenderOptions, TrainJobStatusOptions};
+pub use render::{Rendered, render, render_trainjob, render_with, render_with_registry};
 pub use runtimes::resolve;
 
 // The README's example is compiled and run with the doctests.

@@ -4,7 +4,7 @@
 use kubetrain_api::catalog::{DEFAULT_NAMESPACE, LookupError};
 use kubetrain_api::{RuntimeCatalog, TrainJob, TrainingRuntimeSpec};
 
-use crate::render::RenderError;
+use crate::error::RenderError;
 
 /// The runtime spec `job.spec.runtimeRef` names, looked up from the TrainJob's namespace (`default` if none).
 pub fn resolve<'a>(

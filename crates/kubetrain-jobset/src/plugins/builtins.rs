@@ -18,8 +18,9 @@ use crate::companions::{
     coscheduling_pod_group, hostfile_config_map, hostfile_entries, ssh_auth_secret, tls_config_map,
     volcano_pod_group,
 };
+use crate::error::{MAX_HOSTFILE_ENTRIES, RenderError};
 use crate::object::Object;
-use crate::render::{MAX_HOSTFILE_ENTRIES, RenderError, RenderOptions};
+use crate::options::RenderOptions;
 
 /// [`Registry::builtin`]: the merge crate's built-ins in their order, TrainJobStatus, then the JobSet.
 pub(super) fn registry(options: &RenderOptions) -> Registry {

@@ -79,8 +79,9 @@ use kubetrain_api::TrainJob;
 use kubetrain_merge::Info;
 use kubetrain_merge::plugins::{DuplicatePlugin, Plugin};
 
+use crate::error::RenderError;
 use crate::object::Object;
-use crate::render::{Observed, RenderError, RenderOptions};
+use crate::options::{Observed, RenderOptions};
 use crate::ssh::{KeySource, SshKeyPair};
 
 pub use builtins::{JobSetPlugin, TrainJobStatusPlugin};
