@@ -40,6 +40,7 @@
 //! | `local` | yes | [`LocalProcessBackend`] and the `local` module: one process per pod, the run ledger, the local queue (Kueue's model, kubetrain-kueue), process groups (nix) |
 //! | `ring` | yes | rustls with the ring crypto provider, for the kube client and the [`progress`] reporter |
 //! | `aws-lc-rs` | no | rustls with the aws-lc-rs crypto provider (used when `ring` is off) |
+//! | `cel` | yes | the CRDs' CEL rules evaluated with kube-cel when a TrainJob is validated (kubetrain-api's `cel`); without it, rules the native evaluator does not cover are skipped |
 //!
 //! Without `kubernetes` and `local` the crate is the SDK's types, the request building and the progress
 //! reporter; a [`Backend`] of your own plugs into [`TrainerClient`]. Without a provider feature the
@@ -50,6 +51,7 @@
 pub mod backend;
 pub mod build;
 pub mod client;
+mod device;
 pub mod error;
 pub mod initializers;
 #[cfg(feature = "kubernetes")]
@@ -63,9 +65,9 @@ pub mod types;
 
 pub use backend::{Backend, LogStream, TrainerClient};
 pub use client::{RuntimeChoice, TrainRequest, WaitRequest};
+pub use error::{ClientError, Result};
 #[cfg(feature = "local")]
-pub use error::QueueError;
-pub use error::{ClientError, PlanError, Result};
+pub use error::{PlanError, QueueError};
 pub use initializers::Initializer;
 #[cfg(feature = "kubernetes")]
 pub use kubernetes::{KubernetesBackend, KubernetesBackendConfig};

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 
+use crate::device::device_of;
 use crate::error::ClientError;
 
 /// The status of a TrainJob as the SDK reports it.
@@ -348,24 +349,6 @@ impl Default for LogOptions {
             follow: false,
         }
     }
-}
-
-/// Device kind and count from a container's resource limits, as the Python SDK derives them.
-pub(crate) fn device_of(resources: Option<&ResourceRequirements>) -> (String, String) {
-    let limits = resources.and_then(|r| r.limits.as_ref());
-    let Some(limits) = limits else {
-        return ("Unknown".into(), "Unknown".into());
-    };
-    for (key, device) in [
-        ("nvidia.com/gpu", "gpu"),
-        ("amd.com/gpu", "gpu"),
-        ("cpu", "cpu"),
-    ] {
-        if let Some(q) = limits.get(key) {
-            return (device.into(), q.0.clone());
-        }
-    }
-    ("Unknown".into(), "Unknown".into())
 }
 
 #[doc(hidden)]

@@ -926,3 +926,31 @@ pub struct FairSharingConfig {
     #[serde(default)]
     pub enable: Option<bool>,
 }
+
+/// The Workload label that holds the UID of the job that owns it.
+pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
+
+/// The state of an admission check on a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum CheckState {
+    /// Not answered yet.
+    Pending,
+    /// Passed.
+    Ready,
+    /// Failed for now: the workload is evicted and requeued.
+    Retry,
+    /// Failed for good: the workload is deactivated.
+    Rejected,
+}
+
+impl CheckState {
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckState::Pending => "Pending",
+            CheckState::Ready => "Ready",
+            CheckState::Retry => "Retry",
+            CheckState::Rejected => "Rejected",
+        }
+    }
+}

@@ -73,6 +73,7 @@ pub mod recorded;
 pub mod sched;
 pub mod sim;
 pub mod tas;
+mod time;
 #[cfg(feature = "trainjob")]
 pub mod trainjob;
 pub mod validate;

@@ -457,7 +457,7 @@ fn derived_workload(prefix: &str, meta: ObjectMeta, pod_sets: Vec<PodSet>) -> Wo
     let labels = meta
         .uid
         .iter()
-        .map(|uid| (crate::model::JOB_UID_LABEL.to_string(), uid.clone()))
+        .map(|uid| (crate::api::JOB_UID_LABEL.to_string(), uid.clone()))
         .collect();
     WorkloadObject {
         metadata: ObjectMeta {

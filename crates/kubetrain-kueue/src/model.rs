@@ -4,14 +4,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::api::{
-    AdmissionSpec, LabelSelector, NodeSelectorRequirement, PodSpec, ResourceGroup, Taint,
-    Toleration, WorkloadPriorityClass,
+    AdmissionSpec, CheckState, JOB_UID_LABEL, LabelSelector, NodeSelectorRequirement, PodSpec,
+    ResourceGroup, Taint, Toleration, WorkloadPriorityClass,
 };
 use crate::error::LoadError;
 use crate::load::Setup;
 use crate::quantity::{Count, Quantity, add};
 use crate::quota::{FrId, NodeId, Tree};
 use crate::tas::{Topology, TopologyRequest};
+
+pub use crate::time::{parse_duration_ms, parse_rfc3339_ms};
 
 use serde::Serialize;
 
@@ -131,31 +133,6 @@ pub struct CheckAnswer {
     pub state: Option<CheckState>,
     /// Delay after the reservation (ms).
     pub after_ms: i64,
-}
-
-/// The state of an admission check on a workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum CheckState {
-    /// Not answered yet.
-    Pending,
-    /// Passed.
-    Ready,
-    /// Failed for now: the workload is evicted and requeued.
-    Retry,
-    /// Failed for good: the workload is deactivated.
-    Rejected,
-}
-
-impl CheckState {
-    /// The API spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckState::Pending => "Pending",
-            CheckState::Ready => "Ready",
-            CheckState::Retry => "Retry",
-            CheckState::Rejected => "Rejected",
-        }
-    }
 }
 
 /// An AdmissionCheck.
@@ -1090,7 +1067,8 @@ pub const PODS_READY_ANNOTATION: &str = "kubetrain.dev/pods-ready";
 /// entry that does not parse reads as `Pending`.
 ///
 /// ```
-/// use kubetrain_kueue::model::{CheckState, parse_answers};
+/// use kubetrain_kueue::api::CheckState;
+/// use kubetrain_kueue::model::parse_answers;
 /// let a = parse_answers("Retry@10s, Ready@1m");
 /// assert_eq!((a[0].state, a[0].after_ms), (Some(CheckState::Retry), 10_000));
 /// assert_eq!((a[1].state, a[1].after_ms), (Some(CheckState::Ready), 60_000));
@@ -1405,88 +1383,6 @@ fn required_affinity(spec: &PodSpec) -> Vec<Vec<NodeSelectorRequirement>> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The Workload label that holds the UID of the job that owns it.
-pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
-
-/// Milliseconds since the Unix epoch of an RFC 3339 timestamp as Kubernetes writes it
-/// (`2025-01-02T03:04:05Z`; fractional seconds and `+hh:mm` offsets accepted).
-///
-/// ```
-/// use kubetrain_kueue::model::parse_rfc3339_ms;
-/// assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01Z"), Some(1000));
-/// assert_eq!(parse_rfc3339_ms("2024-03-01T01:00:00.5+01:00"), Some(1_709_251_200_500));
-/// assert_eq!(parse_rfc3339_ms("yesterday"), None);
-/// ```
-pub fn parse_rfc3339_ms(v: &str) -> Option<i64> {
-    let v = v.trim();
-    let b = v.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = v.get(r)?;
-        if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        s.parse().ok()
-    };
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut frac_ms = 0;
-    if b[i] == b'.' {
-        let start = i + 1;
-        i = start;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        let digits = v.get(start..i.min(start + 3))?;
-        frac_ms = num(start..i.min(start + 3))? * 10_i64.pow(3 - digits.len() as u32);
-    }
-    let offset_min = match *b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let m = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
-            if c == b'-' { -m } else { m }
-        }
-        _ => return None,
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + h) * 60 + mi - offset_min) * 60_000 + sec * 1000 + frac_ms)
-}
-
-/// Parses `1500`, `1500ms`, `30s`, `10m`, `2h` into milliseconds.
-pub fn parse_duration_ms(v: &str) -> Option<i64> {
-    let v = v.trim();
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (n, unit) = v.split_at(split);
-    let n: i64 = n.parse().ok()?;
-    let mult = match unit {
-        "" | "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return None,
-    };
-    n.checked_mul(mult)
 }
 
 fn set_weight(tree: &mut Tree, n: NodeId, fs: Option<&crate::api::FairSharing>) {

@@ -4,9 +4,10 @@
 //! (upstream `pkg/controller/core/workload_controller.go` `admittedNotReadyWorkload`,
 //! `pkg/workload` `GetQueueOrderTimestamp`).
 
+use crate::api::CheckState;
 use crate::api::{ApiCondition, WorkloadStatus};
 use crate::load::WorkloadObject;
-use crate::model::{CheckState, parse_rfc3339_ms};
+use crate::time::parse_rfc3339_ms;
 
 /// A workload's recorded progress, in virtual milliseconds relative to the snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

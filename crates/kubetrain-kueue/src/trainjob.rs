@@ -25,13 +25,13 @@ use kubetrain_jobset::ssh::seeded_rng;
 use kubetrain_jobset::{Observed, RenderError, Rendered, render, render_with_registry, resolve};
 
 use crate::admit::{Verdict, admit_workload};
+use crate::api::JOB_UID_LABEL;
 use crate::api::{
     Container, ObjectMeta, PodSet, PodSpec, PodTemplateSpec, PriorityClassRef,
     ResourceRequirements, Toleration, WorkloadSpec, WorkloadStatus,
 };
 use crate::error::LoadError;
 use crate::load::{Setup, WorkloadObject};
-use crate::model::JOB_UID_LABEL;
 use crate::quantity::Quantity;
 
 /// The label that names a TrainJob's LocalQueue.

@@ -16,6 +16,26 @@
 //! | `controller` | `controller` | `kubetrain-controller`: the operator (controller, webhooks, leader election, metrics) |
 //! | `latest`, `earliest`, `v1_33` … `v1_37` | [`k8s_openapi`] | the Kubernetes version of the `k8s-openapi` types |
 //!
+//! Switches inside the modules, forwarded to every crate that has them (as kube-rs's facade forwards its
+//! own); each applies only to the modules enabled:
+//!
+//! | feature | default | what it switches |
+//! |---|---|---|
+//! | `cel` | yes | the CRDs' CEL rules evaluated with kube-cel (50 more crates), the fallback of the native evaluator; without it, rules the native evaluator does not cover are skipped |
+//! | `nccl` | yes | with `collective`: the NCCL backend (cudarc, loaded at run time, so it builds without CUDA) |
+//! | `ring` | yes | with `client` or `controller`: rustls with the ring crypto provider |
+//! | `aws-lc-rs` | no | with `client` or `controller`: rustls with the aws-lc-rs crypto provider (used when `ring` is off) |
+//!
+//! The smallest build, for a tool that only validates and renders, turns the defaults off:
+//!
+//! ```toml
+//! [dependencies]
+//! kubetrain = { version = "0.1", default-features = false, features = ["latest", "render"] }
+//! ```
+//!
+//! It builds neither kube-cel, nor cudarc, nor a TLS stack (`scripts/check-minimal-facade.sh` checks this
+//! in CI). The `initializer` module always uses rustls with ring (object_store's TLS).
+//!
 //! Like kube-rs, the libraries pick no Kubernetes version; the binary does. This crate forwards the
 //! `k8s-openapi` version features, so one line is all a first build needs (enable exactly one version, and
 //! only in a binary):

@@ -4,8 +4,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kubetrain_api::TrainJob;
 use kubetrain_api::constants::{DATASET_INITIALIZER, LAUNCHER, MODEL_INITIALIZER, NODE};
 
+use crate::device::device_of;
 use crate::labels::{COMPLETION_INDEX, JOBSET_NAME, REPLICATED_JOB};
-use crate::types::{JobStatus, Step, TrainJobView, TrainerProgress, device_of, step_name};
+use crate::types::{JobStatus, Step, TrainJobView, TrainerProgress, step_name};
 
 /// The label selector of a TrainJob's pods, as the Python SDK writes it.
 ///

@@ -3,96 +3,11 @@
 
 use kubetrain_kueue::quantity::Quantity;
 
+pub use super::cluster_queue::{CLUSTER_QUEUE, Capacity, FLAVOR, covered_resources};
+use super::cluster_queue::{GPU, QueueingStrategy};
 use super::plan::JobPlan;
-use super::queue::QueueingStrategy;
 use super::queue::decide::{DecideError, Verdict, decide};
-use super::queue::ledger::{Entry, EntryState, PodSetEntry};
-
-/// What this machine offers to local pods.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Capacity {
-    /// CPU cores.
-    pub cpu: u64,
-    /// Memory in bytes, if known.
-    pub memory: Option<u64>,
-    /// NVIDIA GPUs.
-    pub gpus: u64,
-}
-
-impl Capacity {
-    /// The cores (`available_parallelism`), memory (`/proc/meminfo`) and NVIDIA GPUs (`/dev/nvidia<N>`) of
-    /// this machine.
-    pub fn of_this_machine() -> Self {
-        let cpu = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-        let memory = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib * 1024)
-        });
-        let gpus = std::fs::read_dir("/dev")
-            .map(|d| {
-                d.filter_map(Result::ok)
-                    .filter(|e| {
-                        let name = e.file_name();
-                        let name = name.to_string_lossy();
-                        name.strip_prefix("nvidia")
-                            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                    })
-                    .count() as u64
-            })
-            .unwrap_or(0);
-        Capacity { cpu, memory, gpus }
-    }
-}
-
-const GPU: &str = "nvidia.com/gpu";
-
-/// The flavor of this machine's ClusterQueue.
-pub const FLAVOR: &str = "this-machine";
-
-/// The ClusterQueue (and LocalQueue) name.
-pub const CLUSTER_QUEUE: &str = "local";
-
-/// The resources the local ClusterQueue covers: `cpu`, `nvidia.com/gpu` and, when known, `memory`.
-pub fn covered_resources(capacity: &Capacity) -> Vec<&'static str> {
-    let mut covered = vec!["cpu", GPU];
-    if capacity.memory.is_some() {
-        covered.push("memory");
-    }
-    covered
-}
-
-/// The Kueue objects of the local queue: ResourceFlavor `this-machine`, ClusterQueue `local` whose nominal
-/// quota is `capacity`, and LocalQueue `local` in `namespace`.
-pub(crate) fn cluster_queue_yaml(
-    capacity: &Capacity,
-    strategy: QueueingStrategy,
-    namespace: &str,
-) -> String {
-    let mut resources = vec![
-        ("cpu", capacity.cpu.to_string()),
-        (GPU, capacity.gpus.to_string()),
-    ];
-    if let Some(m) = capacity.memory {
-        resources.push(("memory", m.to_string()));
-    }
-    let covered: Vec<&str> = resources.iter().map(|(r, _)| *r).collect();
-    let quotas: Vec<String> = resources
-        .iter()
-        .map(|(r, q)| format!("{{name: {r}, nominalQuota: \"{q}\"}}"))
-        .collect();
-    format!(
-        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: {FLAVOR}}}\n---\n\
-         apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {CLUSTER_QUEUE}}}\nspec:\n  \
-         namespaceSelector: {{}}\n  queueingStrategy: {}\n  resourceGroups:\n  - coveredResources: [{}]\n    \
-         flavors: [{{name: {FLAVOR}, resources: [{}]}}]\n---\napiVersion: kueue.x-k8s.io/v1beta2\n\
-         kind: LocalQueue\nmetadata: {{name: {CLUSTER_QUEUE}, namespace: {namespace}}}\n\
-         spec: {{clusterQueue: {CLUSTER_QUEUE}}}\n",
-        strategy.as_str(),
-        covered.join(", "),
-        quotas.join(", "),
-    )
-}
+use super::queue::entry::{Entry, EntryState, PodSetEntry};
 
 /// The pod sets of `plan`'s Workload, restricted to the [covered resources](covered_resources): those Kueue's
 /// TrainJob integration builds ([`JobPlan::kueue_pod_sets`]), else one per replicated job with the

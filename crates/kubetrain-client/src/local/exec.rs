@@ -178,6 +178,19 @@ struct PodState {
     tail: Arc<Mutex<VecDeque<String>>>,
 }
 
+impl PodState {
+    /// Records the pod's end: its phase, how long it ran, and the detail the summary shows.
+    fn finish(&mut self, ok: bool, detail: String) {
+        self.phase = if ok {
+            PodPhase::Succeeded
+        } else {
+            PodPhase::Failed
+        };
+        self.duration = self.started.map(|s| s.elapsed());
+        self.detail = Some(detail);
+    }
+}
+
 struct PodExit {
     ok: bool,
     detail: String,
@@ -330,22 +343,7 @@ async fn run_once(
     events: &mpsc::Sender<RunEvent>,
     mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> (Outcome, Vec<PodSummary>) {
-    let mut states: Vec<Vec<PodState>> = plan
-        .replicated_jobs
-        .iter()
-        .map(|r| {
-            r.pods
-                .iter()
-                .map(|_| PodState {
-                    phase: PodPhase::Pending,
-                    started: None,
-                    duration: None,
-                    detail: None,
-                    tail: Arc::new(Mutex::new(VecDeque::new())),
-                })
-                .collect()
-        })
-        .collect();
+    let mut states = pending_states(plan);
     let mut started = vec![false; plan.replicated_jobs.len()];
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<((usize, usize), PodExit)>();
     let (kill_tx, kill_rx) = watch::channel(false);
@@ -399,25 +397,13 @@ async fn run_once(
             break Outcome::Complete;
         }
         if running == 0 {
-            let waiting: Vec<&str> = plan
-                .replicated_jobs
-                .iter()
-                .zip(&started)
-                .filter(|(_, s)| !**s)
-                .map(|(r, _)| r.name.as_str())
-                .collect();
-            break Outcome::Failed(format!(
-                "replicated jobs {} can never start: their dependencies did not reach the required status",
-                waiting.join(", ")
-            ));
+            break never_started(plan, &started);
         }
         tokio::select! {
             Some(((r, p), exit)) = exit_rx.recv() => {
                 running -= 1;
                 let state = &mut states[r][p];
-                state.phase = if exit.ok { PodPhase::Succeeded } else { PodPhase::Failed };
-                state.duration = state.started.map(|s| s.elapsed());
-                state.detail = Some(exit.detail.clone());
+                state.finish(exit.ok, exit.detail.clone());
                 let pod = &plan.replicated_jobs[r].pods[p].name;
                 let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: state.phase, detail: exit.detail.clone() }).await;
                 if !exit.ok {
@@ -435,17 +421,12 @@ async fn run_once(
         };
         running -= 1;
         let state = &mut states[r][p];
-        state.phase = if exit.ok {
-            PodPhase::Succeeded
-        } else {
-            PodPhase::Failed
-        };
-        state.duration = state.started.map(|s| s.elapsed());
-        state.detail = Some(if exit.ok {
+        let detail = if exit.ok {
             exit.detail
         } else {
             STOPPED.to_string()
-        });
+        };
+        state.finish(exit.ok, detail);
         let _ = events
             .send(RunEvent::PodFinished {
                 pod: plan.replicated_jobs[r].pods[p].name.clone(),
@@ -454,8 +435,46 @@ async fn run_once(
             })
             .await;
     }
-    let pods = plan
+    (outcome, summaries(plan, states))
+}
+
+/// Every pod of the plan, pending.
+fn pending_states(plan: &JobPlan) -> Vec<Vec<PodState>> {
+    plan.replicated_jobs
+        .iter()
+        .map(|r| {
+            r.pods
+                .iter()
+                .map(|_| PodState {
+                    phase: PodPhase::Pending,
+                    started: None,
+                    duration: None,
+                    detail: None,
+                    tail: Arc::new(Mutex::new(VecDeque::new())),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The outcome of a run where nothing runs and some replicated jobs never started.
+fn never_started(plan: &JobPlan, started: &[bool]) -> Outcome {
+    let waiting: Vec<&str> = plan
         .replicated_jobs
+        .iter()
+        .zip(started)
+        .filter(|(_, s)| !**s)
+        .map(|(r, _)| r.name.as_str())
+        .collect();
+    Outcome::Failed(format!(
+        "replicated jobs {} can never start: their dependencies did not reach the required status",
+        waiting.join(", ")
+    ))
+}
+
+/// The run's pods as the summary reports them, in plan order.
+fn summaries(plan: &JobPlan, states: Vec<Vec<PodState>>) -> Vec<PodSummary> {
+    plan.replicated_jobs
         .iter()
         .zip(states)
         .flat_map(|(rjob, st)| {
@@ -472,8 +491,7 @@ async fn run_once(
                     .unwrap_or_default(),
             })
         })
-        .collect();
-    (outcome, pods)
+        .collect()
 }
 
 async fn run_pod(

@@ -29,6 +29,8 @@
 
 pub mod backend;
 pub mod capacity;
+mod cluster_queue;
+pub(crate) mod error;
 pub mod exec;
 pub mod identity;
 pub mod plan;
@@ -55,7 +57,8 @@ pub use backend::LocalProcessBackend;
 pub use exec::{LogLine, PodPhase, PodSummary, RunEvent, RunSummary, execute};
 pub use plan::{JobPlan, PodPlan, ProcessPlan};
 
-use crate::error::{ClientError, PlanError};
+use crate::error::ClientError;
+use error::PlanError;
 
 /// Options of a local run.
 #[derive(Clone, Debug)]

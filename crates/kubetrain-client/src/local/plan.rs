@@ -8,10 +8,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Secret};
 use kubetrain_api::jobset::{DependsOnStatus, JobSet, SuccessOperator};
 use kubetrain_jobset::Object;
 
+use super::error::PlanError;
 use super::ports::{PortReservation, reserve_port};
 use super::rewrite::{Network, expand, map_path};
 use super::run_lock::RunLock;
-use crate::error::PlanError;
 
 /// The path inside the pod that the local runner maps to `<run dir>/workspace`.
 pub const WORKSPACE: &str = "/workspace";
@@ -284,109 +284,33 @@ fn plan_jobset(
             "pod port {port} is served on local port {local} (pods share this machine)"
         ));
     }
-    let names: BTreeSet<&str> = jobset
-        .spec
-        .replicated_jobs
-        .iter()
-        .map(|r| r.name.as_str())
-        .collect();
+    let planner = PodPlanner {
+        jobset,
+        name: &name,
+        namespace: &namespace,
+        net: &net,
+        config_maps,
+        secrets,
+        options,
+    };
     let mut images = BTreeSet::new();
     let mut replicated_jobs = Vec::new();
     for (i, rjob) in jobset.spec.replicated_jobs.iter().enumerate() {
-        let path = format!("spec.replicatedJobs[{i}]");
-        for (d, dep) in rjob.depends_on.iter().enumerate() {
-            if !names.contains(dep.name.as_str()) || dep.name == rjob.name {
-                return Err(PlanError::DependsOn {
-                    path: format!("{path}.dependsOn[{d}].name"),
-                    reason: format!(
-                        "{:?} is not another replicated job of this JobSet",
-                        dep.name
-                    ),
-                });
-            }
-        }
+        check_depends_on(jobset, i)?;
         let default_spec = PodSpec::default();
         let spec = pod_spec(jobset, i).unwrap_or(&default_spec);
-        let meta = rjob
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.metadata.as_ref());
-        let mut pods = Vec::new();
-        for (ji, pi) in indices(jobset, i) {
-            let host = format!("{name}-{}-{ji}-{pi}", rjob.name);
-            let mut labels: BTreeMap<String, String> =
-                meta.and_then(|m| m.labels.clone()).unwrap_or_default();
-            let mut annotations: BTreeMap<String, String> =
-                meta.and_then(|m| m.annotations.clone()).unwrap_or_default();
-            for map in [&mut labels, &mut annotations] {
-                map.insert(labels::JOBSET_NAME.into(), name.clone());
-                map.insert(labels::REPLICATED_JOB.into(), rjob.name.clone());
-                map.insert(labels::JOB_INDEX.into(), ji.to_string());
-                map.insert(labels::COMPLETION_INDEX.into(), pi.to_string());
-            }
-            let facts = PodFacts {
-                name: host.clone(),
-                namespace: &namespace,
-                labels,
-                annotations,
-                service_account: spec
-                    .service_account_name
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-            };
-            let ctx = ContainerCtx {
-                facts: &facts,
-                net: &net,
-                config_maps,
-                secrets,
-                options,
-                pi,
-            };
-            let init = spec
-                .init_containers
-                .iter()
-                .flatten()
-                .enumerate()
-                .map(|(c, container)| {
-                    ctx.process(
-                        container,
-                        &format!("{path}.template.spec.template.spec.initContainers[{c}]"),
-                    )
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let containers = spec
-                .containers
-                .iter()
-                .enumerate()
-                .map(|(c, container)| {
-                    ctx.process(
-                        container,
-                        &format!("{path}.template.spec.template.spec.containers[{c}]"),
-                    )
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            for c in spec
-                .containers
-                .iter()
-                .chain(spec.init_containers.iter().flatten())
-            {
-                if let Some(image) = &c.image {
-                    images.insert(image.clone());
-                }
-            }
-            pods.push(PodPlan {
-                name: host,
-                replicated_job: rjob.name.clone(),
-                job_index: ji,
-                pod_index: pi,
-                init,
-                containers,
-                device: crate::types::device_of(
-                    spec.containers.first().and_then(|c| c.resources.as_ref()),
-                ),
-                requests: requests_of(spec.containers.first()),
-            });
+        let pods = indices(jobset, i)
+            .into_iter()
+            .map(|(ji, pi)| planner.pod(i, spec, ji, pi))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Images of pods that run (a replicated job of 0 replicas runs none).
+        if !pods.is_empty() {
+            images.extend(
+                spec.containers
+                    .iter()
+                    .chain(spec.init_containers.iter().flatten())
+                    .filter_map(|c| c.image.clone()),
+            );
         }
         replicated_jobs.push(ReplicatedJobPlan {
             name: rjob.name.clone(),
@@ -435,6 +359,103 @@ fn plan_jobset(
         kueue_pod_sets: None,
         runtime: String::new(),
     })
+}
+
+/// Every `dependsOn` of replicated job `i` names another replicated job of the JobSet.
+fn check_depends_on(jobset: &JobSet, i: usize) -> Result<(), PlanError> {
+    let rjob = &jobset.spec.replicated_jobs[i];
+    let known = |name: &str| {
+        name != rjob.name && jobset.spec.replicated_jobs.iter().any(|r| r.name == name)
+    };
+    match rjob.depends_on.iter().position(|dep| !known(&dep.name)) {
+        None => Ok(()),
+        Some(d) => Err(PlanError::DependsOn {
+            path: format!("spec.replicatedJobs[{i}].dependsOn[{d}].name"),
+            reason: format!(
+                "{:?} is not another replicated job of this JobSet",
+                rjob.depends_on[d].name
+            ),
+        }),
+    }
+}
+
+/// What planning one pod of a JobSet reads: the JobSet, its network and the objects its env refers to.
+struct PodPlanner<'a> {
+    jobset: &'a JobSet,
+    name: &'a str,
+    namespace: &'a str,
+    net: &'a Network,
+    config_maps: &'a [&'a ConfigMap],
+    secrets: &'a [&'a Secret],
+    options: &'a PlanOptions,
+}
+
+impl PodPlanner<'_> {
+    /// Pod `pi` of job `ji` of replicated job `i`: its labels and annotations as the JobSet controller sets
+    /// them, and its containers as local processes.
+    fn pod(&self, i: usize, spec: &PodSpec, ji: i32, pi: i32) -> Result<PodPlan, PlanError> {
+        let rjob = &self.jobset.spec.replicated_jobs[i];
+        let path = format!("spec.replicatedJobs[{i}].template.spec.template.spec");
+        let meta = rjob
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref());
+        let host = format!("{}-{}-{ji}-{pi}", self.name, rjob.name);
+        let mut labels: BTreeMap<String, String> =
+            meta.and_then(|m| m.labels.clone()).unwrap_or_default();
+        let mut annotations: BTreeMap<String, String> =
+            meta.and_then(|m| m.annotations.clone()).unwrap_or_default();
+        for map in [&mut labels, &mut annotations] {
+            map.insert(labels::JOBSET_NAME.into(), self.name.to_owned());
+            map.insert(labels::REPLICATED_JOB.into(), rjob.name.clone());
+            map.insert(labels::JOB_INDEX.into(), ji.to_string());
+            map.insert(labels::COMPLETION_INDEX.into(), pi.to_string());
+        }
+        let facts = PodFacts {
+            name: host.clone(),
+            namespace: self.namespace,
+            labels,
+            annotations,
+            service_account: spec
+                .service_account_name
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+        };
+        let ctx = ContainerCtx {
+            facts: &facts,
+            net: self.net,
+            config_maps: self.config_maps,
+            secrets: self.secrets,
+            options: self.options,
+            pi,
+        };
+        let init = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(c, container)| ctx.process(container, &format!("{path}.initContainers[{c}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let containers = spec
+            .containers
+            .iter()
+            .enumerate()
+            .map(|(c, container)| ctx.process(container, &format!("{path}.containers[{c}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PodPlan {
+            name: host,
+            replicated_job: rjob.name.clone(),
+            job_index: ji,
+            pod_index: pi,
+            init,
+            containers,
+            device: crate::device::device_of(
+                spec.containers.first().and_then(|c| c.resources.as_ref()),
+            ),
+            requests: requests_of(spec.containers.first()),
+        })
+    }
 }
 
 fn requests_of(container: Option<&Container>) -> BTreeMap<String, String> {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::error::PlanError;
+use super::error::PlanError;
 
 /// The lock of a run in progress; dropping every clone releases it.
 #[derive(Clone, Debug)]

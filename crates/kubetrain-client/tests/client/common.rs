@@ -6,31 +6,25 @@ use std::time::Duration;
 
 use kubetrain_client::local::{self, JobPlan, LocalOptions};
 use kubetrain_client::{JobStatus, LocalProcessBackend, TrainerClient};
+use kubetrain_test_support::fixtures::{self, TrainJobFixture};
+use serde_json::{Value, json};
 
 /// A torch-distributed TrainJob of `nodes` pods running `script` in `sh -c`.
 pub fn trainjob(name: &str, nodes: i32, script: &str) -> String {
-    trainjob_with(name, nodes, script, "")
+    job(name, nodes, script).yaml()
 }
 
-/// [`trainjob`] with `resources` (a flow mapping such as `{requests: {cpu: '2'}}`) per node.
-pub fn trainjob_with(name: &str, nodes: i32, script: &str, resources: &str) -> String {
-    let resources = if resources.is_empty() {
-        String::new()
-    } else {
-        format!("\n    resourcesPerNode: {resources}")
-    };
-    format!(
-        r#"
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata: {{name: {name}, namespace: default}}
-spec:
-  runtimeRef: {{name: torch-distributed}}
-  trainer:
-    numNodes: {nodes}
-    command: [sh, -c, {script:?}]{resources}
-"#
-    )
+/// [`trainjob`] with `resources` (such as `{"requests": {"cpu": "2"}}`) per node.
+pub fn trainjob_with(name: &str, nodes: i32, script: &str, resources: Value) -> String {
+    job(name, nodes, script)
+        .trainer(json!({ "resourcesPerNode": resources }))
+        .yaml()
+}
+
+fn job(name: &str, nodes: i32, script: &str) -> TrainJobFixture {
+    fixtures::trainjob(name)
+        .num_nodes(nodes.into())
+        .command(&["sh", "-c", script])
 }
 
 /// Options that put the run directory at `dir`.
@@ -43,10 +37,12 @@ pub fn options(dir: &Path) -> LocalOptions {
 
 /// Plans `yaml` with the built-in runtimes, its run directory under `dir`.
 pub fn plan(yaml: &str, dir: &Path) -> JobPlan {
+    // The first `name`: the TrainJob's, as YAML (`name: x`) or JSON (`"name":"x"`) writes it.
     let name = yaml
         .split("name: ")
         .nth(1)
         .and_then(|s| s.split([',', '}']).next())
+        .or_else(|| yaml.split("\"name\":\"").nth(1)?.split('"').next())
         .unwrap_or("job");
     local::prepare(
         yaml,

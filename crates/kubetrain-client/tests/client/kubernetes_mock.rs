@@ -8,7 +8,8 @@ use futures_util::StreamExt;
 use kubetrain_client::{
     ClientError, JobStatus, KubernetesBackend, LogOptions, TrainOptions, Trainer, TrainerClient,
 };
-use kubetrain_controller::mock::FakeApiServer;
+use kubetrain_test_support::FakeApiServer;
+use kubetrain_test_support::fixtures::trainjob;
 use serde_json::{Value, json};
 
 /// A client in namespace team-a on a fresh fake API server that records requests.
@@ -73,12 +74,12 @@ fn runtime_json(name: &str) -> Value {
 }
 
 fn trainjob_json(name: &str, conditions: Value) -> Value {
-    json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": "team-a", "creationTimestamp": "2026-01-02T03:04:05Z"},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
-        "status": {"conditions": conditions}
-    })
+    trainjob(name)
+        .namespace("team-a")
+        .created("2026-01-02T03:04:05Z")
+        .num_nodes(2)
+        .conditions(conditions)
+        .json()
 }
 
 fn pod(job: &str, index: u32, phase: &str) -> Value {

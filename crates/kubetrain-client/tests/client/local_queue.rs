@@ -29,7 +29,12 @@ fn queue(dir: &Path, cpu: u64) -> LocalQueue {
 
 /// A one-pod job asking `cpu` cores, running `script`.
 fn job(name: &str, cpu: &str, script: &str) -> String {
-    trainjob_with(name, 1, script, &format!("{{requests: {{cpu: '{cpu}'}}}}"))
+    trainjob_with(
+        name,
+        1,
+        script,
+        serde_json::json!({"requests": {"cpu": cpu}}),
+    )
 }
 
 /// Queues a one-pod job `name` asking `cpu` cores (its run directory under `dir`).
@@ -288,7 +293,12 @@ async fn a_running_run_books_its_share_again_after_the_ledger_was_rebuilt() {
 async fn a_job_that_can_never_fit_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(dir.path(), 2);
-    let gpu = trainjob_with("gpu", 2, "true", "{limits: {nvidia.com/gpu: 1}}");
+    let gpu = trainjob_with(
+        "gpu",
+        2,
+        "true",
+        serde_json::json!({"limits": {"nvidia.com/gpu": 1}}),
+    );
     match q.enqueue(&plan(&gpu, dir.path())) {
         Err(QueueError::NeverFits(why)) => {
             assert!(

@@ -15,11 +15,11 @@ use kubetrain_client::{JobStatus, LocalProcessBackend, TrainerClient};
 
 /// A 1-node torch TrainJob whose trainer runs `command` (written as JSON, which is YAML).
 fn trainjob(name: &str, command: &[&str], runtime: &str) -> String {
-    format!(
-        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: {name}, namespace: default}}\n\
-         spec:\n  runtimeRef: {{name: {runtime}}}\n  trainer:\n    numNodes: 1\n    command: {}\n",
-        serde_json::to_string(command).unwrap()
-    )
+    kubetrain_test_support::fixtures::trainjob(name)
+        .runtime(runtime)
+        .num_nodes(1)
+        .command(command)
+        .yaml()
 }
 
 async fn run(yaml: &str, dir: &std::path::Path) -> (RunSummary, Vec<RunEvent>) {

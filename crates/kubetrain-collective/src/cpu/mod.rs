@@ -1,5 +1,6 @@
 //! The CPU backend: ring collectives over shared memory (ranks on one host) and TCP (across hosts).
 
+mod ctx;
 mod link;
 mod ring;
 mod shm;
@@ -11,7 +12,8 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use link::{Connector, LinkSettings, Purpose, RecvLink, SendLink, WaitPolicy, tag};
+use ctx::{WaitPolicy, tag};
+use link::{Connector, LinkSettings, Purpose, RecvLink, SendLink};
 use ring::Ring;
 
 use crate::communicator::{Communicator, check};

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
 
-use super::link::{LinkCtx, WaitPolicy};
+use super::ctx::{LinkCtx, WaitPolicy, mismatch};
 use super::sys;
 use crate::error::{CollectiveError, Result};
 
@@ -410,24 +410,6 @@ impl Drop for ShmQueue {
 enum Peer {
     Sender,
     Receiver,
-}
-
-pub(crate) fn mismatch(
-    ctx: &LinkCtx,
-    tag: u32,
-    len: usize,
-    got_tag: u32,
-    got_len: usize,
-) -> CollectiveError {
-    CollectiveError::Protocol {
-        rank: ctx.rank,
-        peer: ctx.peer,
-        detail: format!(
-            "expected a {} message of {len} bytes, got a {} message of {got_len} bytes",
-            super::link::tag_name(tag),
-            super::link::tag_name(got_tag)
-        ),
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::link::LinkCtx;
+use super::ctx::{LinkCtx, mismatch};
 use crate::error::{CollectiveError, Result};
 
 const HEADER: usize = 16;
@@ -183,7 +183,7 @@ impl TcpReceiver {
         let got_len = u64::from_le_bytes(header[..8].try_into().expect("8 bytes")) as usize;
         let got_tag = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
         if got_len != len || got_tag != tag {
-            return Err(super::shm::mismatch(ctx, tag, len, got_tag, got_len));
+            return Err(mismatch(ctx, tag, len, got_tag, got_len));
         }
         let data = bytes_mut(&mut self.buf, len);
         self.stream

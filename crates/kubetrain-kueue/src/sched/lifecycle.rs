@@ -19,7 +19,8 @@
 use std::cmp::Reverse;
 
 use super::{Phase, Scheduler, conditions};
-use crate::model::{CheckState, WlId};
+use crate::api::CheckState;
+use crate::model::WlId;
 
 /// A timed event of the workload lifecycle; `epoch` ties it to one reservation (or one requeue),
 /// so an event of an earlier reservation is ignored.

@@ -14,8 +14,9 @@
 
 use super::lifecycle::Timer;
 use super::{Admission, Phase, PodSetAdmission, Scheduler, conditions};
+use crate::api::CheckState;
 use crate::api::{AdmissionSpec, PodSetAssignmentSpec};
-use crate::model::{CheckState, FlavorId, WlId};
+use crate::model::{FlavorId, WlId};
 use crate::quantity::{Count, add};
 use crate::quota::FrId;
 use crate::tas::TopologyAssignment;

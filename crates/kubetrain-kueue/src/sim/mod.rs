@@ -1,6 +1,7 @@
 //! The discrete-event queue simulator, its generator and its reports.
 
 pub mod engine;
+mod generate;
 pub mod generator;
 pub mod random;
 pub mod report;

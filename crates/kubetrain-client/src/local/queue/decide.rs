@@ -11,9 +11,10 @@ use kubetrain_kueue::model::Model;
 use kubetrain_kueue::quantity::Quantity;
 use kubetrain_kueue::sched::Scheduler;
 
-use super::QueueingStrategy;
-use super::ledger::{Entry, EntryState, PodSetEntry};
-use crate::local::capacity::{CLUSTER_QUEUE, Capacity, FLAVOR, cluster_queue_yaml};
+use super::entry::{Entry, EntryState, PodSetEntry};
+use crate::local::cluster_queue::{
+    CLUSTER_QUEUE, Capacity, FLAVOR, QueueingStrategy, cluster_queue_yaml,
+};
 
 /// The namespace the queue's Workloads live in (one LocalQueue for all local runs).
 const NAMESPACE: &str = "kubetrain-local";

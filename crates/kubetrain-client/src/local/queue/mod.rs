@@ -35,6 +35,8 @@
 //! ```
 
 pub mod decide;
+pub(crate) mod entry;
+mod error;
 // The ledger's file format and process checks: internals, hidden from the docs (issue 18).
 #[doc(hidden)]
 pub mod ledger;
@@ -47,51 +49,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
 use self::decide::{Verdict, decide};
+pub use self::error::QueueError;
 use self::ledger::{Entry, EntryState, Ledger, LedgerDir};
 use super::capacity::{Capacity, check, queued_pod_sets};
+pub use super::cluster_queue::QueueingStrategy;
 use super::plan::JobPlan;
-pub use crate::error::QueueError;
-
-/// How the local ClusterQueue orders its workloads (Kueue's `queueingStrategy`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum QueueingStrategy {
-    /// Kueue's default: a head that does not fit is set aside and later runs may go first when they fit.
-    #[default]
-    BestEffortFifo,
-    /// Strictly in arrival order: a head that does not fit blocks every run behind it.
-    StrictFifo,
-}
-
-impl QueueingStrategy {
-    /// Kueue's spelling: `BestEffortFIFO` or `StrictFIFO`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueueingStrategy::BestEffortFifo => "BestEffortFIFO",
-            QueueingStrategy::StrictFifo => "StrictFIFO",
-        }
-    }
-}
-
-impl fmt::Display for QueueingStrategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for QueueingStrategy {
-    type Err = String;
-
-    /// `BestEffortFIFO` / `best-effort-fifo` or `StrictFIFO` / `strict-fifo`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().replace('-', "").as_str() {
-            "besteffortfifo" => Ok(QueueingStrategy::BestEffortFifo),
-            "strictfifo" => Ok(QueueingStrategy::StrictFifo),
-            _ => Err(format!(
-                "unknown queueing strategy {s:?} (use BestEffortFIFO or StrictFIFO)"
-            )),
-        }
-    }
-}
 
 /// Why a run waits and where it stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
