@@ -1,6 +1,6 @@
 //! One admission review (issue 7), as the webhook server handles it after reading the body: decode the
 //! AdmissionReview, decode the TrainJob, run the rules, encode the answer. The runtime is read through kube's
-//! client from the in-memory API server (`kubetrain_controller::mock`), so a cluster read is included.
+//! client from the in-memory API server (`kubetrain_test_support::FakeApiServer`), so a cluster read is included.
 //!
 //! - `validate_create`: TrainJob create on torch-distributed (schema, CEL, webhook rules; 1 runtime GET).
 //! - `validate_denied`: the same with two errors (reserved env, negative numNodes): the denial path.
@@ -11,8 +11,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kubetrain_controller::mock::FakeApiServer;
 use kubetrain_controller::webhook::{Admission, Route};
+use kubetrain_test_support::FakeApiServer;
 use serde_json::{Value, json};
 
 fn review(spec: Value) -> Vec<u8> {

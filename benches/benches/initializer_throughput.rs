@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
-use kubetrain_initializer::testing::MemoryS3Server;
 use kubetrain_initializer::{InitConfig, Kind, ProgressMode, StorageUri, initialize};
+use kubetrain_test_support::MemoryS3Server;
 
 const OBJECT_BYTES: usize = 64 << 20;
 const OBJECTS: usize = 16;

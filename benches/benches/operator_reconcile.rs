@@ -1,5 +1,5 @@
 //! One TrainJob reconcile (issue 7), end to end through kube's client against the in-memory API server
-//! (`kubetrain_controller::mock`): the reads, the render, the server-side applies and the status decision.
+//! (`kubetrain_test_support::FakeApiServer`): the reads, the render, the server-side applies and the status decision.
 //!
 //! - `create`: first reconcile (snapshot and JobSet missing): 3 GETs, runtime GET, 2 applies.
 //! - `suspended_reapply`: the Kueue path, the suspended JobSet is applied again: 2 GETs, 1 apply.
@@ -13,8 +13,8 @@ use std::sync::Arc;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use kubetrain_api::TrainJob;
 use kubetrain_controller::controller::{Context, reconcile};
-use kubetrain_controller::mock::FakeApiServer;
-use kubetrain_controller::{Leadership, Metrics, Settings};
+use kubetrain_controller::{ControllerMetrics, Leadership, Settings};
+use kubetrain_test_support::FakeApiServer;
 use serde_json::json;
 
 const NS: &str = "team-a";
@@ -45,7 +45,7 @@ fn bench(c: &mut Criterion) {
         server.client(),
         Settings::default(),
         Leadership::always(),
-        Arc::new(Metrics::default()),
+        Arc::new(ControllerMetrics::default()),
     ));
 
     let mut group = c.benchmark_group("operator_reconcile");

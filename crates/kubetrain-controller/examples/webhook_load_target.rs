@@ -1,6 +1,7 @@
 //! The admission webhook server alone, for load tests on loopback: HTTPS on `127.0.0.1:<port>` with a fresh
-//! self-signed certificate, runtimes and JobSets read from the in-memory API server (`mock`) holding the
-//! built-in runtimes. Prints `listening <addr>` once it accepts connections and serves until stdin closes.
+//! self-signed certificate, runtimes and JobSets read from the in-memory API server
+//! (`kubetrain_test_support::FakeApiServer`) holding the built-in runtimes. Prints `listening <addr>` once it
+//! accepts connections and serves until stdin closes.
 //!
 //! Used by `benches/webhook-slowloris.sh`:
 //!
@@ -12,9 +13,9 @@ use std::io::Read as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use kubetrain_controller::mock::FakeApiServer;
 use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
 use kubetrain_controller::webhook::{Admission, WebhookServer};
+use kubetrain_test_support::FakeApiServer;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -47,7 +47,8 @@ impl Backoff {
     }
 
     /// Failures of `key` since its last success.
-    pub fn failures(&self, key: &Key) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn failures(&self, key: &Key) -> u32 {
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())

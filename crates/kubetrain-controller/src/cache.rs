@@ -257,7 +257,7 @@ pub struct Caches {
     runtimes: Store<TrainingRuntime>,
 }
 
-/// The writers behind [`Caches`]: each fills its store from a watch ([`Writers::watch`]) or, in tests, from
+/// The writers behind [`Caches`]: each fills its store from a watch ([`reflect`]) or, in tests, from
 /// events applied by hand.
 pub struct Writers {
     /// TrainJobs.
@@ -340,7 +340,7 @@ impl Caches {
 
     /// The ClusterTrainingRuntime `name`.
     pub fn cluster_runtime(&self, name: &str) -> Cached<Arc<ClusterTrainingRuntime>> {
-        match ready(&self.cluster_runtimes) {
+        match is_ready(&self.cluster_runtimes) {
             true => Cached::Known(self.cluster_runtimes.get(&ObjectRef::new(name))),
             false => Cached::Unknown,
         }
@@ -375,12 +375,13 @@ impl Caches {
     }
 }
 
-fn ready<K>(store: &Store<K>) -> bool
+/// Whether a store has listed once (kube-runtime starts a controller's reconciles only then).
+pub(crate) fn is_ready<K>(store: &Store<K>) -> bool
 where
     K: reflector::Lookup + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    crate::controller::is_ready(store)
+    futures_util::FutureExt::now_or_never(store.wait_until_ready()).is_some_and(|r| r.is_ok())
 }
 
 fn lookup<K>(store: &Store<K>, namespace: &str, name: &str) -> Cached<Arc<K>>
@@ -388,7 +389,7 @@ where
     K: reflector::Lookup + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
-    if !ready(store) {
+    if !is_ready(store) {
         return Cached::Unknown;
     }
     Cached::Known(store.get(&ObjectRef::new(name).within(namespace)))

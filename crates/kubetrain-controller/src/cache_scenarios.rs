@@ -18,9 +18,9 @@ use crate::cache::{CachedJobSet, Caches, Writers};
 use crate::controller::{Context, left_as_is, own_apply_echo, reconcile};
 use crate::fixtures::*;
 use crate::leadership::Leadership;
-use crate::metrics::Metrics;
-use crate::mock::FakeApiServer;
+use crate::metrics::ControllerMetrics;
 use crate::settings::Settings;
+use kubetrain_test_support::FakeApiServer;
 
 /// A context whose stores are `caches`; the same context (and so the same apply memory) across reconciles.
 fn cached_context(client: kube::Client, caches: Caches) -> Arc<Context> {
@@ -29,7 +29,7 @@ fn cached_context(client: kube::Client, caches: Caches) -> Arc<Context> {
             client,
             Settings::default(),
             Leadership::always(),
-            Arc::new(Metrics::default()),
+            Arc::new(ControllerMetrics::default()),
         )
         .with_caches(caches),
     )

@@ -16,14 +16,14 @@
 //! 3. Compute the status; as leader `DELETE` the JobSet after the active deadline and merge-patch the status
 //!    subresource when it changed.
 //!
-//! Reconciling one TrainJob against the in-memory API server (feature `mock`):
+//! Reconciling one TrainJob against the in-memory API server (`kubetrain-test-support`):
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use std::sync::Arc;
 //! use kubetrain_controller::controller::{reconcile, Context};
-//! use kubetrain_controller::mock::FakeApiServer;
-//! use kubetrain_controller::{Leadership, Metrics, Settings};
+//! use kubetrain_test_support::FakeApiServer;
+//! use kubetrain_controller::{ControllerMetrics, Leadership, Settings};
 //! use serde_json::json;
 //!
 //! let server = FakeApiServer::start();
@@ -41,7 +41,7 @@
 //!     server.client(),
 //!     Settings::default(),
 //!     Leadership::always(),
-//!     Arc::new(Metrics::default()),
+//!     Arc::new(ControllerMetrics::default()),
 //! ));
 //! reconcile(Arc::new(serde_json::from_value(job).unwrap()), ctx).await.unwrap();
 //!
@@ -80,12 +80,14 @@ use rand_core::OsRng;
 use crate::applied::{AppliedMemory, hash_json, hash_of};
 use crate::apply::{apply_config_map, apply_object, apply_params};
 use crate::backoff::{Backoff, Key};
-use crate::cache::{self, Cached, CachedJobSet, Caches};
+use crate::cache::{self, Cached, CachedJobSet, Caches, is_ready};
 use crate::error::{Error, Result};
 use crate::events;
 use crate::leadership::Leadership;
-use crate::metrics::Metrics;
-use crate::reconcile::{self, FetchedRuntime, PodGroupKind, RuntimeKind, SnapshotRuntime};
+use crate::metrics::ControllerMetrics;
+use crate::reconcile::{
+    self, FetchedRuntime, PodGroupKind, RuntimeKind, SnapshotRuntime, StatusDecision,
+};
 use crate::settings::Settings;
 use crate::snapshots::ParsedSnapshots;
 
@@ -97,7 +99,7 @@ pub struct Context {
     /// The plugins every render runs, built once (the operator shares them with its webhook).
     plugins: Arc<Registry>,
     leadership: Leadership,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ControllerMetrics>,
     recorder: Recorder,
     backoff: Backoff,
     apply: PatchParams,
@@ -116,7 +118,7 @@ impl Context {
         client: Client,
         settings: Settings,
         leadership: Leadership,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ControllerMetrics>,
     ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
@@ -156,12 +158,13 @@ impl Context {
     }
 
     /// The per-TrainJob failure counts.
-    pub fn backoff(&self) -> &Backoff {
+    #[cfg(test)]
+    pub(crate) fn backoff(&self) -> &Backoff {
         &self.backoff
     }
 
     /// The metrics reconciles record into.
-    pub fn metrics(&self) -> &Metrics {
+    pub fn metrics(&self) -> &ControllerMetrics {
         &self.metrics
     }
 
@@ -176,7 +179,7 @@ impl Context {
 }
 
 /// Namespace and name of a TrainJob.
-pub fn key_of(job: &TrainJob) -> Key {
+pub(crate) fn key_of(job: &TrainJob) -> Key {
     (
         job.metadata.namespace.clone().unwrap_or_default(),
         job.name().to_owned(),
@@ -246,96 +249,21 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         return Ok(Some(OWN_WRITES_RECHECK));
     }
     let mut jobset = read_jobset(ctx, &key, uid).await?;
-
-    let finished = job.status.as_ref().is_some_and(is_finished);
-    let mut failure = None;
-    let mut unsupported = None;
-    match reconcile::runtime_kind(job) {
-        Err(reconcile::UnsupportedRuntime(key)) => unsupported = Some(key),
-        // A finished job's opt-in trainerStatus gauges go (crate::platform), and so does what the leader
-        // remembers applying: nothing is applied any more.
-        Ok(_) if finished => {
-            ctx.metrics.platform.forget(job);
-            ctx.memory.forget(&key);
-        }
-        Ok(kind) => match sync_children(job, kind, jobset.as_ref(), ctx).await {
-            Ok(Some(applied)) => jobset = Some(applied),
-            Ok(None) => {}
-            Err(error) => {
-                if ctx.leader() {
-                    let event = events::resources_creation_failed(&error.to_string());
-                    events::publish(&ctx.recorder, &event, &job.object_ref(&())).await;
-                }
-                failure = Some(error);
-            }
-        },
-    }
+    let (unsupported, mut failure) = sync_unless_finished(job, &key, &mut jobset, ctx).await;
 
     let now = Time(Timestamp::now());
     let decision = reconcile::decide_status(job, jobset.as_ref(), unsupported.as_deref(), &now);
     if !ctx.leader() {
         // Followers compute (their caches stay warm) and look again later; they never write.
-        return match failure {
-            Some(error) => Err(error),
-            None => Ok(Some(
-                decision
-                    .requeue_after
-                    .map(whole_seconds)
-                    .map_or(ctx.settings.follower_requeue, |d| {
-                        d.min(ctx.settings.follower_requeue)
-                    }),
-            )),
-        };
+        return follower_outcome(failure, &decision, ctx);
     }
     if decision.delete_jobset {
-        ctx.memory.forget_object(&key, uid, jobset_object(name));
-        let deleted = Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
-            .delete(name, &DeleteParams::background())
-            .await;
-        match deleted {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() => {}
-            // Upstream logs and carries on: the Failed condition is what matters.
-            Err(error) => tracing::warn!(%error, "deleting the JobSet after the deadline failed"),
-        }
+        delete_jobset_after_deadline(ctx, &key, uid).await;
     }
-    let status_hash = decision
-        .patch
-        .as_ref()
-        .filter(|_| ctx.cache.is_some())
-        .map(|_| hash_json(&decision.status));
-    let resource_version = job.metadata.resource_version.as_deref().unwrap_or_default();
-    let already_written =
-        status_hash.is_some_and(|h| ctx.memory.status_written(&key, uid, resource_version, h));
-    if already_written {
-        // The cache has not caught up with the leader's own patch, which wrote exactly this.
-        tracing::debug!(trainjob = %format_args!("{namespace}/{name}"), "status already written");
-    } else if let Some(patch) = &decision.patch {
-        let params = PatchParams {
-            field_manager: Some(ctx.settings.field_manager.clone()),
-            ..Default::default()
-        };
-        let patched = Api::<TrainJob>::namespaced(ctx.client.clone(), namespace)
-            .patch_status(name, &params, &Patch::Merge(patch))
-            .await
-            .map_err(|e| Error::kube(format!("patching status of TrainJob {namespace}/{name}"), e));
-        match patched {
-            // Written once, by the leader: the platform metrics count each transition once.
-            Ok(_) => {
-                if let Some(h) = status_hash {
-                    ctx.memory.wrote_status(&key, uid, resource_version, h);
-                }
-                ctx.metrics.platform.observe(
-                    job,
-                    &job.status.clone().unwrap_or_default(),
-                    &decision.status,
-                    jobset.as_ref(),
-                );
-            }
-            Err(error) => match &failure {
-                None => failure = Some(error),
-                Some(_) => tracing::warn!(%error, "status patch failed too"),
-            },
+    if let Err(error) = write_status(job, ctx, &decision, jobset.as_ref()).await {
+        match &failure {
+            None => failure = Some(error),
+            Some(_) => tracing::warn!(%error, "status patch failed too"),
         }
     }
     if let Some(error) = failure {
@@ -354,6 +282,120 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         ctx.memory.awaiting_echoes(&key, uid, false);
     }
     Ok(decision.requeue_after.map(whole_seconds))
+}
+
+/// Brings the children in line with the TrainJob unless it is finished or names an unsupported runtime kind.
+/// Returns the unsupported kind's registry key, if any, and the sync's failure (reported as an event by the
+/// leader, returned only after the status is written); `jobset` becomes the JobSet as applied.
+async fn sync_unless_finished(
+    job: &TrainJob,
+    key: &Key,
+    jobset: &mut Option<JobSet>,
+    ctx: &Context,
+) -> (Option<String>, Option<Error>) {
+    let finished = job.status.as_ref().is_some_and(is_finished);
+    match reconcile::runtime_kind(job) {
+        Err(reconcile::UnsupportedRuntime(kind)) => (Some(kind), None),
+        // A finished job's opt-in trainerStatus gauges go (crate::platform), and so does what the leader
+        // remembers applying: nothing is applied any more.
+        Ok(_) if finished => {
+            ctx.metrics.platform.forget(job);
+            ctx.memory.forget(key);
+            (None, None)
+        }
+        Ok(kind) => match sync_children(job, kind, jobset.as_ref(), ctx).await {
+            Ok(applied) => {
+                if let Some(applied) = applied {
+                    *jobset = Some(applied);
+                }
+                (None, None)
+            }
+            Err(error) => {
+                if ctx.leader() {
+                    let event = events::resources_creation_failed(&error.to_string());
+                    events::publish(&ctx.recorder, &event, &job.object_ref(&())).await;
+                }
+                (None, Some(error))
+            }
+        },
+    }
+}
+
+/// A follower's reconcile result: the sync's failure, else a look again at the status deadline or after
+/// [`Settings::follower_requeue`], whichever comes first.
+fn follower_outcome(
+    failure: Option<Error>,
+    decision: &StatusDecision,
+    ctx: &Context,
+) -> Result<Option<Duration>> {
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(Some(
+            decision
+                .requeue_after
+                .map(whole_seconds)
+                .map_or(ctx.settings.follower_requeue, |d| {
+                    d.min(ctx.settings.follower_requeue)
+                }),
+        )),
+    }
+}
+
+/// Deletes the TrainJob's JobSet once its active deadline passed. A failure is only logged, as upstream does:
+/// the Failed condition is what matters.
+async fn delete_jobset_after_deadline(ctx: &Context, key: &Key, uid: &str) {
+    let (namespace, name) = key;
+    ctx.memory.forget_object(key, uid, jobset_object(name));
+    let deleted = Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
+        .delete(name, &DeleteParams::background())
+        .await;
+    match deleted {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_not_found() => {}
+        Err(error) => tracing::warn!(%error, "deleting the JobSet after the deadline failed"),
+    }
+}
+
+/// Merge-patches the status subresource when the decision changed it and the leader has not already written
+/// exactly this (the cache may lag behind its own patch); a written status is counted by the platform metrics.
+async fn write_status(
+    job: &TrainJob,
+    ctx: &Context,
+    decision: &StatusDecision,
+    jobset: Option<&JobSet>,
+) -> Result<()> {
+    let Some(patch) = &decision.patch else {
+        return Ok(());
+    };
+    let key = key_of(job);
+    let (namespace, name) = &key;
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let status_hash = ctx.cache.is_some().then(|| hash_json(&decision.status));
+    let resource_version = job.metadata.resource_version.as_deref().unwrap_or_default();
+    if status_hash.is_some_and(|h| ctx.memory.status_written(&key, uid, resource_version, h)) {
+        // The cache has not caught up with the leader's own patch, which wrote exactly this.
+        tracing::debug!(trainjob = %format_args!("{namespace}/{name}"), "status already written");
+        return Ok(());
+    }
+    let params = PatchParams {
+        field_manager: Some(ctx.settings.field_manager.clone()),
+        ..Default::default()
+    };
+    Api::<TrainJob>::namespaced(ctx.client.clone(), namespace)
+        .patch_status(name, &params, &Patch::Merge(patch))
+        .await
+        .map_err(|e| Error::kube(format!("patching status of TrainJob {namespace}/{name}"), e))?;
+    // Written once, by the leader: the platform metrics count each transition once.
+    if let Some(h) = status_hash {
+        ctx.memory.wrote_status(&key, uid, resource_version, h);
+    }
+    ctx.metrics.platform.observe(
+        job,
+        &job.status.clone().unwrap_or_default(),
+        &decision.status,
+        jobset,
+    );
+    Ok(())
 }
 
 /// A hash of what a reconcile reads of a TrainJob (identity, labels, annotations, finalizers, owners,
@@ -533,39 +575,12 @@ async fn sync_children(
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
     let client = &ctx.client;
     let snapshot_name = reconcile::snapshot_name(job);
-    let snapshot = read_snapshot_map(ctx, &key, uid, &snapshot_name).await?;
-    // Upstream's checks in upstream's order (owner, then the data, then runtimeRef); only parsing is memoized.
-    let (snapshot_runtime, new_snapshot) = match snapshot {
-        Some(cm) => {
-            reconcile::check_owner(job, &cm)?;
-            let parsed = ctx.snapshots.get_or_parse(&cm)?;
-            parsed.check_runtime_ref(job)?;
-            (parsed, None)
-        }
-        None => {
-            let fetched = fetch_runtime(job, kind, ctx, namespace).await?;
-            let cm = reconcile::snapshot_config_map(job, &fetched)?;
-            (Arc::new(SnapshotRuntime::from(fetched)), Some(cm))
-        }
-    };
+    let (snapshot_runtime, new_snapshot) =
+        snapshot_runtime(job, kind, ctx, &key, &snapshot_name).await?;
     let runtime = &snapshot_runtime.spec;
 
     let reads = reconcile::reads(runtime);
-    let ssh_secret_exists = if reads.ssh_secret {
-        let secret = ssh_auth_secret_name(job.name());
-        // Only a Secret the cache holds counts as present without asking: a missing one is confirmed live,
-        // because applying a new one would replace the SSH keys of running pods.
-        match ctx.cache.as_ref().map(|c| c.secret(namespace, &secret)) {
-            Some(Cached::Known(Some(_))) => true,
-            _ => Api::<Secret>::namespaced(client.clone(), namespace)
-                .get_metadata_opt(&secret)
-                .await
-                .map_err(|e| Error::kube(format!("reading Secret {namespace}/{secret}"), e))?
-                .is_some(),
-        }
-    } else {
-        false
-    };
+    let ssh_secret_exists = reads.ssh_secret && ssh_secret_exists(ctx, job).await?;
     let pod_group_exists = match reads.pod_group {
         None => false,
         Some(pod_group) => read_pod_group(ctx, &key, uid, pod_group).await?,
@@ -600,12 +615,68 @@ async fn sync_children(
             );
         }
     }
+    apply_rendered(job, &rendered.objects, ctx).await
+}
+
+/// The runtime this TrainJob renders with: its snapshot ConfigMap's when there is one, after upstream's
+/// checks in upstream's order (owner, then the data, then runtimeRef; only parsing is memoized); else the
+/// runtime `spec.runtimeRef` names, with the snapshot ConfigMap to create for it.
+async fn snapshot_runtime(
+    job: &TrainJob,
+    kind: RuntimeKind,
+    ctx: &Context,
+    key: &Key,
+    snapshot_name: &str,
+) -> Result<(Arc<SnapshotRuntime>, Option<ConfigMap>)> {
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    match read_snapshot_map(ctx, key, uid, snapshot_name).await? {
+        Some(cm) => {
+            reconcile::check_owner(job, &cm)?;
+            let parsed = ctx.snapshots.get_or_parse(&cm)?;
+            parsed.check_runtime_ref(job)?;
+            Ok((parsed, None))
+        }
+        None => {
+            let fetched = fetch_runtime(job, kind, ctx, &key.0).await?;
+            let cm = reconcile::snapshot_config_map(job, &fetched)?;
+            Ok((Arc::new(SnapshotRuntime::from(fetched)), Some(cm)))
+        }
+    }
+}
+
+/// Whether the TrainJob's MPI SSH Secret exists. Only a Secret the cache holds counts as present without
+/// asking: a missing one is confirmed live, because applying a new one would replace the SSH keys of running
+/// pods.
+async fn ssh_secret_exists(ctx: &Context, job: &TrainJob) -> Result<bool> {
+    let namespace = job.metadata.namespace.as_deref().unwrap_or_default();
+    let secret = ssh_auth_secret_name(job.name());
+    if let Some(Cached::Known(Some(_))) = ctx.cache.as_ref().map(|c| c.secret(namespace, &secret)) {
+        return Ok(true);
+    }
+    Ok(Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+        .get_metadata_opt(&secret)
+        .await
+        .map_err(|e| Error::kube(format!("reading Secret {namespace}/{secret}"), e))?
+        .is_some())
+}
+
+/// Applies the rendered objects as leader, skipping those whose body and stored version are unchanged since
+/// the last apply. Returns the JobSet as stored after the apply, if it was applied; `None` also when
+/// leadership was lost mid-way (the new leader re-applies everything).
+async fn apply_rendered(
+    job: &TrainJob,
+    objects: &[kubetrain_jobset::Object],
+    ctx: &Context,
+) -> Result<Option<JobSet>> {
+    let key = key_of(job);
+    let namespace = &key.0;
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let client = &ctx.client;
     let mut applied = None;
     // Companions (SSH Secret, hostfile, PodGroup) before the JobSet, so its pods never start without their
     // mounts or their gang; a JobSet the API server refuses then leaves the same objects as upstream's
     // controller (found side by side). The render order itself is unchanged.
-    let (jobsets, companions): (Vec<_>, Vec<_>) = rendered
-        .objects
+    let (jobsets, companions): (Vec<_>, Vec<_>) = objects
         .iter()
         .partition(|o| matches!(o, kubetrain_jobset::Object::JobSet(_)));
     for object in companions.into_iter().chain(jobsets) {
@@ -796,7 +867,7 @@ pub async fn run(
     client: Client,
     settings: Settings,
     leadership: Leadership,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ControllerMetrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let plugins = Arc::new(Registry::builtin(&settings.render));
@@ -813,23 +884,10 @@ pub async fn run_with_plugins(
     settings: Settings,
     plugins: Arc<Registry>,
     leadership: Leadership,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ControllerMetrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    if !served(&client, kubetrain_api::constants::API_VERSION, "trainjobs").await? {
-        return Err(Error::Startup(format!(
-            "the API server does not serve trainjobs.{}; install the kubetrain CRDs first",
-            kubetrain_api::constants::API_VERSION
-        )));
-    }
-    let coscheduling = served(&client, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?;
-    let volcano = served(&client, "scheduling.volcano.sh/v1beta1", "podgroups").await?;
-    tracing::info!(
-        namespace = settings.namespace.as_deref().unwrap_or("<all>"),
-        coscheduling,
-        volcano,
-        "starting the TrainJob controller"
-    );
+    let (coscheduling, volcano) = discover_kinds(&client, &settings).await?;
 
     let namespace = settings.namespace.clone();
     let ns = namespace.as_deref();
@@ -838,7 +896,7 @@ pub async fn run_with_plugins(
         .concurrency(settings.concurrency)
         .debounce(settings.debounce);
     // One watch per kind, each feeding both a store the reconcile reads and the reconcile triggers (crate::cache).
-    let (caches, mut writers) = Caches::new();
+    let (caches, writers) = Caches::new();
     let trainjobs = cache::reflect(
         api::<TrainJob>(&client, ns),
         writers.trainjobs,
@@ -880,25 +938,8 @@ pub async fn run_with_plugins(
             .try_filter(not_an_echo(&ctx)),
         )
         .owns_stream(cache::reflect_metadata(api(&client, ns), writers.secrets).touched_objects());
-    if coscheduling {
-        controller = controller.owns_stream(
-            cache::reflect_metadata(api(&client, ns), writers.coscheduling).touched_objects(),
-        );
-    } else {
-        // Not served: known to hold nothing, so no live read is made for it.
-        writers
-            .coscheduling
-            .apply_watcher_event(&watcher::Event::InitDone);
-    }
-    if volcano {
-        controller = controller.owns_stream(
-            cache::reflect_metadata(api(&client, ns), writers.volcano).touched_objects(),
-        );
-    } else {
-        writers
-            .volcano
-            .apply_watcher_event(&watcher::Event::InitDone);
-    }
+    controller = watch_pod_groups(controller, &client, ns, coscheduling, writers.coscheduling);
+    controller = watch_pod_groups(controller, &client, ns, volcano, writers.volcano);
     let controller = watch_owned_kinds(controller, &client, ns, &ctx.settings.owned_kinds).await?;
     // Runtimes trigger nothing (a snapshot pins each TrainJob's runtime); their watches only fill the stores.
     let runtime_watches = futures_util::future::join(
@@ -933,6 +974,52 @@ pub async fn run_with_plugins(
         ((), ()) = runtime_watches => {}
     }
     Ok(())
+}
+
+/// Checks that the API server serves TrainJobs ([`Error::Startup`] otherwise) and finds which PodGroup kinds
+/// it serves: `(coscheduling, volcano)`.
+async fn discover_kinds(client: &Client, settings: &Settings) -> Result<(bool, bool)> {
+    if !served(client, kubetrain_api::constants::API_VERSION, "trainjobs").await? {
+        return Err(Error::Startup(format!(
+            "the API server does not serve trainjobs.{}; install the kubetrain CRDs first",
+            kubetrain_api::constants::API_VERSION
+        )));
+    }
+    let coscheduling = served(client, "scheduling.x-k8s.io/v1alpha1", "podgroups").await?;
+    let volcano = served(client, "scheduling.volcano.sh/v1beta1", "podgroups").await?;
+    tracing::info!(
+        namespace = settings.namespace.as_deref().unwrap_or("<all>"),
+        coscheduling,
+        volcano,
+        "starting the TrainJob controller"
+    );
+    Ok((coscheduling, volcano))
+}
+
+/// Adds a metadata watch of one PodGroup kind when the API server serves it; a kind not served is marked
+/// known to hold nothing, so no live read is made for it.
+fn watch_pod_groups<K>(
+    controller: Controller<TrainJob>,
+    client: &Client,
+    namespace: Option<&str>,
+    served: bool,
+    mut writer: kube::runtime::reflector::store::Writer<PartialObjectMeta<K>>,
+) -> Controller<TrainJob>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    if served {
+        controller
+            .owns_stream(cache::reflect_metadata(api(client, namespace), writer).touched_objects())
+    } else {
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        controller
+    }
 }
 
 /// Adds a metadata watch of each of `kinds` that the API server serves (upstream's `WatchExtensionPlugin`): a
@@ -993,15 +1080,6 @@ pub(crate) fn stop_signal(
 /// Completes once `stopped` turns `true`.
 pub(crate) async fn stopped_future(mut stopped: tokio::sync::watch::Receiver<bool>) {
     let _ = stopped.wait_for(|stop| *stop).await;
-}
-
-/// Whether a controller's cache has listed once (kube-runtime starts reconciles only then).
-pub(crate) fn is_ready<K>(store: &kube::runtime::reflector::Store<K>) -> bool
-where
-    K: kube::runtime::reflector::Lookup + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    futures_util::FutureExt::now_or_never(store.wait_until_ready()).is_some_and(|r| r.is_ok())
 }
 
 /// Runs a controller's stream until it ends. kube-runtime's graceful shutdown also waits for the cache's first

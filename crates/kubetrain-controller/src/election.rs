@@ -447,7 +447,7 @@ pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
 
 /// Registers the gauge `kubetrain_leader`: 1 while this replica holds the Lease, else 0 (read from
 /// `leadership` at each scrape). With election off it is always 1.
-pub fn register_leader_gauge(registry: &mut Registry, leadership: Leadership) {
+pub(crate) fn register_leader_gauge(registry: &mut Registry, leadership: Leadership) {
     registry.register_collector(Box::new(LeaderGauge(leadership)));
 }
 

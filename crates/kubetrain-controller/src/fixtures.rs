@@ -1,5 +1,5 @@
 //! Test fixtures (controller-rs style): TrainJob builders, and expected request sequences ([`Call`]) checked
-//! against the in-memory API server's request log (`crate::mock::FakeApiServer`): each request's method,
+//! against the in-memory API server's request log (`kubetrain_test_support::FakeApiServer`): each request's method,
 //! path, query, content type and body, in order, and nothing else.
 
 use std::sync::Arc;
@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 
 use crate::controller::Context;
 use crate::leadership::Leadership;
-use crate::metrics::Metrics;
-use crate::mock::{FakeApiServer, api_status};
+use crate::metrics::ControllerMetrics;
 use crate::settings::{FIELD_MANAGER, Settings};
+use kubetrain_test_support::{FakeApiServer, api_status};
 
 pub(crate) const NS: &str = "team-a";
 pub(crate) const UID: &str = "5f0c6a1e-0000-4000-8000-000000000001";
@@ -178,7 +178,7 @@ pub(crate) fn verify(server: &FakeApiServer, calls: &[Call]) {
             (call.method.as_str(), call.path.as_str()),
             "call {i}"
         );
-        let query = crate::mock::query_pairs(query);
+        let query = kubetrain_test_support::query_pairs(query);
         for pair in &call.query {
             assert!(
                 query.contains(pair),
@@ -203,7 +203,7 @@ pub(crate) fn context(client: Client, leadership: Leadership) -> Arc<Context> {
         client,
         Settings::default(),
         leadership,
-        Arc::new(Metrics::default()),
+        Arc::new(ControllerMetrics::default()),
     ))
 }
 
@@ -214,13 +214,11 @@ pub(crate) fn ago(seconds: i64) -> Time {
 
 /// A TrainJob `<name>` in team-a on `torch-distributed`, created a minute ago.
 pub(crate) fn trainjob(name: &str) -> TrainJob {
-    let mut job: TrainJob = serde_json::from_value(json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": NS, "uid": UID},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
-    }))
-    .expect("valid TrainJob");
+    let mut job: TrainJob = kubetrain_test_support::fixtures::trainjob(name)
+        .namespace(NS)
+        .uid(UID)
+        .num_nodes(2)
+        .typed();
     job.metadata.creation_timestamp = Some(ago(60));
     job
 }

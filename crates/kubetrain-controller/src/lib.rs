@@ -5,12 +5,9 @@
 //! | module | job |
 //! |---|---|
 //! | [`controller`] | the kube-runtime Controller and [`run`]: watches, reconcile, error policy |
-//! | [`reconcile`] | pure decisions: what to read, render, apply and write to status |
-//! | [`apply`], [`events`] | server-side apply with one field manager; upstream's events |
-//! | [`backoff`] | per-TrainJob exponential backoff |
 //! | [`webhook`] | HTTPS admission webhooks (validating and runtimePatches defaulting) |
-//! | [`election`], [`leadership`] | Lease leader election and the "may I write" view it drives |
-//! | [`http`], [`metrics`], [`platform`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics (platform view: queue wait, outcomes, GPU-seconds) |
+//! | [`election`], [`Leadership`] | Lease leader election and the "may I write" view it drives |
+//! | [`http`], [`metrics`], [`PlatformMetrics`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics (platform view: queue wait, outcomes, GPU-seconds) |
 //! | [`runtime_finalizer`] | removes the legacy `resource-in-use` finalizer from runtimes, as upstream v2.3 |
 //! | [`permissions`] | the RBAC rules the controller needs (the install manifests are tested against them) |
 //! | [`operator`] | [`Operator`]: every part above run side by side, with graceful shutdown (the `kubetrain-operator` binary is flags plus one call); an embedder's render plugins with [`Operator::plugin`] ([docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md)) |
@@ -24,33 +21,31 @@
 //! |---|---|---|
 //! | `ring` | yes | rustls with the ring crypto provider for the kube client; `rustls::crypto::ring` for the provider the webhook and status servers take |
 //! | `aws-lc-rs` | no | the same with aws-lc-rs (turn `ring` off with `default-features = false`) |
-//! | `mock` | no | an in-memory API server (`mock`) for tests, benches and examples |
+//! | `cel` | yes | the CRDs' CEL rules evaluated with kube-cel by the admission webhooks (kubetrain-api's `cel`); without it, rules the native evaluator does not cover are skipped |
 //!
 //! The servers take their `CryptoProvider` as an argument, so the provider is the binary's choice; the
 //! features only decide which one the kube client and rustls are built with.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod applied;
-pub mod apply;
-pub mod backoff;
+mod apply;
+mod backoff;
 mod cache;
 #[cfg(test)]
 mod cache_scenarios;
 pub mod controller;
 pub mod election;
 mod error;
-pub mod events;
+mod events;
 #[cfg(test)]
 mod fixtures;
 pub mod http;
-pub mod leadership;
+mod leadership;
 pub mod metrics;
-#[cfg(feature = "mock")]
-pub mod mock;
 pub mod operator;
 pub mod permissions;
-pub mod platform;
-pub mod reconcile;
+mod platform;
+mod reconcile;
 pub mod runtime_finalizer;
 #[cfg(test)]
 mod scenarios;
@@ -63,8 +58,9 @@ pub mod webhook;
 pub use controller::run;
 pub use error::{Error, Result};
 pub use leadership::Leadership;
-pub use metrics::Metrics;
+pub use metrics::ControllerMetrics;
 pub use operator::{Operator, OperatorError};
+pub use platform::PlatformMetrics;
 pub use settings::{EVENT_REPORTER, FIELD_MANAGER, Settings};
 
 /// The rustls crypto provider of this build: ring with the `ring` feature (default), else aws-lc-rs with

@@ -11,7 +11,7 @@
 //! | `kubetrain_trainjob_queue_depth` | gauge | in flight + scheduled requeues: the work the controller has accepted and not finished |
 //!
 //! The platform metrics (queue wait, admissions, preemptions, outcomes, GPU-seconds) are registered with these;
-//! see [`crate::platform`].
+//! see [`PlatformMetrics`].
 //!
 //! The queue depth is an honest lower bound: kube-runtime's scheduler does not expose its queue, so reconciles
 //! triggered by watch events that wait for a free concurrency slot are not counted.
@@ -103,14 +103,14 @@ struct ErrorLabels {
     kind: String,
 }
 
-/// The controller's metrics. Create once with [`Metrics::register`] and pass to [`crate::run`].
+/// The controller's metrics. Create once with [`ControllerMetrics::register`] and pass to [`crate::run`].
 #[derive(Debug)]
-pub struct Metrics {
+pub struct ControllerMetrics {
     reconciles: Counter,
     errors: Family<ErrorLabels, Counter>,
     duration: Histogram,
     live: Arc<Live>,
-    /// Queue wait, admissions, preemptions, outcomes and GPU-seconds ([`crate::platform`]).
+    /// Queue wait, admissions, preemptions, outcomes and GPU-seconds ([`crate::PlatformMetrics`]).
     pub platform: PlatformMetrics,
 }
 
@@ -122,7 +122,7 @@ struct Live {
     store: Mutex<Option<Store<TrainJob>>>,
 }
 
-impl Default for Metrics {
+impl Default for ControllerMetrics {
     fn default() -> Self {
         Self {
             reconciles: Counter::default(),
@@ -134,7 +134,7 @@ impl Default for Metrics {
     }
 }
 
-impl Metrics {
+impl ControllerMetrics {
     /// Creates the metrics and registers them in `registry` (names as in the [module docs](self)).
     pub fn register(registry: &mut Registry) -> Arc<Self> {
         let metrics = Self::default();
@@ -221,7 +221,7 @@ impl Metrics {
 
 /// Ends a reconcile's measurement on drop (also when the reconcile future is cancelled).
 pub(crate) struct ReconcileGuard<'a> {
-    metrics: &'a Metrics,
+    metrics: &'a ControllerMetrics,
     start: Instant,
 }
 

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use kubetrain_controller::mock::FakeApiServer;
+//! use kubetrain_test_support::FakeApiServer;
 //! use kubetrain_controller::{Operator, Settings};
 //!
 //! let server = FakeApiServer::start();
@@ -46,7 +46,7 @@ use crate::http::{Endpoints, Health};
 use crate::status_server::{StatusMetrics, StatusServer, StatusServerError};
 use crate::webhook::tls::{CertError, ReloadingCert};
 use crate::webhook::{Admission, RuntimeCache, WebhookError, WebhookMetrics, WebhookServer};
-use crate::{Leadership, Metrics, Settings};
+use crate::{ControllerMetrics, Leadership, Settings};
 
 /// Why the operator could not start, or what stopped it.
 ///
@@ -99,7 +99,7 @@ pub enum OperatorError {
 
 /// Where trainer pods reach the status server (upstream's `TrainJobStatus` feature gate).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TrainJobStatus {
+pub struct StatusServerSettings {
     /// The Service in front of the status server, in the pods' status URL.
     pub service: String,
     /// The Service's namespace; `None` uses the election namespace, else the client's default namespace.
@@ -123,7 +123,7 @@ pub struct Operator {
     /// Port, certificate directory, the loaded certificate and the provider it was loaded with.
     webhooks: Option<(u16, PathBuf, Arc<ReloadingCert>, Arc<CryptoProvider>)>,
     status_port: u16,
-    trainjob_status: Option<TrainJobStatus>,
+    trainjob_status: Option<StatusServerSettings>,
     endpoints: Vec<SocketAddr>,
     registry: Registry,
     /// The embedder's render plugins, run after the built-ins in registration order.
@@ -211,7 +211,7 @@ impl Operator {
     }
 
     /// Gives trainer pods the status server's URL, CA and a token (needs the status server).
-    pub fn trainjob_status(mut self, status: TrainJobStatus) -> Self {
+    pub fn trainjob_status(mut self, status: StatusServerSettings) -> Self {
         self.trainjob_status = Some(status);
         self
     }
@@ -266,6 +266,11 @@ impl Operator {
     ///
     /// [`OperatorError`] when a setting is contradictory, the API server cannot be reached or a port cannot be
     /// bound.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "wiring: each part is started in order, sharing the stop signal, task set, registry and \
+                  leadership; split up, every step would take and return the same half-dozen handles"
+    )]
     pub async fn start(self, client: Client) -> Result<Running, OperatorError> {
         let tls = self
             .webhooks
@@ -320,7 +325,7 @@ impl Operator {
 
         let health = Health::new();
         let mut registry = self.registry;
-        let metrics = Metrics::register(&mut registry);
+        let metrics = ControllerMetrics::register(&mut registry);
         let webhook_metrics = WebhookMetrics::register(&mut registry);
         let status_metrics = StatusMetrics::register(&mut registry);
         let leadership = match self.election {
@@ -512,7 +517,7 @@ impl Running {
 
 /// The TrainJobStatus render options: where pods reach the status server, and the CA they trust (read once).
 fn trainjob_status(
-    status: TrainJobStatus,
+    status: StatusServerSettings,
     namespace: String,
     cert_dir: &Path,
     port: u16,
@@ -597,7 +602,7 @@ async fn shutdown_signal() {
     }
 }
 
-#[cfg(all(test, feature = "mock"))]
+#[cfg(test)]
 mod tests {
     use std::time::Duration;
 
@@ -605,8 +610,8 @@ mod tests {
     use http_body_util::{BodyExt, Empty};
 
     use super::*;
-    use crate::mock::FakeApiServer;
     use crate::webhook::tls::{CERT_FILE, KEY_FILE};
+    use kubetrain_test_support::FakeApiServer;
 
     async fn get(addr: SocketAddr, path: &str) -> (http::StatusCode, String) {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -698,7 +703,7 @@ mod tests {
             server.client(),
             Settings::default(),
             Leadership::always(),
-            Arc::new(Metrics::default()),
+            Arc::new(ControllerMetrics::default()),
             stopped,
         );
         tokio::time::timeout(Duration::from_secs(30), controller)
@@ -734,7 +739,7 @@ mod tests {
     #[tokio::test]
     async fn contradictory_settings_fail_before_the_cluster_is_contacted() {
         let server = FakeApiServer::start();
-        let status = TrainJobStatus {
+        let status = StatusServerSettings {
             service: "kubetrain-operator".into(),
             namespace: None,
             ca_file: None,

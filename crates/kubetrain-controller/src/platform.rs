@@ -291,7 +291,12 @@ fn wait_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 20))
 }
 
-/// The platform metrics; part of [`crate::Metrics`] (registered with it).
+/// The platform metrics; part of [`crate::ControllerMetrics`] (registered with it): how long TrainJobs queued, how often
+/// they were admitted and preempted, how they ended and what GPU time finished jobs held, counted once per
+/// status transition the leader writes. Names, labels and how each is counted: docs/operator.md, "Metrics"
+/// (`kubetrain_trainjob_queue_wait_seconds`, `..._admissions_total`, `..._preemptions_total`,
+/// `..._outcomes_total`, `..._gpu_seconds_total`, `..._admission_reasons_total`, and the opt-in
+/// trainerStatus gauges).
 #[derive(Debug)]
 pub struct PlatformMetrics {
     queue_wait: WaitFamily,
@@ -330,7 +335,7 @@ impl Default for PlatformMetrics {
 }
 
 impl PlatformMetrics {
-    /// Registers the metrics (names as in the [module docs](self)).
+    /// Registers the metrics (names and labels as in the type's docs).
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "kubetrain_trainjob_queue_wait_seconds",
@@ -379,8 +384,8 @@ impl PlatformMetrics {
         );
     }
 
-    /// Sets the trainerStatus gauges of a running `job` whose runtime opts in (`exports`, see
-    /// [`exports_trainer_status`]); drops its series otherwise (not opted in, nothing reported, finished).
+    /// Sets the trainerStatus gauges of a running `job` whose runtime opts in (`exports`: its runtime
+    /// carries `kubetrain.io/trainer-status-metrics: "true"`); drops its series otherwise (not opted in, nothing reported, finished).
     pub fn trainer_status(&self, job: &TrainJob, exports: bool) {
         let status = job.status.as_ref();
         let finished = status.is_some_and(|s| is_true(s, COMPLETE) || is_true(s, FAILED));
@@ -586,13 +591,11 @@ mod tests {
     }
 
     fn job() -> TrainJob {
-        serde_json::from_value(json!({
-            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": "j", "namespace": "team", "creationTimestamp": "2026-01-01T00:00:00Z",
-                         "labels": {"kueue.x-k8s.io/queue-name": "gpu-queue"}},
-            "spec": {"runtimeRef": {"name": "torch-distributed"}},
-        }))
-        .unwrap()
+        kubetrain_test_support::fixtures::trainjob("j")
+            .namespace("team")
+            .created("2026-01-01T00:00:00Z")
+            .label("kueue.x-k8s.io/queue-name", "gpu-queue")
+            .typed()
     }
 
     fn jobset(gpus: &str, replicas: i32, selector: serde_json::Value) -> JobSet {

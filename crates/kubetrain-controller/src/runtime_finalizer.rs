@@ -46,7 +46,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::backoff::{Backoff, Key};
-use crate::controller::{is_ready, run_until_stopped, stop_signal, stopped_future};
+use crate::cache::is_ready;
+use crate::controller::{run_until_stopped, stop_signal, stopped_future};
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::settings::Settings;
@@ -76,7 +77,7 @@ pub fn removal_patch(meta: &ObjectMeta) -> Option<Value> {
 }
 
 /// What the runtime reconciles share.
-pub struct Context {
+pub(crate) struct Context {
     client: Client,
     leadership: Leadership,
     settings: Settings,
@@ -86,7 +87,7 @@ pub struct Context {
 impl Context {
     /// A context for reconciles through `client`; writes happen only while `leadership` says this replica
     /// leads.
-    pub fn new(client: Client, settings: Settings, leadership: Leadership) -> Self {
+    pub(crate) fn new(client: Client, settings: Settings, leadership: Leadership) -> Self {
         Self {
             backoff: Backoff::new(settings.backoff_base, settings.backoff_max),
             client,
@@ -135,7 +136,7 @@ where
 }
 
 /// Reconciles one ClusterTrainingRuntime: removes the legacy finalizer when it is there.
-pub async fn reconcile_cluster(
+pub(crate) async fn reconcile_cluster(
     runtime: Arc<ClusterTrainingRuntime>,
     ctx: Arc<Context>,
 ) -> Result<Action> {
@@ -143,7 +144,7 @@ pub async fn reconcile_cluster(
 }
 
 /// Reconciles one TrainingRuntime: removes the legacy finalizer when it is there.
-pub async fn reconcile_namespaced(
+pub(crate) async fn reconcile_namespaced(
     runtime: Arc<TrainingRuntime>,
     ctx: Arc<Context>,
 ) -> Result<Action> {
@@ -157,7 +158,11 @@ pub async fn reconcile_namespaced(
 }
 
 /// After a failed reconcile (a 409 included): retry with the per-runtime exponential backoff.
-pub fn error_policy<K: Resource>(runtime: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+pub(crate) fn error_policy<K: Resource>(
+    runtime: Arc<K>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
     let key = key_of(&*runtime);
     let delay = ctx.backoff.failed(&key);
     tracing::warn!(
@@ -243,5 +248,161 @@ mod tests {
         for (finalizers, want) in cases {
             assert_eq!(removal_patch(&meta(finalizers)), want, "{finalizers:?}");
         }
+    }
+
+    // The reconciles against the in-memory API server: the leader removes only the legacy finalizer, a
+    // follower writes nothing, a concurrent change is not overwritten.
+
+    use kube::runtime::controller::Action;
+    use kubetrain_api::{ClusterTrainingRuntime, TrainingRuntime};
+    use kubetrain_test_support::FakeApiServer;
+    use kubetrain_test_support::fixtures::{TRAINER_API_VERSION, runtime_with_finalizers};
+
+    const OTHER: &str = "example.com/keep-me";
+
+    fn server() -> FakeApiServer {
+        let server = FakeApiServer::start();
+        for object in [
+            runtime_with_finalizers(
+                "ClusterTrainingRuntime",
+                "legacy",
+                None,
+                &[RESOURCE_IN_USE_FINALIZER, OTHER],
+            ),
+            runtime_with_finalizers("ClusterTrainingRuntime", "clean", None, &[OTHER]),
+            runtime_with_finalizers(
+                "TrainingRuntime",
+                "legacy",
+                Some("team-a"),
+                &[RESOURCE_IN_USE_FINALIZER],
+            ),
+        ] {
+            server.insert(object);
+        }
+        server
+    }
+
+    fn finalizers(server: &FakeApiServer, plural: &str, namespace: &str, name: &str) -> Value {
+        server
+            .get(TRAINER_API_VERSION, plural, namespace, name)
+            .expect("runtime stored")["metadata"]
+            .get("finalizers")
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    fn stored<T: serde::de::DeserializeOwned>(
+        server: &FakeApiServer,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Arc<T> {
+        let value = server
+            .get(TRAINER_API_VERSION, plural, namespace, name)
+            .expect("runtime stored");
+        Arc::new(serde_json::from_value(value).expect("typed runtime"))
+    }
+
+    fn context(server: &FakeApiServer, leadership: Leadership) -> Arc<Context> {
+        Arc::new(Context::new(
+            server.client(),
+            Settings::default(),
+            leadership,
+        ))
+    }
+
+    #[tokio::test]
+    async fn the_leader_removes_only_the_legacy_finalizer() {
+        let server = server();
+        let ctx = context(&server, Leadership::always());
+
+        for name in ["legacy", "clean"] {
+            let runtime: Arc<ClusterTrainingRuntime> =
+                stored(&server, "clustertrainingruntimes", "", name);
+            let action = reconcile_cluster(runtime, ctx.clone())
+                .await
+                .expect("reconciled");
+            assert_eq!(action, Action::await_change());
+        }
+        let namespaced: Arc<TrainingRuntime> =
+            stored(&server, "trainingruntimes", "team-a", "legacy");
+        reconcile_namespaced(namespaced, ctx.clone())
+            .await
+            .expect("reconciled");
+
+        assert_eq!(
+            finalizers(&server, "clustertrainingruntimes", "", "legacy"),
+            json!([OTHER])
+        );
+        assert_eq!(
+            finalizers(&server, "clustertrainingruntimes", "", "clean"),
+            json!([OTHER])
+        );
+        assert_eq!(
+            finalizers(&server, "trainingruntimes", "team-a", "legacy"),
+            Value::Null,
+            "the last finalizer removed leaves none"
+        );
+        // One patch per runtime that had the finalizer; nothing for the clean one.
+        assert_eq!(server.stats().merge_patches, 2);
+        // The spec is untouched.
+        let spec = &server
+            .get(TRAINER_API_VERSION, "clustertrainingruntimes", "", "legacy")
+            .unwrap()["spec"];
+        assert_eq!(spec, &runtime_with_finalizers("x", "x", None, &[])["spec"]);
+    }
+
+    #[tokio::test]
+    async fn a_follower_writes_nothing() {
+        let server = server();
+        let (_elect, leadership) = Leadership::channel();
+        let ctx = context(&server, leadership);
+        let runtime: Arc<ClusterTrainingRuntime> =
+            stored(&server, "clustertrainingruntimes", "", "legacy");
+        let action = reconcile_cluster(runtime, ctx).await.expect("reconciled");
+        assert_eq!(
+            action,
+            Action::requeue(Settings::default().follower_requeue)
+        );
+        assert_eq!(server.stats().merge_patches, 0);
+        assert_eq!(
+            finalizers(&server, "clustertrainingruntimes", "", "legacy"),
+            json!([RESOURCE_IN_USE_FINALIZER, OTHER])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_concurrent_change_is_not_overwritten() {
+        let server = server();
+        let ctx = context(&server, Leadership::always());
+        // Read, then another writer changes the runtime (a new resourceVersion) before the patch lands.
+        let seen: Arc<ClusterTrainingRuntime> =
+            stored(&server, "clustertrainingruntimes", "", "legacy");
+        server.insert(runtime_with_finalizers(
+            "ClusterTrainingRuntime",
+            "legacy",
+            None,
+            &[RESOURCE_IN_USE_FINALIZER, OTHER, "example.com/new"],
+        ));
+        let error = reconcile_cluster(seen.clone(), ctx.clone())
+            .await
+            .expect_err("409 Conflict");
+        assert!(error.is_conflict(), "{error}");
+        assert_eq!(
+            finalizers(&server, "clustertrainingruntimes", "", "legacy"),
+            json!([RESOURCE_IN_USE_FINALIZER, OTHER, "example.com/new"])
+        );
+        // The retry is scheduled with backoff, and the fresh object is then patched correctly.
+        assert_ne!(
+            error_policy(seen, &error, ctx.clone()),
+            Action::await_change()
+        );
+        let fresh: Arc<ClusterTrainingRuntime> =
+            stored(&server, "clustertrainingruntimes", "", "legacy");
+        reconcile_cluster(fresh, ctx).await.expect("reconciled");
+        assert_eq!(
+            finalizers(&server, "clustertrainingruntimes", "", "legacy"),
+            json!([OTHER, "example.com/new"])
+        );
     }
 }

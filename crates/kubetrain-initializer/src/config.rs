@@ -4,52 +4,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::kind::Kind;
 use crate::pattern::PatternSet;
 use crate::uri::{StorageUri, UriError};
 
-/// Which initializer runs: it picks the default destination and ignore patterns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// `dataset-initializer`: downloads to `/workspace/dataset`.
-    Dataset,
-    /// `model-initializer`: downloads to `/workspace/model`, skipping non-safetensors weights.
-    Model,
-}
-
-impl Kind {
-    /// Where upstream's initializers write (`pkg/initializers/utils/utils.py`).
-    pub fn default_destination(self) -> PathBuf {
-        match self {
-            Kind::Dataset => PathBuf::from(DATASET_PATH),
-            Kind::Model => PathBuf::from(MODEL_PATH),
-        }
-    }
-
-    /// Upstream's default `IGNORE_PATTERNS`: none for datasets, non-safetensors weight formats for
-    /// models.
-    pub fn default_ignore_patterns(self) -> PatternSet {
-        match self {
-            Kind::Dataset => PatternSet::default(),
-            Kind::Model => PatternSet::parse_list(MODEL_IGNORE_PATTERNS),
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Kind::Dataset => "dataset",
-            Kind::Model => "model",
-        })
-    }
-}
-
-/// Upstream's dataset path in the shared workspace volume.
-pub const DATASET_PATH: &str = "/workspace/dataset";
-/// Upstream's model path in the shared workspace volume.
-pub const MODEL_PATH: &str = "/workspace/model";
-/// Upstream's default `IGNORE_PATTERNS` for models.
-pub const MODEL_IGNORE_PATTERNS: &str = "*.msgpack,*.h5,*.bin,*.pt,*.pth";
 /// Files upstream's Hugging Face model initializer downloads at all (its `allow_patterns`).
 pub const HF_MODEL_ALLOW_PATTERNS: &str = "*.json,*.safetensors,*.model,*.txt,*.gguf";
 /// The public Hugging Face hub.
@@ -330,6 +288,7 @@ pub enum ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kind::MODEL_IGNORE_PATTERNS;
 
     fn lookup<'a>(env: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |key| {

@@ -1,7 +1,7 @@
 //! The download engine: list, skip what is already complete, fetch the rest in parallel into
 //! temporary files, rename each into place when whole.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -258,6 +258,42 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| InitError::io(what, path, std::io::Error::other(e)))?
 }
 
+/// Whether a file of this name and the listed size is already in place with the right content (a rerun).
+/// Fills in `file`'s checksum with one HEAD when the listing had none: worth it to compare content, not just
+/// size.
+async fn already_complete(
+    source: &Source,
+    file: &mut RemoteFile,
+    root: &Arc<Dir>,
+    tuning: &Tuning,
+    final_path: &Path,
+) -> Result<bool, InitError> {
+    let local_len = {
+        let (root, relative) = (Arc::clone(root), file.relative_path.clone());
+        blocking("inspect", final_path, move || {
+            Ok(verify::open_local(&root, &relative)
+                .and_then(|f| f.metadata().ok())
+                .map(|m| m.len()))
+        })
+        .await?
+    };
+    if local_len.is_none() || local_len != file.size {
+        return Ok(false);
+    }
+    if file.checksum == Checksum::Unknown {
+        file.checksum = with_retries(tuning, source.endpoint(), Some(&file.key), || {
+            source.checksum(file)
+        })
+        .await?;
+    }
+    let (root, check_file) = (Arc::clone(root), file.clone());
+    Ok(blocking("verify", final_path, move || {
+        Ok(verify::is_complete(&root, &check_file))
+    })
+    .await
+    .unwrap_or(false))
+}
+
 async fn download_one(
     source: &Source,
     file: &RemoteFile,
@@ -270,32 +306,7 @@ async fn download_one(
     let mut file = file.clone();
     let (parent, name) = split_parent(&file.relative_path);
     let (parent, name) = (parent.to_string(), name.to_string());
-    let local_len = {
-        let (root, relative) = (Arc::clone(root), file.relative_path.clone());
-        blocking("inspect", &final_path, move || {
-            Ok(verify::open_local(&root, &relative)
-                .and_then(|f| f.metadata().ok())
-                .map(|m| m.len()))
-        })
-        .await?
-    };
-    let mut complete = false;
-    if local_len.is_some() && local_len == file.size {
-        if file.checksum == Checksum::Unknown {
-            // One HEAD per candidate, only on reruns: worth it to compare content, not just size.
-            file.checksum = with_retries(tuning, source.endpoint(), Some(&file.key), || {
-                source.checksum(&file)
-            })
-            .await?;
-        }
-        let (root, check_file) = (Arc::clone(root), file.clone());
-        complete = blocking("verify", &final_path, move || {
-            Ok(verify::is_complete(&root, &check_file))
-        })
-        .await
-        .unwrap_or(false);
-    }
-    if complete {
+    if already_complete(source, &mut file, root, tuning, &final_path).await? {
         let size = file.size.unwrap_or(0);
         progress.add(size);
         tracing::debug!(key = file.key, "already complete");

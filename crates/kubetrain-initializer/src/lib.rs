@@ -25,6 +25,9 @@
 //! idle timeouts), retry transient errors with backoff (resuming from the bytes already written)
 //! and report progress.
 //!
+//! Feature `s3-server` (off by default) adds the module `s3_server`: a loopback S3 endpoint serving a directory,
+//! which `kubetrain acceptance --local` serves its sample data from (not a production object store).
+//!
 //! ```no_run
 //! use kubetrain_initializer::{InitConfig, Kind, initialize_blocking};
 //!
@@ -53,6 +56,7 @@ mod deadline;
 mod download;
 mod error;
 mod integrity;
+mod kind;
 mod pattern;
 mod progress;
 mod remote;
@@ -64,17 +68,17 @@ mod uri;
 mod verify;
 mod writer;
 
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub mod testing;
+#[cfg(feature = "s3-server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "s3-server")))]
+pub mod s3_server;
 
 pub use config::{
-    ConfigError, DATASET_PATH, DEFAULT_FILE_MODE, DEFAULT_HF_ENDPOINT, ENV_IGNORE_PATTERNS,
-    ENV_STORAGE_URI, HF_MODEL_ALLOW_PATTERNS, HubOptions, InitConfig, Kind, MODEL_IGNORE_PATTERNS,
-    MODEL_PATH, ProgressMode, S3Options, Tuning,
+    ConfigError, DEFAULT_FILE_MODE, DEFAULT_HF_ENDPOINT, ENV_IGNORE_PATTERNS, ENV_STORAGE_URI,
+    HF_MODEL_ALLOW_PATTERNS, HubOptions, InitConfig, ProgressMode, S3Options, Tuning,
 };
 pub use download::Summary;
 pub use error::InitError;
+pub use kind::{DATASET_PATH, Kind, MODEL_IGNORE_PATTERNS, MODEL_PATH};
 pub use pattern::{Pattern, PatternSet};
 pub use remote::{Checksum, RemoteFile};
 pub use uri::{StorageUri, UriError};

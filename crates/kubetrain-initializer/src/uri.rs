@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::config::Kind;
+use crate::kind::Kind;
 
 /// Why a storage URI was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

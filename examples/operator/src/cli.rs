@@ -10,7 +10,7 @@ use clap::{Parser, ValueEnum};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubetrain_controller::election::{ElectionConfig, default_identity};
-use kubetrain_controller::operator::TrainJobStatus;
+use kubetrain_controller::operator::StatusServerSettings;
 use kubetrain_controller::{Operator, OperatorError, Settings};
 
 /// Log line format.
@@ -191,7 +191,7 @@ impl Cli {
             operator = operator.webhooks(self.webhook_port, &self.webhook_cert_dir)?;
         }
         if self.trainjob_status {
-            operator = operator.trainjob_status(TrainJobStatus {
+            operator = operator.trainjob_status(StatusServerSettings {
                 service: self.status_server_service.clone(),
                 namespace: self.leader_elect_namespace.clone(),
                 ca_file: self.status_server_ca_file.clone(),

@@ -69,7 +69,7 @@ fn scrape(registry: &Registry) -> String {
 #[test]
 fn exposition_names_and_values() {
     let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
+    let metrics = ControllerMetrics::register(&mut registry);
     {
         let _one = metrics.reconcile_started();
         let _two = metrics.reconcile_started();
@@ -104,7 +104,7 @@ fn exposition_names_and_values() {
 
 #[test]
 fn past_requeues_leave_the_queue() {
-    let metrics = Metrics::default();
+    let metrics = ControllerMetrics::default();
     metrics.requeue(&("ns".into(), "a".into()), Some(Duration::ZERO));
     metrics.requeue(&("ns".into(), "b".into()), Some(Duration::from_secs(3600)));
     std::thread::sleep(Duration::from_millis(5));

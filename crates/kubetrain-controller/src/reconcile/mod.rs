@@ -13,11 +13,15 @@
 mod snapshot;
 mod status;
 
+#[cfg(test)]
+use snapshot::read_snapshot;
 pub use snapshot::{
-    FetchedRuntime, RUNTIME_KEY, SNAPSHOT_SUFFIX, SnapshotRuntime, check_owner, parse_snapshot,
-    read_snapshot, snapshot_config_map, snapshot_name,
+    FetchedRuntime, RUNTIME_KEY, SnapshotRuntime, check_owner, parse_snapshot, snapshot_config_map,
+    snapshot_name,
 };
-pub use status::{StatusDecision, decide_status, merge_patch};
+#[cfg(test)]
+use status::merge_patch;
+pub use status::{StatusDecision, decide_status};
 
 use kubetrain_api::constants::{
     CLUSTER_TRAINING_RUNTIME_KIND, GROUP, TRAINING_RUNTIME_KIND, TRAINJOB_CONTROLLER,

@@ -31,24 +31,6 @@ pub enum FetchedRuntime {
     Cluster(Box<ClusterTrainingRuntime>),
 }
 
-impl FetchedRuntime {
-    /// The runtime's spec.
-    pub fn spec(&self) -> &TrainingRuntimeSpec {
-        match self {
-            Self::Namespaced(r) => &r.spec,
-            Self::Cluster(r) => &r.spec,
-        }
-    }
-
-    /// The runtime's spec, taken out.
-    pub fn into_spec(self) -> TrainingRuntimeSpec {
-        match self {
-            Self::Namespaced(r) => r.spec,
-            Self::Cluster(r) => r.spec,
-        }
-    }
-}
-
 /// The snapshot ConfigMap of `runtime` for `job`, controller-owned by the TrainJob.
 pub fn snapshot_config_map(job: &TrainJob, runtime: &FetchedRuntime) -> Result<ConfigMap> {
     // The server's bookkeeping is not part of the runtime's meaning.
@@ -74,7 +56,8 @@ pub fn snapshot_config_map(job: &TrainJob, runtime: &FetchedRuntime) -> Result<C
 
 /// The runtime spec stored in a snapshot ConfigMap, checked as upstream checks it: controller-owned by this
 /// TrainJob's UID, has the `runtime` key, and names the runtime `spec.runtimeRef` names.
-pub fn read_snapshot(job: &TrainJob, cm: &ConfigMap) -> Result<TrainingRuntimeSpec> {
+#[cfg(test)]
+pub(crate) fn read_snapshot(job: &TrainJob, cm: &ConfigMap) -> Result<TrainingRuntimeSpec> {
     check_owner(job, cm)?;
     let snapshot = parse_snapshot(cm)?;
     snapshot.check_runtime_ref(job)?;

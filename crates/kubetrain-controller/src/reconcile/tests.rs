@@ -11,12 +11,13 @@ fn at(seconds: i64) -> Time {
 }
 
 fn job(yaml_spec: serde_json::Value) -> TrainJob {
-    serde_json::from_value(json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-        "metadata": {"name": "j", "namespace": "ns", "uid": "uid-1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": yaml_spec,
-    }))
-    .unwrap()
+    let mut job = kubetrain_test_support::fixtures::trainjob("j")
+        .namespace("ns")
+        .uid("uid-1")
+        .created("2026-01-01T00:00:00Z")
+        .json();
+    job["spec"] = yaml_spec;
+    serde_json::from_value(job).unwrap()
 }
 
 fn builtin(name: &str) -> ClusterTrainingRuntime {

@@ -46,16 +46,6 @@ pub fn audience(namespace: &str, name: &str) -> String {
 
 /// The credential of an RFC 7235 `Bearer` header as upstream extracts it: exactly two whitespace-separated
 /// words, the first `Bearer` in any case. `None` otherwise.
-///
-/// ```
-/// use kubetrain_controller::status_server::auth::bearer;
-///
-/// assert_eq!(bearer("Bearer abc"), Some("abc"));
-/// assert_eq!(bearer("  bearer\tabc  "), Some("abc"));
-/// assert_eq!(bearer("Basic abc"), None);
-/// assert_eq!(bearer("Bearer a b"), None);
-/// assert_eq!(bearer(""), None);
-/// ```
 pub fn bearer(header: &str) -> Option<&str> {
     let mut words = header.split_whitespace();
     match (words.next(), words.next(), words.next()) {
@@ -66,7 +56,7 @@ pub fn bearer(header: &str) -> Option<&str> {
 
 /// The verdict on a request's token.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum AuthVerdict {
     /// The token may update this TrainJob's status.
     Allowed,
     /// It may not (upstream answers 403 `Forbidden`); the reason is for logs only.
@@ -91,7 +81,7 @@ type Key = (String, String);
 
 /// Verdicts of one kind, each until its instant, at most `max` of them.
 struct Verdicts {
-    until: Mutex<HashMap<Key, (Instant, Verdict)>>,
+    until: Mutex<HashMap<Key, (Instant, AuthVerdict)>>,
     max: usize,
 }
 
@@ -103,7 +93,7 @@ impl Verdicts {
         }
     }
 
-    fn get(&self, key: &Key, now: Instant) -> Option<Verdict> {
+    fn get(&self, key: &Key, now: Instant) -> Option<AuthVerdict> {
         let mut until = self.until.lock().unwrap_or_else(|e| e.into_inner());
         match until.get(key) {
             Some((end, verdict)) if *end > now => Some(verdict.clone()),
@@ -115,7 +105,7 @@ impl Verdicts {
         }
     }
 
-    fn insert(&self, key: Key, verdict: Verdict, end: Instant, now: Instant) {
+    fn insert(&self, key: Key, verdict: AuthVerdict, end: Instant, now: Instant) {
         let mut until = self.until.lock().unwrap_or_else(|e| e.into_inner());
         if until.len() >= self.max {
             until.retain(|_, (end, _)| *end > now);
@@ -150,9 +140,9 @@ impl Authenticator {
         header: Option<&str>,
         namespace: &str,
         name: &str,
-    ) -> Result<Verdict, ReviewError> {
+    ) -> Result<AuthVerdict, ReviewError> {
         let Some(token) = header.and_then(bearer) else {
-            return Ok(Verdict::Denied("no bearer token".into()));
+            return Ok(AuthVerdict::Denied("no bearer token".into()));
         };
         let audience = audience(namespace, name);
         let key = (audience.clone(), token.to_owned());
@@ -167,18 +157,19 @@ impl Authenticator {
         let verdict = self.review(token, &audience, namespace).await?;
         let now = Instant::now();
         match &verdict {
-            Verdict::Allowed => {
+            AuthVerdict::Allowed => {
                 let ttl = expires_in(token).map_or(CACHE_TTL, |left| left.min(CACHE_TTL));
                 self.accepted.insert(key, verdict.clone(), now + ttl, now);
             }
-            Verdict::Denied(_) => self
-                .denied
-                .insert(key, verdict.clone(), now + DENIED_TTL, now),
+            AuthVerdict::Denied(_) => {
+                self.denied
+                    .insert(key, verdict.clone(), now + DENIED_TTL, now)
+            }
         }
         Ok(verdict)
     }
 
-    fn cached(&self, key: &Key) -> Option<Verdict> {
+    fn cached(&self, key: &Key) -> Option<AuthVerdict> {
         let now = Instant::now();
         self.accepted
             .get(key, now)
@@ -190,7 +181,7 @@ impl Authenticator {
         token: &str,
         audience: &str,
         namespace: &str,
-    ) -> Result<Verdict, ReviewError> {
+    ) -> Result<AuthVerdict, ReviewError> {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_owned(),
@@ -206,13 +197,13 @@ impl Authenticator {
 }
 
 /// The verdict on a reviewed token: authenticated, for `audience`, and a ServiceAccount of `namespace`.
-pub fn judge(reviewed: &TokenReview, audience: &str, namespace: &str) -> Verdict {
+pub(crate) fn judge(reviewed: &TokenReview, audience: &str, namespace: &str) -> AuthVerdict {
     let Some(status) = &reviewed.status else {
-        return Verdict::Denied("TokenReview without status".into());
+        return AuthVerdict::Denied("TokenReview without status".into());
     };
     if status.authenticated != Some(true) {
         let why = status.error.clone().unwrap_or_default();
-        return Verdict::Denied(format!("token not authenticated: {why}"));
+        return AuthVerdict::Denied(format!("token not authenticated: {why}"));
     }
     // An audience-aware authenticator names the audiences it accepted; an empty list would mean the token
     // was checked without one, which is not enough here.
@@ -221,7 +212,7 @@ pub fn judge(reviewed: &TokenReview, audience: &str, namespace: &str) -> Verdict
         .as_ref()
         .is_some_and(|a| a.iter().any(|a| a == audience))
     {
-        return Verdict::Denied(format!("token is not for audience {audience}"));
+        return AuthVerdict::Denied(format!("token is not for audience {audience}"));
     }
     let username = status
         .user
@@ -233,11 +224,11 @@ pub fn judge(reviewed: &TokenReview, audience: &str, namespace: &str) -> Verdict
         .and_then(|rest| rest.split_once(':'))
         .map(|(ns, _)| ns);
     if token_namespace != Some(namespace) {
-        return Verdict::Denied(format!(
+        return AuthVerdict::Denied(format!(
             "{username:?} is not a ServiceAccount of namespace {namespace}"
         ));
     }
-    Verdict::Allowed
+    AuthVerdict::Allowed
 }
 
 /// Time left before the JWT's `exp` (read without verification: only used to shorten the cache of a token
@@ -257,6 +248,15 @@ fn expires_in(token: &str) -> Option<Duration> {
 mod tests {
     use super::*;
     use k8s_openapi::api::authentication::v1::{TokenReviewStatus, UserInfo};
+
+    #[test]
+    fn bearer_takes_exactly_two_words_the_first_bearer_in_any_case() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("  bearer\tabc  "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer a b"), None);
+        assert_eq!(bearer(""), None);
+    }
 
     fn reviewed(authenticated: bool, audiences: &[&str], username: &str) -> TokenReview {
         TokenReview {
@@ -279,9 +279,9 @@ mod tests {
         let sa = "system:serviceaccount:team:default";
         assert_eq!(
             judge(&reviewed(true, &[&aud], sa), &aud, "team"),
-            Verdict::Allowed
+            AuthVerdict::Allowed
         );
-        let denied = |r: TokenReview| matches!(judge(&r, &aud, "team"), Verdict::Denied(_));
+        let denied = |r: TokenReview| matches!(judge(&r, &aud, "team"), AuthVerdict::Denied(_));
         assert!(denied(reviewed(false, &[&aud], sa)));
         assert!(denied(reviewed(true, &[], sa)));
         assert!(denied(reviewed(true, &["api"], sa)));

@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 
 /// The outcome of one status request, by the answer it got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Verdict {
+pub enum StatusPostOutcome {
     /// 200, `trainerStatus` written.
     Written,
     /// 200, no `trainerStatus` in the body: nothing written (upstream's behaviour).
@@ -36,23 +36,23 @@ pub enum Verdict {
     Error,
 }
 
-impl Verdict {
+impl StatusPostOutcome {
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Written => "written",
-            Verdict::Empty => "empty",
-            Verdict::Invalid => "invalid",
-            Verdict::Forbidden => "forbidden",
-            Verdict::NotFound => "not_found",
-            Verdict::TooLarge => "too_large",
-            Verdict::Busy => "busy",
-            Verdict::Error => "error",
+            StatusPostOutcome::Written => "written",
+            StatusPostOutcome::Empty => "empty",
+            StatusPostOutcome::Invalid => "invalid",
+            StatusPostOutcome::Forbidden => "forbidden",
+            StatusPostOutcome::NotFound => "not_found",
+            StatusPostOutcome::TooLarge => "too_large",
+            StatusPostOutcome::Busy => "busy",
+            StatusPostOutcome::Error => "error",
         }
     }
 }
 
-impl EncodeLabelValue for Verdict {
+impl EncodeLabelValue for StatusPostOutcome {
     fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
         EncodeLabelValue::encode(&self.as_str(), encoder)
     }
@@ -60,7 +60,7 @@ impl EncodeLabelValue for Verdict {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct VerdictLabel {
-    verdict: Verdict,
+    verdict: StatusPostOutcome,
 }
 
 /// Counters and latency of the status server. Register once, then pass to
@@ -105,7 +105,7 @@ impl StatusMetrics {
     }
 
     /// Records one answered request.
-    pub fn observe(&self, verdict: Verdict, took: Duration) {
+    pub fn observe(&self, verdict: StatusPostOutcome, took: Duration) {
         self.updates.get_or_create(&VerdictLabel { verdict }).inc();
         self.duration.observe(took.as_secs_f64());
     }
@@ -116,7 +116,7 @@ impl StatusMetrics {
     }
 
     /// Requests counted with `verdict`.
-    pub fn updates(&self, verdict: Verdict) -> u64 {
+    pub fn updates(&self, verdict: StatusPostOutcome) -> u64 {
         self.updates.get_or_create(&VerdictLabel { verdict }).get()
     }
 

@@ -18,30 +18,30 @@
 //! |---|---|
 //! | `Content-Length` over [`MAX_BODY`] (64 KiB) | 413 `RequestEntityTooLarge` |
 //! | not `POST` to the path above | 404 `NotFound` "Not found" |
-//! | token missing, not issued by the cluster, expired, for another audience, or of a ServiceAccount of another namespace ([`auth`]) | 403 `Forbidden` |
+//! | token missing, not issued by the cluster, expired, for another audience, or of a ServiceAccount of another namespace (a TokenReview, at most [`MAX_CONCURRENT_REVIEWS`] at once; answers cached briefly) | 403 `Forbidden` |
 //! | the token could not be reviewed | 500 `InternalError` |
 //! | body over 64 KiB while read | 413 |
-//! | body not an `UpdateTrainJobStatusRequest` ([`request::parse`]) | 422 `Invalid` "Invalid payload" |
+//! | body not an `UpdateTrainJobStatusRequest` ([`kubetrain_api::status_update::parse`]) | 422 `Invalid` "Invalid payload" |
 //! | no `trainerStatus` | 200, the request echoed, nothing written |
-//! | the status breaks the CRD's rules ([`request::validate`]) or the API server refuses it | 422 `Invalid` with the API server's message |
+//! | the status breaks the CRD's rules ([`kubetrain_api::status_update::validate`]) or the API server refuses it | 422 `Invalid` with the API server's message |
 //! | no such TrainJob | 404 "Train job not found" |
 //! | more than [`MAX_JOBS`] TrainJobs writing at once | 429 `TooManyRequests`, `Retry-After: 1` |
 //! | written | 200, the request echoed |
 //!
 //! The write is a JSON merge patch of `/status` with field manager [`FIELD_MANAGER`] (upstream's) that leaves
-//! `trainerStatus` as upstream's server-side apply does ([`request::merge_patch`]). Writes are coalesced per
-//! TrainJob ([`coalesce`]): one in flight, the newest waiting, older waiting ones superseded. Every replica
+//! `trainerStatus` as upstream's server-side apply does ([`kubetrain_api::status_update::merge_patch`]). Writes are coalesced per
+//! TrainJob: one in flight, the newest waiting, older waiting ones superseded. Every replica
 //! serves (upstream's runnable needs no leader election): the Service spreads pods over replicas.
 
-pub mod auth;
-pub mod coalesce;
-pub mod metrics;
-pub mod request;
+mod auth;
+mod coalesce;
+mod metrics;
 mod server;
 
 use std::time::Duration;
 
-pub use metrics::StatusMetrics;
+pub use auth::MAX_CONCURRENT_REVIEWS;
+pub use metrics::{StatusMetrics, StatusPostOutcome};
 pub use server::{StatusServer, StatusServerError, job_of};
 
 /// Upstream's default port (`statusServer.port`).

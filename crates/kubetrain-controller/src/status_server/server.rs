@@ -1,5 +1,5 @@
 //! The HTTPS server: upstream's routing, middleware order and answers around [`Authenticator`],
-//! [`request`](super::request) and [`Coalescer`].
+//! [`kubetrain_api::status_update`] and [`Coalescer`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -14,13 +14,13 @@ use rustls::crypto::CryptoProvider;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::auth::{Authenticator, Verdict as AuthVerdict};
-use super::coalesce::{Coalescer, Outcome};
-use super::metrics::{StatusMetrics, Verdict};
-use super::request::{echo, failure, invalid_message, merge_patch, parse, validate};
+use super::auth::{AuthVerdict, Authenticator};
+use super::coalesce::{Coalescer, WriteOutcome};
+use super::metrics::{StatusMetrics, StatusPostOutcome};
 use super::{FIELD_MANAGER, MAX_BODY, MAX_CONNECTIONS, MAX_JOBS, MAX_PER_SOURCE, REQUEST_DEADLINE};
 use crate::serving::{HttpResponse, Limits, respond, serve};
 use crate::webhook::tls::{ReloadingCert, server_config};
+use kubetrain_api::status_update::{echo, failure, invalid_message, merge_patch, parse, validate};
 
 /// Why the status server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -166,10 +166,10 @@ fn status(code: StatusCode, reason: &str, message: &str) -> HttpResponse {
 }
 
 /// Upstream's order: body size (from `Content-Length`), route, token, body, write.
-async fn handle(shared: &Shared, request: Request<Incoming>) -> (Verdict, HttpResponse) {
+async fn handle(shared: &Shared, request: Request<Incoming>) -> (StatusPostOutcome, HttpResponse) {
     let too_large = || {
         (
-            Verdict::TooLarge,
+            StatusPostOutcome::TooLarge,
             status(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "RequestEntityTooLarge",
@@ -189,7 +189,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> (Verdict, HttpRe
     let job = job_of(&path).filter(|_| request.method() == Method::POST);
     let Some((namespace, name)) = job else {
         return (
-            Verdict::NotFound,
+            StatusPostOutcome::NotFound,
             status(StatusCode::NOT_FOUND, "NotFound", "Not found"),
         );
     };
@@ -202,7 +202,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> (Verdict, HttpRe
         Ok(AuthVerdict::Denied(why)) => {
             tracing::debug!(%namespace, %name, %why, "status update refused");
             return (
-                Verdict::Forbidden,
+                StatusPostOutcome::Forbidden,
                 status(StatusCode::FORBIDDEN, "Forbidden", "Forbidden"),
             );
         }
@@ -227,7 +227,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> (Verdict, HttpRe
     };
     let Some(update) = update else {
         return (
-            Verdict::Empty,
+            StatusPostOutcome::Empty,
             respond(StatusCode::OK, "application/json", echo(None)),
         );
     };
@@ -240,16 +240,16 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> (Verdict, HttpRe
         .submit(namespace, name, merge_patch(&update))
         .await
     {
-        Ok(Outcome::Written) => (
-            Verdict::Written,
+        Ok(WriteOutcome::Written) => (
+            StatusPostOutcome::Written,
             respond(StatusCode::OK, "application/json", echo(Some(&update))),
         ),
-        Ok(Outcome::Invalid(message)) => invalid(&message),
-        Ok(Outcome::NotFound) => (
-            Verdict::NotFound,
+        Ok(WriteOutcome::Invalid(message)) => invalid(&message),
+        Ok(WriteOutcome::NotFound) => (
+            StatusPostOutcome::NotFound,
             status(StatusCode::NOT_FOUND, "NotFound", "Train job not found"),
         ),
-        Ok(Outcome::Failed(_)) => internal(),
+        Ok(WriteOutcome::Failed(_)) => internal(),
         Err(_busy) => {
             let mut response = status(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -260,25 +260,25 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> (Verdict, HttpRe
                 http::header::RETRY_AFTER,
                 http::HeaderValue::from_static("1"),
             );
-            (Verdict::Busy, response)
+            (StatusPostOutcome::Busy, response)
         }
     }
 }
 
-fn invalid(message: &str) -> (Verdict, HttpResponse) {
+fn invalid(message: &str) -> (StatusPostOutcome, HttpResponse) {
     (
-        Verdict::Invalid,
+        StatusPostOutcome::Invalid,
         status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message),
     )
 }
 
-fn invalid_payload() -> (Verdict, HttpResponse) {
+fn invalid_payload() -> (StatusPostOutcome, HttpResponse) {
     invalid("Invalid payload")
 }
 
-fn internal() -> (Verdict, HttpResponse) {
+fn internal() -> (StatusPostOutcome, HttpResponse) {
     (
-        Verdict::Error,
+        StatusPostOutcome::Error,
         status(
             StatusCode::INTERNAL_SERVER_ERROR,
             "InternalError",

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 
 use super::Route;
 use super::cluster::ClusterReader;
-use super::metrics::{Verdict, WebhookMetrics};
+use super::metrics::{ReviewOutcome, WebhookMetrics};
 
 /// A request body that is not an AdmissionReview with a request in it; answered with HTTP 400.
 #[derive(Debug, thiserror::Error)]
@@ -50,12 +50,24 @@ impl Admission {
         }
     }
 
-    /// Runs the `CustomValidation` plugins of `plugins` on every TrainJob create and update, after the
+    /// Runs the `CustomValidation` plugins of `plugins` on every TrainJob create and update, and their
+    /// `validate_runtime` on every TrainingRuntime and ClusterTrainingRuntime the webhook reviews, after the
     /// built-in rules; their errors deny with their field paths, as the built-in rules do. The operator passes
     /// the registry its controller renders with.
     pub fn with_plugins(mut self, plugins: Arc<Registry>) -> Self {
         self.plugins = Some(plugins);
         self
+    }
+
+    /// The registered plugins' findings about a runtime's spec (none without plugins, as upstream).
+    fn plugin_runtime_findings(
+        &self,
+        spec: &kubetrain_api::TrainingRuntimeSpec,
+    ) -> Vec<FieldError> {
+        self.plugins
+            .as_ref()
+            .map(|plugins| plugins.plugins().validate_runtime(spec))
+            .unwrap_or_default()
     }
 
     /// Reads referenced runtimes from `cache` (kept current by its watches) instead of a GET per review;
@@ -90,11 +102,11 @@ impl Admission {
         let answer = self.answer(route, body).await;
         if let Some(metrics) = &self.metrics {
             let verdict = match &answer {
-                Err(_) => Verdict::BadRequest,
+                Err(_) => ReviewOutcome::BadRequest,
                 Ok(review) => match &review.response {
-                    Some(response) if response.allowed => Verdict::Allowed,
-                    Some(response) if response.result.code >= 500 => Verdict::Error,
-                    _ => Verdict::Denied,
+                    Some(response) if response.allowed => ReviewOutcome::Allowed,
+                    Some(response) if response.result.code >= 500 => ReviewOutcome::Error,
+                    _ => ReviewOutcome::Denied,
                 },
             };
             metrics.observe(route, verdict, started.elapsed());
@@ -203,15 +215,14 @@ impl Admission {
                     return Ok(response);
                 }
                 let runtime: TrainingRuntime = object(request)?;
-                Ok(verdict(
-                    response,
-                    &validate_training_runtime(&runtime),
-                    true,
-                ))
+                let mut findings = validate_training_runtime(&runtime);
+                findings.extend(self.plugin_runtime_findings(&runtime.spec));
+                Ok(verdict(response, &findings, true))
             }
             Route::ValidateClusterTrainingRuntime => {
                 let runtime: ClusterTrainingRuntime = object(request)?;
-                let findings = validate_cluster_training_runtime(&runtime);
+                let mut findings = validate_cluster_training_runtime(&runtime);
+                findings.extend(self.plugin_runtime_findings(&runtime.spec));
                 // Upstream warns about a deprecated runtime on create only.
                 Ok(verdict(response, &findings, !update))
             }

@@ -32,7 +32,7 @@ pub const MAX_LIVE_READS: usize = 16;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use kubetrain_controller::mock::FakeApiServer;
+/// use kubetrain_test_support::FakeApiServer;
 /// use kubetrain_controller::webhook::RuntimeCache;
 ///
 /// let apiserver = FakeApiServer::start();

@@ -19,7 +19,7 @@ use super::Route;
 
 /// The outcome of one admission request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Verdict {
+pub enum ReviewOutcome {
     /// Allowed (possibly with warnings or a patch).
     Allowed,
     /// Denied by a rule, or the object did not decode.
@@ -30,19 +30,19 @@ pub enum Verdict {
     BadRequest,
 }
 
-impl Verdict {
+impl ReviewOutcome {
     /// The label value: `allowed`, `denied`, `error`, `bad_request`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Allowed => "allowed",
-            Verdict::Denied => "denied",
-            Verdict::Error => "error",
-            Verdict::BadRequest => "bad_request",
+            ReviewOutcome::Allowed => "allowed",
+            ReviewOutcome::Denied => "denied",
+            ReviewOutcome::Error => "error",
+            ReviewOutcome::BadRequest => "bad_request",
         }
     }
 }
 
-impl EncodeLabelValue for Verdict {
+impl EncodeLabelValue for ReviewOutcome {
     fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
         EncodeLabelValue::encode(&self.as_str(), encoder)
     }
@@ -51,7 +51,7 @@ impl EncodeLabelValue for Verdict {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ReviewLabels {
     webhook: &'static str,
-    verdict: Verdict,
+    verdict: ReviewOutcome,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -94,7 +94,7 @@ impl WebhookMetrics {
     }
 
     /// Records one answered review.
-    pub fn observe(&self, route: Route, verdict: Verdict, took: Duration) {
+    pub fn observe(&self, route: Route, verdict: ReviewOutcome, took: Duration) {
         let webhook = route.webhook_name();
         self.reviews
             .get_or_create(&ReviewLabels { webhook, verdict })
@@ -105,7 +105,7 @@ impl WebhookMetrics {
     }
 
     /// Reviews counted for `route` with `verdict` (for tests and diagnostics).
-    pub fn reviews(&self, route: Route, verdict: Verdict) -> u64 {
+    pub fn reviews(&self, route: Route, verdict: ReviewOutcome) -> u64 {
         self.reviews
             .get_or_create(&ReviewLabels {
                 webhook: route.webhook_name(),
@@ -125,22 +125,25 @@ mod tests {
         let metrics = WebhookMetrics::register(&mut registry);
         metrics.observe(
             Route::ValidateTrainJob,
-            Verdict::Denied,
+            ReviewOutcome::Denied,
             Duration::from_millis(3),
         );
         metrics.observe(
             Route::ValidateTrainJob,
-            Verdict::Denied,
+            ReviewOutcome::Denied,
             Duration::from_millis(1),
         );
         metrics.observe(
             Route::MutateTrainJob,
-            Verdict::Allowed,
+            ReviewOutcome::Allowed,
             Duration::from_micros(200),
         );
-        assert_eq!(metrics.reviews(Route::ValidateTrainJob, Verdict::Denied), 2);
         assert_eq!(
-            metrics.reviews(Route::ValidateTrainJob, Verdict::Allowed),
+            metrics.reviews(Route::ValidateTrainJob, ReviewOutcome::Denied),
+            2
+        );
+        assert_eq!(
+            metrics.reviews(Route::ValidateTrainJob, ReviewOutcome::Allowed),
             0
         );
         let mut text = String::new();

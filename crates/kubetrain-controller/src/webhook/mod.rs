@@ -22,13 +22,13 @@
 
 mod admission;
 mod cluster;
-pub mod metrics;
+mod metrics;
 mod server;
 pub mod tls;
 
 pub use admission::{Admission, BadReview, MAX_MESSAGE, MAX_WARNINGS};
 pub use cluster::{ClusterReader, RuntimeCache};
-pub use metrics::WebhookMetrics;
+pub use metrics::{ReviewOutcome, WebhookMetrics};
 pub use server::{FREE_BODY, MAX_BODY, ServerLimits, WebhookError, WebhookServer};
 
 /// The RBAC the webhooks need (cluster-wide reads only): the runtime a TrainJob references (watched by the

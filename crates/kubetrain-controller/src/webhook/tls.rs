@@ -182,7 +182,7 @@ fn load(
 }
 
 /// A TLS server configuration (HTTP/1.1) that serves `cert`, using `provider` for all cryptography.
-pub fn server_config(
+pub(crate) fn server_config(
     cert: Arc<ReloadingCert>,
     provider: Arc<CryptoProvider>,
 ) -> Result<rustls::ServerConfig, rustls::Error> {

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubetrain_controller::mock::{FakeApiServer, api_status};
-use kubetrain_controller::{Error, Leadership, Metrics, Settings};
-use serde_json::json;
+use kubetrain_controller::{ControllerMetrics, Error, Leadership, Settings};
+use kubetrain_test_support::fixtures::trainjob;
+use kubetrain_test_support::{FakeApiServer, api_status, insert_builtin_runtimes};
 
-use crate::support::{insert_builtin_runtimes, sent, wait_for};
+use crate::support::{sent, wait_for};
 
 const JOBSETS: (&str, &str) = ("jobset.x-k8s.io/v1alpha2", "jobsets");
 
@@ -16,11 +16,10 @@ fn server_with_jobs(n: usize) -> FakeApiServer {
     let server = FakeApiServer::start();
     insert_builtin_runtimes(&server);
     for i in 0..n {
-        server.insert(json!({
-            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": format!("job-{i}"), "namespace": "team-a", "uid": format!("uid-{i}")},
-            "spec": {"runtimeRef": {"name": "torch-distributed"}},
-        }));
+        let job = trainjob(&format!("job-{i}"))
+            .namespace("team-a")
+            .uid(&format!("uid-{i}"));
+        server.insert(job.json());
     }
     server
 }
@@ -29,7 +28,7 @@ fn server_with_jobs(n: usize) -> FakeApiServer {
 async fn a_follower_writes_nothing_until_it_leads() {
     let server = server_with_jobs(20);
     let (elect, leadership) = Leadership::channel();
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(ControllerMetrics::default());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let settings = Settings {
         leadership_poll: Duration::from_millis(20),
@@ -99,7 +98,7 @@ async fn start_up_fails_clearly_without_the_trainjob_crd() {
         server.client(),
         Settings::default(),
         Leadership::always(),
-        Arc::new(Metrics::default()),
+        Arc::new(ControllerMetrics::default()),
         std::future::pending(),
     )
     .await;

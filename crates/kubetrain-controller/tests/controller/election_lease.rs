@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kubetrain_controller::Leadership;
 use kubetrain_controller::election::{ElectionConfig, LeaderElector, Round};
-use kubetrain_controller::leadership::Leadership;
-use kubetrain_controller::mock::{FakeApiServer, api_status};
+use kubetrain_test_support::{FakeApiServer, api_status};
 use serde_json::{Value, json};
 
 const LEASE: &str =

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use kubetrain_controller::Metrics;
+use kubetrain_controller::ControllerMetrics;
 use kubetrain_controller::http::{Endpoints, Health};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
@@ -43,7 +43,7 @@ async fn get(addr: SocketAddr, method: Method, path: &str) -> (StatusCode, Strin
 #[tokio::test]
 async fn probes_and_metrics_are_served_and_readiness_follows_the_checks() {
     let mut registry = Registry::default();
-    let _metrics = Metrics::register(&mut registry);
+    let _metrics = ControllerMetrics::register(&mut registry);
     let scrapes = Counter::<u64>::default();
     registry.register(
         "test_scrapes",

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kubetrain_api::{FieldError, TrainJob};
-use kubetrain_controller::mock::FakeApiServer;
+use kubetrain_api::{FieldError, TrainJob, TrainingRuntimeSpec};
 use kubetrain_controller::webhook::{Admission, Route};
 use kubetrain_controller::{Operator, OperatorError, Settings};
 use kubetrain_jobset::object::{DynamicObject, child_meta};
@@ -16,9 +15,11 @@ use kubetrain_jobset::plugins::{BuildContext, ComponentBuilder, Registry, Render
 use kubetrain_jobset::{Object, RenderError, RenderOptions};
 use kubetrain_merge::plugins::{CustomValidation, EnforcePodGroupPolicy, Plugin};
 use kubetrain_merge::{Info, MergeError};
+use kubetrain_test_support::fixtures::trainjob;
+use kubetrain_test_support::{FakeApiServer, insert_builtin_runtimes};
 use serde_json::{Value, json};
 
-use crate::support::{insert_builtin_runtimes, wait_for};
+use crate::support::wait_for;
 
 const NS: &str = "team-a";
 const GANG_LABEL: &str = "toy.example.com/gang";
@@ -109,14 +110,25 @@ impl CustomValidation for MaxNodes {
             _ => Vec::new(),
         }
     }
+
+    /// A runtime whose own default is over the limit is refused before any TrainJob uses it.
+    fn validate_runtime(&self, runtime: &TrainingRuntimeSpec) -> Vec<FieldError> {
+        match runtime.ml_policy.as_ref().and_then(|p| p.num_nodes) {
+            Some(n) if n > 4 => vec![FieldError::error(
+                "spec.mlPolicy.numNodes",
+                format!("{n} nodes by default; this cluster runs at most 4 per TrainJob"),
+            )],
+            _ => Vec::new(),
+        }
+    }
 }
 
-fn trainjob(name: &str, num_nodes: i32) -> Value {
-    json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}")},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": num_nodes}},
-    })
+fn train_job(name: &str, num_nodes: i64) -> Value {
+    trainjob(name)
+        .namespace(NS)
+        .uid(&format!("uid-{name}"))
+        .num_nodes(num_nodes)
+        .json()
 }
 
 /// The owner reference a companion of TrainJob `name` carries.
@@ -132,7 +144,7 @@ fn owned_by(object: &Value, name: &str) -> bool {
 async fn an_operator_plugin_labels_the_pods_and_its_companions_are_applied_owned_by_the_trainjob() {
     let server = FakeApiServer::start();
     insert_builtin_runtimes(&server);
-    server.insert(trainjob("mnist", 3));
+    server.insert(train_job("mnist", 3));
     server.record_requests();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = Operator::new(Settings::default())
@@ -257,26 +269,79 @@ async fn the_webhook_denies_with_a_validation_plugins_field_path() {
             .unwrap();
         serde_json::to_value(answer).unwrap()["response"].clone()
     };
-    let denied = review(trainjob("big", 8)).await;
+    let denied = review(train_job("big", 8)).await;
     assert_eq!(denied["allowed"], false, "{denied:#}");
     assert_eq!(denied["status"]["code"], 403, "{denied:#}");
     assert_eq!(
         denied["status"]["message"],
         "spec.trainer.numNodes: plugin MaxNodes: 8 nodes; this cluster runs at most 4 per TrainJob: lower numNodes"
     );
-    let allowed = review(trainjob("small", 4)).await;
+    let allowed = review(train_job("small", 4)).await;
     assert_eq!(allowed["allowed"], true, "{allowed:#}");
 
     // Without the plugin the same TrainJob is admitted: the denial is the plugin's.
     let plain = Admission::new(api.client());
     let answer = plain
-        .review(Route::ValidateTrainJob, &create_review(trainjob("big", 8)))
+        .review(Route::ValidateTrainJob, &create_review(train_job("big", 8)))
         .await
         .unwrap();
     assert_eq!(
         serde_json::to_value(answer).unwrap()["response"]["allowed"],
         true
     );
+}
+
+/// The response to a ClusterTrainingRuntime create review of `object`.
+async fn review_runtime(admission: &Admission, object: Value) -> Value {
+    let mut body: Value = serde_json::from_slice(&create_review(object)).unwrap();
+    body["request"]["kind"]["kind"] = json!("ClusterTrainingRuntime");
+    body["request"]["resource"]["resource"] = json!("clustertrainingruntimes");
+    body["request"]["namespace"] = Value::Null;
+    let answer = admission
+        .review(
+            Route::ValidateClusterTrainingRuntime,
+            &serde_json::to_vec(&body).unwrap(),
+        )
+        .await
+        .unwrap();
+    serde_json::to_value(answer).unwrap()["response"].clone()
+}
+
+#[tokio::test]
+async fn the_runtime_webhook_denies_with_a_validation_plugins_field_path() {
+    let api = FakeApiServer::start();
+    let mut plugins = Registry::builtin(&RenderOptions::default());
+    plugins.register(MaxNodes).unwrap();
+    let admission = Admission::new(api.client()).with_plugins(Arc::new(plugins));
+    let runtime = |nodes: i64| {
+        json!({
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": format!("torch-{nodes}")},
+            "spec": {
+                "mlPolicy": {"numNodes": nodes, "torch": {}},
+                "template": {"spec": {"replicatedJobs": [{
+                    "name": "node",
+                    "template": {
+                        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                        "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "torch"}]}}},
+                    },
+                }]}},
+            },
+        })
+    };
+    let denied = review_runtime(&admission, runtime(8)).await;
+    assert_eq!(denied["allowed"], false, "{denied:#}");
+    assert_eq!(
+        denied["status"]["message"],
+        "spec.mlPolicy.numNodes: plugin MaxNodes: 8 nodes by default; this cluster runs at most 4 per TrainJob"
+    );
+    let allowed = review_runtime(&admission, runtime(4)).await;
+    assert_eq!(allowed["allowed"], true, "{allowed:#}");
+    // Without the plugin the same runtime is admitted: the denial is the plugin's.
+    let plain = Admission::new(api.client());
+    let answer = review_runtime(&plain, runtime(8)).await;
+    assert_eq!(answer["allowed"], true, "{answer:#}");
 }
 
 /// A self-signed `localhost` certificate in a directory for `Operator::webhooks`, and a TLS client trusting it.
@@ -339,13 +404,13 @@ async fn the_operators_webhook_runs_the_plugins_given_to_the_operator() {
     let addr = running.webhook_addr().expect("the webhook server runs");
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()));
 
-    let denied = post_review(&connector, addr, create_review(trainjob("big", 8))).await;
+    let denied = post_review(&connector, addr, create_review(train_job("big", 8))).await;
     assert_eq!(denied["allowed"], false, "{denied:#}");
     assert_eq!(
         denied["status"]["message"],
         "spec.trainer.numNodes: plugin MaxNodes: 8 nodes; this cluster runs at most 4 per TrainJob: lower numNodes"
     );
-    let allowed = post_review(&connector, addr, create_review(trainjob("small", 2))).await;
+    let allowed = post_review(&connector, addr, create_review(train_job("small", 2))).await;
     assert_eq!(allowed["allowed"], true, "{allowed:#}");
 
     running.stop();
@@ -359,7 +424,7 @@ async fn the_operators_webhook_runs_the_plugins_given_to_the_operator() {
 async fn a_watched_plugin_kind_reconciles_the_trainjob_that_owns_the_object() {
     let server = FakeApiServer::start();
     insert_builtin_runtimes(&server);
-    server.insert(trainjob("mnist", 2));
+    server.insert(train_job("mnist", 2));
     // A Gang owned by the TrainJob, stored by a server-side apply (the store keeps any kind applied to it).
     let gang_kind = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
         "toy.example.com",
@@ -399,7 +464,7 @@ async fn a_watched_plugin_kind_reconciles_the_trainjob_that_owns_the_object() {
     let mut held = server.hold(|r| r.method == "GET" && r.uri.contains("/gangs"));
     // A follower re-checking hourly: nothing but the watches triggers a reconcile.
     let (_elect, leadership) = kubetrain_controller::Leadership::channel();
-    let metrics = Arc::new(kubetrain_controller::Metrics::default());
+    let metrics = Arc::new(kubetrain_controller::ControllerMetrics::default());
     let settings = Settings {
         owned_kinds: vec![gang_kind],
         follower_requeue: Duration::from_secs(3600),

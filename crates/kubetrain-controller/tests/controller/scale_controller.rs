@@ -7,12 +7,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubetrain_controller::mock::FakeApiServer;
-use kubetrain_controller::{Leadership, Metrics, Settings};
+use kubetrain_controller::{ControllerMetrics, Leadership, Settings};
+use kubetrain_test_support::fixtures::trainjob;
+use kubetrain_test_support::{FakeApiServer, builtin_runtime};
 use prometheus_client::registry::Registry;
 use serde_json::json;
-
-use crate::support::builtin_runtime;
 
 const JOBSETS: (&str, &str) = ("jobset.x-k8s.io/v1alpha2", "jobsets");
 const CONFIGMAPS: (&str, &str) = ("v1", "configmaps");
@@ -21,12 +20,11 @@ fn server_with(jobs: usize, namespaces: usize) -> FakeApiServer {
     let server = FakeApiServer::start();
     server.insert(builtin_runtime("torch-distributed"));
     for i in 0..jobs {
-        server.insert(json!({
-            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": format!("job-{i}"), "namespace": format!("team-{}", i % namespaces),
-                         "uid": format!("trainjob-uid-{i}")},
-            "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 1 + (i % 4)}},
-        }));
+        let job = trainjob(&format!("job-{i}"))
+            .namespace(&format!("team-{}", i % namespaces))
+            .uid(&format!("trainjob-uid-{i}"))
+            .num_nodes(1 + (i % 4) as i64);
+        server.insert(job.json());
     }
     server
 }
@@ -42,14 +40,14 @@ fn peak_rss_kib() -> Option<u64> {
 
 struct Outcome {
     elapsed: Duration,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ControllerMetrics>,
     registry: Registry,
 }
 
 /// Runs the controller until every TrainJob has a JobSet, then shuts it down gracefully.
 async fn reconcile_all(server: &FakeApiServer, jobs: usize, settings: Settings) -> Outcome {
     let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
+    let metrics = ControllerMetrics::register(&mut registry);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let start = Instant::now();
     let controller = tokio::spawn(kubetrain_controller::run(

@@ -1,22 +1,20 @@
 //! The status server end to end: a real HTTPS server on loopback with a self-signed certificate, requests as
 //! the Python SDK sends them, tokens reviewed and statuses written by the in-memory API server
-//! (`FakeApiServer`); and the per-TrainJob coalescing against the same server holding each status write
-//! until the test releases it.
+//! (`FakeApiServer`). The per-TrainJob coalescing has its unit tests next to it (`src/status_server/coalesce.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use kubetrain_controller::mock::{FakeApiServer, FakeToken, Held, HeldRequest};
-use kubetrain_controller::status_server::auth::{MAX_CONCURRENT_REVIEWS, audience};
-use kubetrain_controller::status_server::coalesce::{Busy, Coalescer, Outcome};
-use kubetrain_controller::status_server::metrics::Verdict;
-use kubetrain_controller::status_server::{MAX_BODY, StatusMetrics, StatusServer};
+use kubetrain_controller::status_server::{
+    MAX_BODY, MAX_CONCURRENT_REVIEWS, StatusMetrics, StatusPostOutcome, StatusServer,
+};
+use kubetrain_merge::plugins::trainjobstatus::token_audience as audience;
+use kubetrain_test_support::fixtures::trainjob;
+use kubetrain_test_support::{FakeApiServer, FakeToken};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -44,13 +42,9 @@ struct Fixture {
 /// The API server holding the TrainJob `team-a/mnist`.
 fn api_with_job() -> FakeApiServer {
     let api = FakeApiServer::start();
-    api.insert(json!({
-            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": JOB, "namespace": NS},
-            "spec": {"runtimeRef": {"name": "torch-distributed"}},
-            "status": {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed",
-                "message": "TrainJob is resumed", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
-    }));
+    let resumed = json!([{"type": "Suspended", "status": "False", "reason": "Resumed",
+        "message": "TrainJob is resumed", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    api.insert(trainjob(JOB).namespace(NS).conditions(resumed).json());
     api
 }
 
@@ -280,7 +274,7 @@ async fn a_valid_update_is_written_as_upstream_writes_it_and_echoed() {
         f.trainer_status(),
         json!({"progressPercentage": 41, "lastUpdatedTime": "2026-12-01T14:38:40Z"})
     );
-    assert_eq!(f.metrics.updates(Verdict::Written), 2);
+    assert_eq!(f.metrics.updates(StatusPostOutcome::Written), 2);
     // One TokenReview: the accepted token is cached.
     assert_eq!(f.api.stats().token_reviews, 1);
     f.stop().await;
@@ -426,9 +420,9 @@ async fn table_of_refusals() {
     }
     assert_eq!(f.trainer_status(), Value::Null, "nothing was written");
     assert_eq!(f.api.stats().status_patches, 0);
-    assert_eq!(f.metrics.updates(Verdict::Forbidden), 7);
-    assert_eq!(f.metrics.updates(Verdict::Invalid), 4);
-    assert_eq!(f.metrics.updates(Verdict::Empty), 1);
+    assert_eq!(f.metrics.updates(StatusPostOutcome::Forbidden), 7);
+    assert_eq!(f.metrics.updates(StatusPostOutcome::Invalid), 4);
+    assert_eq!(f.metrics.updates(StatusPostOutcome::Empty), 1);
     f.stop().await;
 }
 
@@ -492,82 +486,7 @@ async fn paths_sizes_and_missing_jobs() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(answer["message"], "Train job not found");
-    assert_eq!(f.metrics.updates(Verdict::TooLarge), 2);
-    assert_eq!(f.metrics.updates(Verdict::NotFound), 7);
+    assert_eq!(f.metrics.updates(StatusPostOutcome::TooLarge), 2);
+    assert_eq!(f.metrics.updates(StatusPostOutcome::NotFound), 7);
     f.stop().await;
-}
-
-/// The next status write the API server holds: its body, checked to be our field manager's patch of
-/// `team-a/<job>`'s status.
-async fn next_patch(held: &mut Held, job: &str) -> HeldRequest {
-    let patch = tokio::time::timeout(PATIENCE, held.next())
-        .await
-        .expect("a status patch in time")
-        .expect("the API server is alive");
-    assert_eq!(patch.request.method, "PATCH");
-    let uri = &patch.request.uri;
-    assert!(uri.starts_with(&format!("{}?", path(NS, job))), "{uri}");
-    assert!(uri.contains("fieldManager=trainer-status"), "{uri}");
-    patch
-}
-
-#[tokio::test]
-async fn a_flood_from_one_job_is_coalesced_to_one_write_in_flight_and_the_newest_waiting() {
-    let api = api_with_job();
-    api.record_requests();
-    let mut held = api.hold(|r| r.method == "PATCH");
-    let superseded = Arc::new(AtomicU64::new(0));
-    let counted = superseded.clone();
-    let writes = Coalescer::new(api.client(), "trainer-status", 1, move || {
-        counted.fetch_add(1, Ordering::Relaxed);
-    });
-    let submit = |n: i64| {
-        let writes = writes.clone();
-        tokio::spawn(async move { writes.submit(NS, JOB, json!({"n": n})).await })
-    };
-
-    let first = submit(0);
-    let in_flight = next_patch(&mut held, JOB).await;
-    assert_eq!(in_flight.request.body, json!({"n": 0}));
-    // While the first write is in flight, 100 more arrive; each replaces the one waiting.
-    let mut later = Vec::new();
-    for n in 1..=100 {
-        later.push(submit(n));
-        // Wait until this update is the waiting one (it was taken by the lock) before sending the next.
-        while superseded.load(Ordering::Relaxed) + 1 < n as u64 {
-            tokio::task::yield_now().await;
-        }
-    }
-    while superseded.load(Ordering::Relaxed) < 99 {
-        tokio::task::yield_now().await;
-    }
-    // Another TrainJob while this one holds the only slot: busy, not queued.
-    assert_eq!(writes.submit(NS, "other", json!({})).await, Err(Busy));
-
-    in_flight.release();
-    assert_eq!(first.await.unwrap(), Ok(Outcome::Written));
-    let second = next_patch(&mut held, JOB).await;
-    assert_eq!(
-        second.request.body,
-        json!({"n": 100}),
-        "only the newest update is written"
-    );
-    second.release();
-    for waiter in later {
-        assert_eq!(waiter.await.unwrap(), Ok(Outcome::Written));
-    }
-    assert_eq!(superseded.load(Ordering::Relaxed), 99);
-    // The writer ended: the slot is free for other TrainJobs.
-    while writes.active() > 0 {
-        tokio::task::yield_now().await;
-    }
-    let other = {
-        let writes = writes.clone();
-        tokio::spawn(async move { writes.submit(NS, "other", json!({})).await })
-    };
-    // No TrainJob "other" is stored: the API server answers 404 NotFound.
-    next_patch(&mut held, "other").await.release();
-    assert_eq!(other.await.unwrap(), Ok(Outcome::NotFound));
-    // Two writes for 101 updates of one TrainJob, one for the other; nothing else was sent.
-    assert_eq!(api.requests().len(), 3, "{:?}", api.requests());
 }

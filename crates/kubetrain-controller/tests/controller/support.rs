@@ -1,15 +1,15 @@
-//! Helpers the modules share: a self-signed TLS setup for the loopback servers, the built-in runtimes as the
-//! API server holds them, the fake API server's request log as lines, and waiting on a condition.
+//! Helpers the modules share: a self-signed TLS setup for the loopback servers, the fake API server's request
+//! log as lines, and waiting on a condition (the built-in runtimes and TrainJob fixtures come from
+//! kubetrain-test-support).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubetrain_controller::mock::FakeApiServer;
 use kubetrain_controller::webhook::tls::{CERT_FILE, KEY_FILE, ReloadingCert};
+use kubetrain_test_support::FakeApiServer;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::ServerName;
-use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -61,22 +61,6 @@ impl Tls {
         .await
         .expect("TLS handshake in time")
         .expect("TLS handshake with the server's self-signed certificate")
-    }
-}
-
-/// The built-in ClusterTrainingRuntime `name` as JSON.
-pub fn builtin_runtime(name: &str) -> Value {
-    let runtime = kubetrain_jobset::builtin::runtimes()
-        .into_iter()
-        .find(|r| r.name() == name)
-        .unwrap_or_else(|| panic!("no built-in runtime {name}"));
-    serde_json::to_value(runtime).unwrap()
-}
-
-/// Stores every built-in ClusterTrainingRuntime in `server`.
-pub fn insert_builtin_runtimes(server: &FakeApiServer) {
-    for runtime in kubetrain_jobset::builtin::runtimes() {
-        server.insert(serde_json::to_value(runtime).unwrap());
     }
 }
 

@@ -5,17 +5,17 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use kubetrain_controller::mock::FakeApiServer;
 use kubetrain_controller::webhook::{
     Admission, MAX_BODY, MAX_MESSAGE, Route, RuntimeCache, ServerLimits, WebhookServer,
 };
+use kubetrain_test_support::{FakeApiServer, insert_builtin_runtimes};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_rustls::client::TlsStream;
 
-use crate::support::{Tls, Tricklers, insert_builtin_runtimes, wait_for};
+use crate::support::{Tls, Tricklers, wait_for};
 
 const NS: &str = "team-a";
 /// How long any single step may take before the test gives up (generous: the machine may be loaded).
@@ -157,12 +157,10 @@ fn review(object: Value) -> Vec<u8> {
 }
 
 fn trainjob(trainer: Value) -> Value {
-    json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "llm", "namespace": NS},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer},
-    })
+    kubetrain_test_support::fixtures::trainjob("llm")
+        .namespace(NS)
+        .trainer(trainer)
+        .json()
 }
 
 fn quick(deadline: Duration) -> ServerLimits {

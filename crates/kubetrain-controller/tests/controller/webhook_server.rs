@@ -11,13 +11,14 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kubetrain_controller::mock::{FakeApiServer, api_status};
-use kubetrain_controller::webhook::metrics::Verdict;
-use kubetrain_controller::webhook::{Admission, Route, WebhookMetrics, WebhookServer};
+use kubetrain_controller::webhook::{
+    Admission, ReviewOutcome, Route, WebhookMetrics, WebhookServer,
+};
+use kubetrain_test_support::{FakeApiServer, api_status, builtin_runtime as builtin};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::support::{Tls, builtin_runtime as builtin, sent};
+use crate::support::{Tls, sent};
 
 const NS: &str = "team-a";
 const CLUSTER_RUNTIMES: &str = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes";
@@ -140,12 +141,10 @@ fn review(operation: &str, kind: &str, resource: &str, object: Value, old: Optio
 }
 
 fn trainjob(spec: Value) -> Value {
-    json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "llm", "namespace": NS},
-        "spec": spec,
-    })
+    kubetrain_test_support::fixtures::trainjob("llm")
+        .namespace(NS)
+        .spec(spec)
+        .json()
 }
 
 fn message(response: &Value) -> &str {
@@ -199,12 +198,13 @@ async fn every_error_is_reported_with_its_field_path() {
         "{message}"
     );
     assert_eq!(
-        fx.metrics.reviews(Route::ValidateTrainJob, Verdict::Denied),
+        fx.metrics
+            .reviews(Route::ValidateTrainJob, ReviewOutcome::Denied),
         1
     );
     assert_eq!(
         fx.metrics
-            .reviews(Route::ValidateTrainJob, Verdict::Allowed),
+            .reviews(Route::ValidateTrainJob, ReviewOutcome::Allowed),
         0
     );
     assert!(
@@ -290,7 +290,8 @@ async fn an_unreadable_runtime_is_an_internal_error_not_an_allow() {
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 500);
     assert_eq!(
-        fx.metrics.reviews(Route::ValidateTrainJob, Verdict::Error),
+        fx.metrics
+            .reviews(Route::ValidateTrainJob, ReviewOutcome::Error),
         1
     );
     assert!(
@@ -617,7 +618,7 @@ async fn malformed_requests_get_http_errors_and_the_server_keeps_serving() {
     assert!(String::from_utf8_lossy(&body).contains("not an AdmissionReview"));
     assert_eq!(
         fx.metrics
-            .reviews(Route::ValidateTrainJob, Verdict::BadRequest),
+            .reviews(Route::ValidateTrainJob, ReviewOutcome::BadRequest),
         1
     );
 

@@ -13,9 +13,10 @@ use reqwest::{Client, StatusCode, Url};
 
 use super::hub_listing::{self, ChannelReader, Sibling};
 use super::{Listing, Opened};
-use crate::config::{HF_MODEL_ALLOW_PATTERNS, InitConfig, Kind};
+use crate::config::{HF_MODEL_ALLOW_PATTERNS, InitConfig};
 use crate::deadline::Limits;
 use crate::error::{Attempt, InitError, chain, shorten};
+use crate::kind::Kind;
 use crate::pattern::PatternSet;
 use crate::remote::{Checksum, RemoteFile};
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use kubetrain_initializer::testing::MemoryS3Server;
 use kubetrain_initializer::{InitConfig, InitError, Kind, ProgressMode, StorageUri, initialize};
+use kubetrain_test_support::MemoryS3Server;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 

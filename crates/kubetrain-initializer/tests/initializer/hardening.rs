@@ -6,10 +6,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kubetrain_initializer::testing::{HubRepo, HubTestServer, MemoryS3Server};
 use kubetrain_initializer::{
     InitConfig, InitError, Kind, ProgressMode, StorageUri, Summary, initialize,
 };
+use kubetrain_test_support::{HubRepo, HubTestServer, MemoryS3Server};
 use md5::Digest as _;
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";

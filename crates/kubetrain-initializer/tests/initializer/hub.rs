@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kubetrain_initializer::testing::{HubRepo, HubTestServer};
 use kubetrain_initializer::{InitConfig, InitError, Kind, ProgressMode, initialize};
+use kubetrain_test_support::{HubRepo, HubTestServer};
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kubetrain_initializer::testing::S3TestServer;
+use kubetrain_initializer::s3_server::S3Server;
 use kubetrain_initializer::{
     InitConfig, InitError, Kind, PatternSet, ProgressMode, StorageUri, Summary, initialize,
 };
@@ -34,14 +34,14 @@ fn content(key: &str, len: usize) -> Vec<u8> {
 
 struct Fixture {
     _root: tempfile::TempDir,
-    server: S3TestServer,
+    server: S3Server,
     /// Keys below the `alpaca/` prefix with their content.
     objects: Vec<(String, Vec<u8>)>,
 }
 
 async fn fixture() -> Fixture {
     let root = tempfile::tempdir().unwrap();
-    let server = S3TestServer::start(root.path(), AK, SK).unwrap();
+    let server = S3Server::start(root.path(), AK, SK).unwrap();
     server.create_bucket("datasets").unwrap();
     let store = server.store("datasets").unwrap();
     let mut objects = Vec::new();
@@ -98,7 +98,7 @@ async fn fixture() -> Fixture {
     }
 }
 
-fn config(server: &S3TestServer, uri: &str, kind: Kind, dest: &Path) -> InitConfig {
+fn config(server: &S3Server, uri: &str, kind: Kind, dest: &Path) -> InitConfig {
     let mut config = InitConfig::new(kind, StorageUri::parse(uri, kind).unwrap());
     config.destination = dest.to_path_buf();
     config.s3.endpoint = Some(server.endpoint());
@@ -324,7 +324,7 @@ async fn bad_input_fails_with_one_clear_error_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_server_used_by_the_throughput_bench_serves_the_same_protocol() {
     within(async {
-        use kubetrain_initializer::testing::MemoryS3Server;
+        use kubetrain_test_support::MemoryS3Server;
         let objects: Vec<(String, bytes::Bytes)> = (0..3)
             .map(|i| {
                 let key = format!("blob/{i:02}.bin");
