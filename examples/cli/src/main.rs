@@ -45,6 +45,8 @@ enum Command {
     /// The GPU-cluster acceptance test: queue, staging, benchmark, training, checkpoint restore, labels, cost.
     Acceptance(cmd::acceptance::AcceptanceArgs),
     // subcommands: acceptance (issue 17)
+    /// Training Operator v1 jobs (PyTorchJob, TFJob, MPIJob, ...) to TrainJobs and runtimes, with a report.
+    Migrate(cmd::migrate::MigrateArgs),
 }
 
 /// The exit status of a process that wrote into a closed pipe: what a shell reports for one killed by SIGPIPE
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         // dispatch: submit, get, list, logs, wait, delete, runtimes (issue 6)
         Command::Acceptance(args) => cmd::acceptance::run(args),
         // dispatch: acceptance (issue 17)
+        Command::Migrate(args) => cmd::migrate::run(args),
     };
     match result {
         Ok(code) => code,

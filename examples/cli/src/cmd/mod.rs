@@ -17,6 +17,7 @@ pub(crate) mod jobs;
 // modules: jobs (issue 6)
 pub(crate) mod acceptance;
 // modules: acceptance (issue 17)
+pub(crate) mod migrate;
 
 /// Reads a whole input file, or stdin for `-`.
 pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {

@@ -8,6 +8,7 @@ mod acceptance;
 mod guidance;
 mod jobs;
 mod local_identity;
+mod migrate;
 mod queue;
 mod render;
 mod run;

@@ -1,0 +1,256 @@
+//! One replica type's pod template made into a runtime's, and the TrainJob's trainer taken out of it.
+
+use k8s_openapi::api::batch::v1::{
+    PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement, PodFailurePolicyRule,
+};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
+use kubetrain_api::Trainer;
+use kubetrain_api::constants::NODE;
+
+use crate::MigrateError;
+use crate::kinds::{self, World};
+use crate::report::Report;
+use crate::v1::{Kind, ReplicaSpec, RestartPolicy, V1Job};
+
+/// One replica type's pod template, made into a runtime's: the main container named `node`, the restart
+/// policy on the pod, the retryable exit codes of `ExitCode` as a pod failure policy.
+pub(super) struct Role {
+    /// The v1 path of the replica spec, for the report.
+    pub(super) path: String,
+    /// The pod template, the main container named `node`.
+    pub(super) template: PodTemplateSpec,
+    /// The main container's index.
+    main: usize,
+    /// `ExitCode`'s permanent exit codes, for the Job.
+    pub(super) pod_failure_policy: Option<PodFailurePolicy>,
+}
+
+impl Role {
+    pub(super) fn build(
+        kind: Kind,
+        spec: &ReplicaSpec,
+        path: &str,
+        main_name: Option<&str>,
+        fail: &dyn Fn(&str, &str) -> MigrateError,
+        report: &mut Report,
+    ) -> Result<Role, MigrateError> {
+        let mut template = spec.template.clone();
+        let pod = template.spec.get_or_insert_with(PodSpec::default);
+        if pod.containers.is_empty() {
+            return Err(fail(
+                &format!("{path}.template.spec.containers"),
+                "a replica needs at least one container",
+            ));
+        }
+        let wanted = main_name.unwrap_or(kind.default_container());
+        let main = pod
+            .containers
+            .iter()
+            .position(|c| c.name == wanted)
+            .unwrap_or(0);
+        let container = &mut pod.containers[main];
+        let container_path = format!("{path}.template.spec.containers[{main}]");
+        if container.image.as_deref().unwrap_or("").is_empty() {
+            return Err(fail(
+                &format!("{container_path}.image"),
+                "the main container needs an image",
+            ));
+        }
+        if container.name != NODE {
+            report.changed(
+                format!("{container_path}.name"),
+                format!(
+                    "container {:?} is named \"node\": the runtime's trainer container (TrainJob overrides apply to it)",
+                    container.name
+                ),
+            );
+            container.name = NODE.to_owned();
+        }
+        if pod.containers.iter().filter(|c| c.name == NODE).count() > 1 {
+            return Err(fail(
+                &format!("{path}.template.spec.containers"),
+                "another container is named \"node\", the name the trainer container takes; rename it",
+            ));
+        }
+        let policy = spec.restart_policy.unwrap_or(kind.default_restart_policy());
+        let pod_failure_policy =
+            restart_policy(policy, spec.restart_policy.is_some(), path, pod, report);
+        Ok(Role {
+            path: path.to_owned(),
+            template,
+            main,
+            pod_failure_policy,
+        })
+    }
+
+    pub(super) fn pod(&mut self) -> &mut PodSpec {
+        self.template.spec.get_or_insert_with(PodSpec::default)
+    }
+
+    /// The main container (always there once built).
+    pub(super) fn main(&self) -> Option<&Container> {
+        self.template.spec.as_ref()?.containers.get(self.main)
+    }
+
+    fn main_mut(&mut self) -> Option<&mut Container> {
+        let main = self.main;
+        self.pod().containers.get_mut(main)
+    }
+}
+
+/// Sets the pod's restart policy from v1's; `ExitCode` also gives the pod failure policy that fails the job
+/// on permanent exit codes (1-127), as v1 did, and retries the rest.
+fn restart_policy(
+    policy: RestartPolicy,
+    explicit: bool,
+    path: &str,
+    pod: &mut PodSpec,
+    report: &mut Report,
+) -> Option<PodFailurePolicy> {
+    let (pod_policy, note) = match policy {
+        RestartPolicy::OnFailure | RestartPolicy::Never => (policy.as_str(), None),
+        RestartPolicy::Always => (
+            "OnFailure",
+            Some("Always -> the pod's OnFailure: Kubernetes Jobs do not allow Always; a container that exits 0 is done".to_owned()),
+        ),
+        RestartPolicy::ExitCode => (
+            "Never",
+            Some(
+                "ExitCode -> the pod's Never plus a Job podFailurePolicy: exit codes 1-127 of container node fail the \
+                 job at once, others recreate the pod (within the Job's backoffLimit), as v1 did"
+                    .to_owned(),
+            ),
+        ),
+    };
+    let template_policy = pod.restart_policy.replace(pod_policy.to_owned());
+    if template_policy.as_deref().is_some_and(|p| p != pod_policy) {
+        report.changed(
+            format!("{path}.template.spec.restartPolicy"),
+            format!("v1 replaced it with the replica's restart policy; the runtime's pod has {pod_policy}"),
+        );
+    }
+    let path = format!("{path}.restartPolicy");
+    match note {
+        Some(note) => report.changed(path, note),
+        None if explicit => report.exact(
+            path,
+            format!("the runtime's pod restartPolicy {pod_policy}"),
+        ),
+        None => {}
+    }
+    (policy == RestartPolicy::ExitCode).then(|| PodFailurePolicy {
+        rules: vec![PodFailurePolicyRule {
+            action: "FailJob".to_owned(),
+            on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                container_name: Some(NODE.to_owned()),
+                operator: "In".to_owned(),
+                values: (1..=127).collect(),
+            }),
+            on_pod_conditions: None,
+        }],
+    })
+}
+
+/// The TrainJob's trainer: the image, command, args, env and resources of the trainer role's main container
+/// (moved out of the runtime so that jobs of the same shape share it), plus v1's rendezvous env.
+pub(super) fn trainer(
+    kind: Kind,
+    role: &mut Role,
+    world: &World<'_>,
+    report: &mut Report,
+) -> Trainer {
+    let path = format!("{}.template.spec.containers[{}]", role.path, role.main);
+    let Some(container) = role.main_mut() else {
+        return Trainer::default();
+    };
+    let mut trainer = Trainer {
+        image: container.image.clone(),
+        command: container.command.take(),
+        args: container.args.take(),
+        ..Trainer::default()
+    };
+    report.exact(format!("{path}.image"), "spec.trainer.image");
+    if trainer.command.is_some() {
+        report.exact(format!("{path}.command"), "spec.trainer.command");
+    }
+    if trainer.args.is_some() {
+        report.exact(format!("{path}.args"), "spec.trainer.args");
+    }
+    // MPI: the launcher's resources stay on the launcher (TrainJob resources would apply to the workers too).
+    if kind != Kind::MPIJob {
+        trainer.resources_per_node = container.resources.take();
+        if trainer.resources_per_node.is_some() {
+            report.exact(format!("{path}.resources"), "spec.trainer.resourcesPerNode");
+        }
+    }
+    let reserved = kinds::reserved_env(kind);
+    let (aliases, note) = world.env();
+    let mut env: Vec<EnvVar> = Vec::new();
+    for var in container.env.take().unwrap_or_default() {
+        if reserved.contains(&var.name.as_str()) {
+            report.changed(
+                format!("{path}.env[{}]", var.name),
+                format!(
+                    "{} is set by the {kind} runtime's ML policy for the same world; dropped",
+                    var.name
+                ),
+            );
+        } else {
+            env.push(var);
+        }
+    }
+    if !env.is_empty() {
+        report.exact(format!("{path}.env"), "spec.trainer.env");
+    }
+    if !note.is_empty() {
+        report.changed("(v1 operator env)", note);
+    }
+    for alias in aliases {
+        // A name the user set wins, as it came first in v1's env list.
+        if !env.iter().any(|e| e.name == alias.name) {
+            env.push(alias);
+        }
+    }
+    trainer.env = env;
+    trainer
+}
+
+pub(super) fn procs_per_node(job: &V1Job) -> i32 {
+    match job {
+        V1Job::PyTorch(j) => j
+            .spec
+            .nproc_per_node
+            .as_deref()
+            .and_then(|n| n.parse().ok())
+            .filter(|n: &i32| *n >= 1)
+            .unwrap_or(1),
+        _ => 1,
+    }
+}
+
+/// PyTorchJob's `nprocPerNode`: an integer is carried; without one, v1 ran one process per node, which the
+/// TrainJob says explicitly (V2's default is one per GPU, or per CPU).
+pub(super) fn num_proc_per_node(job: &V1Job, report: &mut Report) -> Option<i32> {
+    let V1Job::PyTorch(j) = job else {
+        return None;
+    };
+    match j.spec.nproc_per_node.as_deref() {
+        None => Some(1),
+        Some(text) => match text.parse::<i32>() {
+            Ok(n) if n >= 1 => {
+                report.exact("spec.nprocPerNode", "spec.trainer.numProcPerNode");
+                Some(n)
+            }
+            _ => {
+                report.changed(
+                    "spec.nprocPerNode",
+                    format!(
+                        "{text:?}: spec.trainer.numProcPerNode is left unset, V2's auto: one process per GPU, else per \
+                         CPU (v1 gave WORLD_SIZE as if one process ran per node)"
+                    ),
+                );
+                None
+            }
+        },
+    }
+}

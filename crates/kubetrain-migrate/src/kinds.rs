@@ -1,0 +1,201 @@
+//! What differs between the six kinds: which replica types become the trainer's nodes, the ML policy and
+//! built-in runtime, and the env the v1 operator gave every process, rebuilt for the same world.
+
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
+use kubetrain_api::constants::{MPI_RESERVED_ENV, TORCH_RESERVED_ENV, XGBOOST_RESERVED_ENV};
+use kubetrain_api::{
+    JAXMLPolicySource, MLPolicySource, MPIImplementation, MPIMLPolicySource, TorchMLPolicySource,
+    XGBoostMLPolicySource,
+};
+
+// The Job completion index of a pod: its rank among the nodes.
+use kubetrain_merge::plugins::COMPLETION_INDEX_FIELD_PATH as COMPLETION_INDEX;
+
+use crate::v1::{Kind, ReplicaSpecs};
+
+/// The replica types whose pods are the trainer's nodes, rank 0 first (v1 ranks Master before Worker).
+pub(crate) fn node_roles(kind: Kind, specs: &ReplicaSpecs) -> Vec<&'static str> {
+    let present = |role: &&str| specs.contains_key(*role);
+    match kind {
+        Kind::PyTorchJob | Kind::XGBoostJob | Kind::PaddleJob => {
+            ["Master", "Worker"].into_iter().filter(present).collect()
+        }
+        Kind::JAXJob | Kind::MPIJob => ["Worker"].into_iter().filter(present).collect(),
+        // TF: the workers train; without workers the chief (or master) is the one node.
+        Kind::TFJob => ["Worker", "Chief", "Master"]
+            .into_iter()
+            .filter(present)
+            .take(1)
+            .collect(),
+    }
+}
+
+/// The ML policy of a runtime for `kind`; `None` is PlainML (TFJob, PaddleJob).
+pub(crate) fn ml_policy(kind: Kind, slots_per_worker: Option<i32>) -> Option<MLPolicySource> {
+    match kind {
+        Kind::PyTorchJob => Some(MLPolicySource::Torch(TorchMLPolicySource::default())),
+        Kind::XGBoostJob => Some(MLPolicySource::Xgboost(XGBoostMLPolicySource {})),
+        Kind::JAXJob => Some(MLPolicySource::Jax(JAXMLPolicySource {})),
+        Kind::MPIJob => Some(MLPolicySource::Mpi(MPIMLPolicySource {
+            num_proc_per_node: Some(slots_per_worker.unwrap_or(1)),
+            mpi_implementation: Some(MPIImplementation::OpenMPI),
+            ssh_auth_mount_path: None,
+            run_launcher_as_node: Some(false),
+        })),
+        Kind::TFJob | Kind::PaddleJob => None,
+    }
+}
+
+/// The built-in ClusterTrainingRuntime a job of `kind` with a plain template can use.
+pub(crate) fn builtin_runtime(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::PyTorchJob => Some("torch-distributed"),
+        Kind::XGBoostJob => Some("xgboost-distributed"),
+        Kind::JAXJob => Some("jax-distributed"),
+        _ => None,
+    }
+}
+
+/// Env names the V2 plugin of `kind` owns: a TrainJob may not set them.
+pub(crate) fn reserved_env(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::PyTorchJob => &TORCH_RESERVED_ENV,
+        Kind::XGBoostJob => &XGBOOST_RESERVED_ENV,
+        Kind::MPIJob => &MPI_RESERVED_ENV,
+        _ => &[],
+    }
+}
+
+/// The world a job runs in, as the v1 operator computed it.
+pub(crate) struct World<'a> {
+    pub(crate) kind: Kind,
+    /// The TrainJob's (and the v1 job's) name.
+    pub(crate) name: &'a str,
+    /// Pods of the node roles.
+    pub(crate) nodes: i32,
+    /// Processes per node (PyTorchJob `nprocPerNode` as an integer, else 1).
+    pub(crate) procs_per_node: i32,
+    /// The port the v1 operator told processes to meet on.
+    pub(crate) port: i32,
+    /// Whether the job had a Master replica (v1 sets the master env only then for XGBoost).
+    pub(crate) has_master: bool,
+}
+
+impl World<'_> {
+    /// The DNS name of node `index` of the TrainJob's JobSet.
+    fn node_host(&self, index: i32) -> String {
+        format!("{name}-node-0-{index}.{name}", name = self.name)
+    }
+
+    /// The env v1 set on every container, rebuilt with V2's names for the same world, and the report note.
+    pub(crate) fn env(&self) -> (Vec<EnvVar>, &'static str) {
+        let master = self.node_host(0);
+        let port = self.port.to_string();
+        let nodes = self.nodes.to_string();
+        let rank = || field(COMPLETION_INDEX);
+        match self.kind {
+            Kind::PyTorchJob => (
+                vec![
+                    value("PYTHONUNBUFFERED", "1"),
+                    value("MASTER_ADDR", &master),
+                    value("MASTER_PORT", &port),
+                    value(
+                        "WORLD_SIZE",
+                        &(self.nodes * self.procs_per_node).to_string(),
+                    ),
+                    named("RANK", rank()),
+                ],
+                "v1 set MASTER_ADDR=<job>-master-0, MASTER_PORT, WORLD_SIZE and RANK on every pod; the TrainJob \
+                 sets the same names for the same world (MASTER_ADDR is node 0's DNS name, RANK the pod's \
+                 completion index), and the torch plugin sets torchrun's PET_NNODES, PET_NPROC_PER_NODE, \
+                 PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT (port 29500)",
+            ),
+            Kind::XGBoostJob => {
+                let mut env = vec![
+                    value("PYTHONUNBUFFERED", "1"),
+                    value("MASTER_ADDR", &master),
+                    value("MASTER_PORT", &port),
+                    value("WORLD_SIZE", &nodes),
+                    named("RANK", rank()),
+                ];
+                let first_worker = i32::from(self.has_master);
+                if first_worker < self.nodes {
+                    let workers: Vec<String> = (first_worker..self.nodes)
+                        .map(|i| self.node_host(i))
+                        .collect();
+                    env.push(value("WORKER_PORT", &port));
+                    env.push(value("WORKER_ADDRS", &workers.join(",")));
+                }
+                (
+                    env,
+                    "v1 set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, WORKER_PORT and WORKER_ADDRS; the TrainJob \
+                     sets the same names with the JobSet's DNS names, and the xgboost plugin adds DMLC_* for the \
+                     Rabit tracker",
+                )
+            }
+            Kind::PaddleJob => (
+                vec![
+                    value("PYTHONUNBUFFERED", "1"),
+                    value("PADDLE_JOB_ID", self.name),
+                    value("PADDLE_NNODES", &nodes),
+                    value("PADDLE_MASTER", &format!("{master}:{port}")),
+                ],
+                "v1 set PADDLE_JOB_ID, PADDLE_NNODES and PADDLE_MASTER (the master's pod IP on rank 0, \
+                 <job>-master-0:<port> elsewhere); the TrainJob sets them with node 0's DNS name on every rank",
+            ),
+            Kind::JAXJob => (
+                vec![
+                    value("PYTHONUNBUFFERED", "1"),
+                    value("COORDINATOR_ADDRESS", &master),
+                    value("COORDINATOR_PORT", &port),
+                    value("NUM_PROCESSES", &nodes),
+                    named("PROCESS_ID", rank()),
+                ],
+                "v1 set COORDINATOR_ADDRESS=<job>-worker-0, COORDINATOR_PORT, NUM_PROCESSES and PROCESS_ID; the \
+                 TrainJob sets the same names for the same world, and the jax plugin adds JAX_COORDINATOR_ADDRESS, \
+                 JAX_NUM_PROCESSES and JAX_PROCESS_ID",
+            ),
+            Kind::TFJob | Kind::MPIJob => (Vec::new(), ""),
+        }
+    }
+}
+
+/// The port processes meet on, as v1 chose it: the main container's port named like the kind's default port
+/// (v1's defaulting adds it when absent), else the kind's default.
+pub(crate) fn meeting_port(
+    kind: Kind,
+    ports: Option<&[k8s_openapi::api::core::v1::ContainerPort]>,
+) -> i32 {
+    let (name, default) = kind.default_port();
+    ports
+        .unwrap_or_default()
+        .iter()
+        .find(|p| p.name.as_deref() == Some(name))
+        .map_or(default, |p| p.container_port)
+}
+
+fn value(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        value_from: None,
+    }
+}
+
+fn named(name: &str, source: EnvVarSource) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: None,
+        value_from: Some(source),
+    }
+}
+
+fn field(path: &str) -> EnvVarSource {
+    EnvVarSource {
+        field_ref: Some(ObjectFieldSelector {
+            api_version: None,
+            field_path: path.to_owned(),
+        }),
+        ..EnvVarSource::default()
+    }
+}

@@ -1,0 +1,425 @@
+//! Table tests per kind over our own fixtures (tests/fixtures): what each v1 job becomes, what the report says,
+//! and that every TrainJob and runtime validates and renders.
+
+mod support;
+
+use k8s_openapi::api::core::v1::EnvVar;
+use kubetrain_api::Document;
+use kubetrain_migrate::{Migration, Options, Outcome, RuntimeKind, migrate_values};
+use support::{env_value, fixture, rendered, validated};
+
+fn migrate(name: &str, options: &Options) -> Migration {
+    let migration = migrate_values(&fixture(name), options).expect("the fixture migrates");
+    validated(&migration);
+    migration
+}
+
+fn env(migration: &Migration, job: usize) -> &[EnvVar] {
+    &migration.jobs[job]
+        .trainjob
+        .spec
+        .trainer
+        .as_ref()
+        .unwrap()
+        .env
+}
+
+fn outcome(migration: &Migration, job: usize, path: &str) -> Option<Outcome> {
+    migration.jobs[job]
+        .report
+        .entries
+        .iter()
+        .find(|e| e.path == path)
+        .map(|e| e.outcome)
+}
+
+#[test]
+fn pytorch_with_a_plain_template_uses_the_builtin_runtime() {
+    let m = migrate("pytorch-plain.yaml", &Options::default());
+    assert!(m.runtimes.is_empty());
+    let job = &m.jobs[0].trainjob;
+    assert_eq!(job.spec.runtime_ref.name, "torch-distributed");
+    assert_eq!(job.metadata.namespace.as_deref(), Some("team-a"));
+    let trainer = job.spec.trainer.as_ref().unwrap();
+    assert_eq!(trainer.num_nodes, Some(3));
+    assert_eq!(trainer.num_proc_per_node, Some(2));
+    assert_eq!(trainer.image.as_deref(), Some("example.com/mnist:1"));
+    assert_eq!(
+        trainer.command.as_deref(),
+        Some(&["python".to_owned(), "/opt/mnist.py".to_owned()][..])
+    );
+    assert_eq!(job.spec.suspend, Some(true));
+    assert_eq!(job.spec.active_deadline_seconds, Some(3600));
+    assert_eq!(
+        job.metadata.labels.as_ref().unwrap()["kueue.x-k8s.io/queue-name"],
+        "team-a-queue"
+    );
+    // The world v1 gave each process: WORLD_SIZE = nodes x processes, the master at node 0.
+    assert_eq!(env_value(env(&m, 0), "WORLD_SIZE"), Some("6"));
+    assert_eq!(
+        env_value(env(&m, 0), "MASTER_ADDR"),
+        Some("mnist-node-0-0.mnist")
+    );
+    assert_eq!(env_value(env(&m, 0), "MASTER_PORT"), Some("23456"));
+    assert_eq!(env_value(env(&m, 0), "DATA"), Some("/data"));
+    assert_eq!(outcome(&m, 0, "(v1 operator env)"), Some(Outcome::Changed));
+    assert!(!m.needs_person(), "{}", m.jobs[0].report.to_text());
+    // The rendered pods see the rank as the completion index, as v1's RANK.
+    let jobset = rendered(&m, 0);
+    let text = serde_json::to_string(&jobset).unwrap();
+    assert!(text.contains("job-completion-index"), "{text}");
+}
+
+#[test]
+fn pytorch_jobs_of_one_shape_share_a_generated_runtime() {
+    let m = migrate("pytorch-full.yaml", &Options::default());
+    assert_eq!(m.runtimes.len(), 1, "one shape, one runtime");
+    let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
+        panic!("a ClusterTrainingRuntime by default")
+    };
+    assert!(
+        runtime
+            .metadata
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("pytorchjob-")
+    );
+    for job in &m.jobs {
+        assert_eq!(
+            job.trainjob.spec.runtime_ref.name,
+            runtime.metadata.name.clone().unwrap()
+        );
+    }
+    let rjob = &runtime.spec.template.spec.replicated_jobs[0];
+    let job_spec = rjob.template.spec.as_ref().unwrap();
+    let pod = job_spec.template.spec.as_ref().unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("trainer"));
+    assert_eq!(pod.node_selector.as_ref().unwrap()["gpu"], "a100");
+    assert_eq!(pod.tolerations.as_ref().unwrap().len(), 1);
+    assert_eq!(pod.volumes.as_ref().unwrap().len(), 2);
+    assert_eq!(pod.init_containers.as_ref().unwrap()[0].name, "fetch");
+    assert_eq!(pod.containers[1].name, "metrics");
+    assert_eq!(pod.containers[0].name, "node");
+    assert_eq!(pod.priority_class_name.as_deref(), Some("high"));
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(job_spec.backoff_limit, Some(3));
+    let failure = job_spec.pod_failure_policy.as_ref().unwrap();
+    assert_eq!(
+        failure.rules[0]
+            .on_exit_codes
+            .as_ref()
+            .unwrap()
+            .values
+            .len(),
+        127
+    );
+    // The image, command and resources are the TrainJob's, so the two jobs differ there only.
+    assert_eq!(
+        m.jobs[1].trainjob.spec.trainer.as_ref().unwrap().num_nodes,
+        Some(4)
+    );
+    assert_eq!(
+        m.jobs[1]
+            .trainjob
+            .spec
+            .trainer
+            .as_ref()
+            .unwrap()
+            .image
+            .as_deref(),
+        Some("example.com/bert-large:2")
+    );
+    // PET_NNODES belongs to the torch plugin; the user's secret env is kept.
+    assert_eq!(env_value(env(&m, 0), "PET_NNODES"), None);
+    assert!(
+        env(&m, 0)
+            .iter()
+            .any(|e| e.name == "TOKEN" && e.value_from.is_some())
+    );
+    assert_eq!(env_value(env(&m, 0), "MASTER_PORT"), Some("23457"));
+    let labels = m.jobs[0].trainjob.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["kueue.x-k8s.io/queue-name"], "research");
+    for (path, want) in [
+        ("spec.elasticPolicy", Outcome::NotCarried),
+        ("spec.runPolicy.cleanPodPolicy", Outcome::NotCarried),
+        (
+            "spec.runPolicy.ttlSecondsAfterFinished",
+            Outcome::NotCarried,
+        ),
+        ("spec.runPolicy.backoffLimit", Outcome::Changed),
+        ("spec.runPolicy.schedulingPolicy.queue", Outcome::Changed),
+        (
+            "spec.runPolicy.schedulingPolicy.priorityClass",
+            Outcome::Changed,
+        ),
+        (
+            "spec.runPolicy.schedulingPolicy.minAvailable/minResources",
+            Outcome::NotCarried,
+        ),
+        (
+            "spec.pytorchReplicaSpecs.Worker.restartPolicy",
+            Outcome::Changed,
+        ),
+        (
+            "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].name",
+            Outcome::Changed,
+        ),
+    ] {
+        assert_eq!(
+            outcome(&m, 0, path),
+            Some(want),
+            "{path}:\n{}",
+            m.jobs[0].report.to_text()
+        );
+    }
+    assert!(m.needs_person());
+}
+
+#[test]
+fn training_runtimes_live_in_each_jobs_namespace() {
+    let options = Options {
+        runtime_kind: RuntimeKind::TrainingRuntime,
+        queue: Some("batch".to_owned()),
+    };
+    let m = migrate("pytorch-full.yaml", &options);
+    let Document::TrainingRuntime(runtime) = &m.runtimes[0] else {
+        panic!("a TrainingRuntime")
+    };
+    assert_eq!(runtime.metadata.namespace.as_deref(), Some("team-b"));
+    let job = &m.jobs[0].trainjob;
+    assert_eq!(
+        job.spec.runtime_ref.kind.as_deref(),
+        Some("TrainingRuntime")
+    );
+    assert_eq!(
+        job.metadata.labels.as_ref().unwrap()["kueue.x-k8s.io/queue-name"],
+        "batch"
+    );
+    assert_eq!(
+        outcome(&m, 0, "metadata.labels[kueue.x-k8s.io/queue-name]"),
+        Some(Outcome::Changed),
+        "--queue replaced the job's own queue"
+    );
+}
+
+#[test]
+fn tfjob_roles_become_replicated_jobs_and_tf_config_needs_a_person() {
+    let m = migrate("tfjob.yaml", &Options::default());
+    let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
+        panic!()
+    };
+    let names: Vec<&str> = runtime
+        .spec
+        .template
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|j| j.name.as_str())
+        .collect();
+    assert_eq!(names, ["node", "chief", "ps"]);
+    assert!(
+        runtime.spec.ml_policy.as_ref().unwrap().source.is_none(),
+        "PlainML"
+    );
+    assert_eq!(
+        m.jobs[0].trainjob.spec.trainer.as_ref().unwrap().num_nodes,
+        Some(2)
+    );
+    assert_eq!(
+        outcome(&m, 0, "(v1 operator env) TF_CONFIG"),
+        Some(Outcome::NotCarried)
+    );
+    // AllWorkers: the JobSet succeeds when the workers do, not when the PS (which never ends) does.
+    assert_eq!(outcome(&m, 0, "spec.successPolicy"), Some(Outcome::Exact));
+    let success = runtime.spec.template.spec.success_policy.as_ref().unwrap();
+    assert_eq!(success.target_replicated_jobs, ["node"]);
+}
+
+#[test]
+fn mpijob_becomes_an_mpi_runtime_with_the_launcher_as_trainer() {
+    let m = migrate("mpijob.yaml", &Options::default());
+    let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
+        panic!()
+    };
+    let Some(kubetrain_api::MLPolicySource::Mpi(mpi)) = runtime
+        .spec
+        .ml_policy
+        .as_ref()
+        .and_then(|p| p.source.clone())
+    else {
+        panic!("an MPI policy")
+    };
+    assert_eq!(mpi.num_proc_per_node, Some(2));
+    assert_eq!(mpi.run_launcher_as_node, Some(false));
+    // The launcher starts when the workers are ready, and its success ends the job, as in v1.
+    let launcher = &runtime.spec.template.spec.replicated_jobs[1];
+    assert_eq!(
+        (launcher.name.as_str(), launcher.depends_on[0].name.as_str()),
+        ("launcher", "node")
+    );
+    let success = runtime.spec.template.spec.success_policy.as_ref().unwrap();
+    assert_eq!(success.target_replicated_jobs, ["launcher"]);
+    let trainer = m.jobs[0].trainjob.spec.trainer.as_ref().unwrap();
+    assert_eq!(trainer.num_nodes, Some(2));
+    assert_eq!(trainer.command.as_ref().unwrap()[0], "mpirun");
+    assert_eq!(
+        outcome(&m, 0, "(v1 operator launch)"),
+        Some(Outcome::NotCarried)
+    );
+    assert_eq!(
+        outcome(&m, 0, "spec.runPolicy.cleanPodPolicy"),
+        Some(Outcome::NotCarried)
+    );
+}
+
+#[test]
+fn xgboostjob_keeps_never_in_a_generated_runtime_and_the_rabit_env() {
+    let m = migrate("xgboostjob.yaml", &Options::default());
+    assert_eq!(
+        m.runtimes.len(),
+        1,
+        "restartPolicy Never is not the built-in's OnFailure"
+    );
+    assert_eq!(env_value(env(&m, 0), "MASTER_PORT"), Some("9991"));
+    assert_eq!(env_value(env(&m, 0), "WORLD_SIZE"), Some("3"));
+    assert_eq!(
+        env_value(env(&m, 0), "WORKER_ADDRS"),
+        Some("iris-node-0-1.iris,iris-node-0-2.iris")
+    );
+    assert!(!m.needs_person(), "{}", m.jobs[0].report.to_text());
+}
+
+#[test]
+fn paddlejob_is_plain_ml_with_paddle_env() {
+    let m = migrate("paddlejob.yaml", &Options::default());
+    assert_eq!(m.runtimes.len(), 1);
+    assert_eq!(
+        env_value(env(&m, 0), "PADDLE_MASTER"),
+        Some("resnet-node-0-0.resnet:36543")
+    );
+    assert_eq!(env_value(env(&m, 0), "PADDLE_NNODES"), Some("2"));
+    assert!(!m.needs_person(), "{}", m.jobs[0].report.to_text());
+}
+
+#[test]
+fn jaxjob_on_failure_uses_the_builtin_runtime() {
+    let m = migrate("jaxjob.yaml", &Options::default());
+    assert!(m.runtimes.is_empty());
+    assert_eq!(m.jobs[0].trainjob.spec.runtime_ref.name, "jax-distributed");
+    assert_eq!(
+        env_value(env(&m, 0), "COORDINATOR_ADDRESS"),
+        Some("jax-mnist-node-0-0.jax-mnist")
+    );
+    assert_eq!(env_value(env(&m, 0), "NUM_PROCESSES"), Some("2"));
+    assert!(!m.needs_person());
+}
+
+#[test]
+fn bad_input_is_an_error_with_the_field_path() {
+    let cases = [
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "a"},
+                "spec": {"pytorchReplicaSpecs": {"Chief": {"template": {}}}}}),
+            "spec.pytorchReplicaSpecs.Chief",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": "a"},
+                "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": -1}}}}),
+            "spec.jaxReplicaSpecs.Worker.replicas",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob", "metadata": {"name": "a"},
+                "spec": {"xgbReplicaSpecs": {"Worker": {"template": {"spec": {"containers": []}}}}}}),
+            "spec.xgbReplicaSpecs.Worker.template.spec.containers",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {},
+                "spec": {"paddleReplicaSpecs": {}}}),
+            "metadata.name",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {"name": "a"},
+                "spec": {"mpiReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [{"name": "mpi", "image": "i"}]}}}}}}),
+            "spec.mpiReplicaSpecs",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "a"},
+                "spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [{"name": "tensorflow"}]}}}}}}),
+            "spec.tfReplicaSpecs.Worker.template.spec.containers[0].image",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "a"},
+                "spec": {"pytorchReplicaSpecs": {"Worker": {"restartPolicy": "Sometimes"}}}}),
+            "spec.pytorchReplicaSpecs.Worker.restartPolicy",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": "my.job"},
+                "spec": {"jaxReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [{"name": "jax", "image": "i"}]}}}}}}),
+            "metadata.name",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": "a"},
+                "spec": {"runPolicy": {"schedulingPolicy": {"queue": "team a/gpu"}},
+                    "jaxReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [{"name": "jax", "image": "i"}]}}}}}}),
+            "spec.runPolicy.schedulingPolicy.queue",
+        ),
+        (
+            serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob", "metadata": {"name": "a"},
+                "spec": {"xgbReplicaSpecs": {"Worker": {"replicas": 2147483647,
+                    "template": {"spec": {"containers": [{"name": "xgboost", "image": "i"}]}}}}}}),
+            "spec.xgbReplicaSpecs",
+        ),
+    ];
+    for (value, path) in cases {
+        let error = migrate_values(&[value], &Options::default()).unwrap_err();
+        assert_eq!(error.path, path, "{error}");
+    }
+}
+
+#[test]
+fn unknown_fields_and_differing_templates_need_a_person() {
+    let job = serde_json::json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "a", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}]},
+        "status": {"conditions": []},
+        "spec": {
+            "runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"},
+            "pytorchReplicaSpecs": {
+                "Master": {"template": {"spec": {"containers": [{"name": "pytorch", "image": "i:1"}]}}},
+                "Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "pytorch", "image": "i:2"}]}}},
+            },
+        },
+    });
+    let m = migrate_values(&[job], &Options::default()).unwrap();
+    validated(&m);
+    for (path, want) in [
+        ("spec.runPolicy.managedBy", Outcome::NotCarried),
+        (
+            "spec.pytorchReplicaSpecs.Worker.template",
+            Outcome::NotCarried,
+        ),
+        ("metadata.ownerReferences", Outcome::NotCarried),
+        ("status", Outcome::Changed),
+    ] {
+        assert_eq!(
+            outcome(&m, 0, path),
+            Some(want),
+            "{path}:\n{}",
+            m.jobs[0].report.to_text()
+        );
+    }
+    // Every node runs the Master's template.
+    assert_eq!(
+        m.jobs[0]
+            .trainjob
+            .spec
+            .trainer
+            .as_ref()
+            .unwrap()
+            .image
+            .as_deref(),
+        Some("i:1")
+    );
+    assert!(m.needs_person());
+}
