@@ -3,7 +3,7 @@
 # 1. the minimal facade (`--no-default-features` plus one Kubernetes version and rendering) builds neither
 #    kube-cel, nor cudarc, nor a TLS stack, and its dependency count is printed;
 # 2. a feature powerset of the facade checks (cargo-hack, depth 3: the Kubernetes version plus any two other
-#    features, 67 builds; the version is always `latest`, one version being all k8s-openapi accepts).
+#    features, 79 builds; the version is always `latest`, one version being all k8s-openapi accepts).
 # Usage: scripts/check-minimal-facade.sh [--tree-only]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +26,5 @@ fi
 versions=latest,earliest,v1_33,v1_34,v1_35,v1_36,v1_37
 cargo hack check -p kubetrain --feature-powerset --depth 3 \
     --mutually-exclusive-features "$versions" --at-least-one-of "$versions" \
-    --include-features latest,render,yaml,kueue,collective,initializer,client,controller,cel,nccl,ring,aws-lc-rs
+    --include-features latest,render,yaml,kueue,collective,initializer,migrate,client,controller,cel,nccl,ring,aws-lc-rs
 echo "ok: every combination of up to two facade features checks with the latest Kubernetes version"

@@ -12,6 +12,7 @@
 //! | `kueue` | `kueue` | `kubetrain-kueue`: admission model and simulator |
 //! | `collective` | `collective` | `kubetrain-collective`: NCCL / CPU collectives |
 //! | `initializer` | `initializer` | `kubetrain-initializer`: s3:// and hf:// downloads |
+//! | `migrate` | `migrate` | `kubetrain-migrate`: Training Operator v1 jobs to TrainJobs, with a report |
 //! | `client` | `client` | `kubetrain-client`: the TrainerClient SDK (Kubernetes and local processes) |
 //! | `controller` | `controller` | `kubetrain-controller`: the operator (controller, webhooks, leader election, metrics) |
 //! | `latest`, `earliest`, `v1_33` … `v1_37` | [`k8s_openapi`] | the Kubernetes version of the `k8s-openapi` types |
@@ -138,6 +139,11 @@ pub use kubetrain_collective as collective;
 #[cfg_attr(docsrs, doc(cfg(feature = "initializer")))]
 #[doc(inline)]
 pub use kubetrain_initializer as initializer;
+
+#[cfg(feature = "migrate")]
+#[cfg_attr(docsrs, doc(cfg(feature = "migrate")))]
+#[doc(inline)]
+pub use kubetrain_migrate as migrate;
 
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
