@@ -525,7 +525,7 @@ fn trainjob_status(
     let path = status.ca_file.unwrap_or_else(|| cert_dir.join("ca.crt"));
     let ca_cert = std::fs::read_to_string(&path)
         .map_err(|source| OperatorError::StatusCa { path, source })?;
-    let server = kubetrain_jobset::StatusServer {
+    let server = kubetrain_jobset::StatusServerAddress {
         service_name: status.service,
         operator_namespace: namespace,
         port: i32::from(port),

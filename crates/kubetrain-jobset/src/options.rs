@@ -31,7 +31,7 @@ pub struct RenderOptions {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrainJobStatusOptions {
     /// Where the operator's status server listens.
-    pub server: kubetrain_merge::plugins::trainjobstatus::StatusServer,
+    pub server: kubetrain_merge::plugins::trainjobstatus::StatusServerAddress,
     /// `ca.crt` of the operator's webhook certificate Secret, as the caller read it; copied into the ConfigMap
     /// `<job>-tls-config`. Empty means the Secret has none (an error, as upstream).
     pub ca_cert: String,

@@ -9,7 +9,7 @@ use kubetrain_api::{FieldError, RuntimeCatalog, TrainJob};
 use kubetrain_jobset::object::child_meta;
 use kubetrain_jobset::plugins::{BuildContext, ComponentBuilder, Registry, RenderPlugin};
 use kubetrain_jobset::{
-    DynamicObject, Object, Observed, RenderError, RenderOptions, StatusServer,
+    DynamicObject, Object, Observed, RenderError, RenderOptions, StatusServerAddress,
     TrainJobStatusOptions, builtin, render, render_with_registry, resolve, ssh::seeded_rng,
 };
 use kubetrain_merge::plugins::{
@@ -418,7 +418,7 @@ fn the_builtin_registry_holds_every_builtin_in_the_merge_crates_order_then_the_j
 
     let status = RenderOptions {
         trainjob_status: Some(TrainJobStatusOptions {
-            server: StatusServer::default(),
+            server: StatusServerAddress::default(),
             ca_cert: "CA".to_owned(),
         }),
     };

@@ -6,7 +6,7 @@ use kubetrain_jobset::{
     Object, Observed, RenderError, RenderOptions, Rendered, TrainJobStatusOptions, builtin,
     render_with, resolve, ssh::seeded_rng,
 };
-use kubetrain_merge::plugins::trainjobstatus::StatusServer;
+use kubetrain_merge::plugins::trainjobstatus::StatusServerAddress;
 
 const JOB: &str = "
 apiVersion: trainer.kubeflow.org/v1alpha1
@@ -37,7 +37,7 @@ fn render_status(yaml: &str, options: &RenderOptions) -> Result<Rendered, Render
 fn on(ca: &str) -> RenderOptions {
     RenderOptions {
         trainjob_status: Some(TrainJobStatusOptions {
-            server: StatusServer::default(),
+            server: StatusServerAddress::default(),
             ca_cert: ca.to_owned(),
         }),
     }
@@ -195,7 +195,7 @@ fn off_by_default_and_a_missing_ca_certificate_is_an_error() {
 fn server_address_is_configurable() {
     let mut options = on("ca");
     if let Some(s) = options.trainjob_status.as_mut() {
-        s.server = StatusServer {
+        s.server = StatusServerAddress {
             service_name: "trainer".into(),
             operator_namespace: "ops".into(),
             port: 8443,

@@ -5,8 +5,8 @@
 //! that certificate is built in `kubetrain-jobset`; the HTTPS status server itself belongs to the operator.
 //!
 //! ```
-//! use kubetrain_merge::plugins::trainjobstatus::StatusServer;
-//! let server = StatusServer::default();
+//! use kubetrain_merge::plugins::trainjobstatus::StatusServerAddress;
+//! let server = StatusServerAddress::default();
 //! assert_eq!(
 //!     server.status_url("default", "mnist"),
 //!     "https://kubeflow-trainer-controller-manager.kubeflow-system.svc:10443/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/mnist/status"
@@ -48,7 +48,7 @@ pub const TOKEN_AUDIENCE_PREFIX: &str = "trainer.kubeflow.org";
 /// Where the operator's status server listens (upstream configuration `certManagement.webhookServiceName`, the
 /// operator namespace and `statusServer.port`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StatusServer {
+pub struct StatusServerAddress {
     /// The Service in front of the operator (shared with the webhooks).
     pub service_name: String,
     /// The operator's namespace.
@@ -57,7 +57,7 @@ pub struct StatusServer {
     pub port: i32,
 }
 
-impl Default for StatusServer {
+impl Default for StatusServerAddress {
     /// Upstream's defaults: `kubeflow-trainer-controller-manager` in `kubeflow-system`, port 10443.
     fn default() -> Self {
         Self {
@@ -92,7 +92,7 @@ fn namespace(job: &TrainJob) -> &str {
         .unwrap_or(DEFAULT_NAMESPACE)
 }
 
-impl StatusServer {
+impl StatusServerAddress {
     /// The full status URL of a TrainJob.
     pub fn status_url(&self, namespace: &str, name: &str) -> String {
         format!(
@@ -109,7 +109,7 @@ impl StatusServer {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TrainJobStatus {
     /// Where the status server listens.
-    pub server: StatusServer,
+    pub server: StatusServerAddress,
 }
 
 impl Plugin for TrainJobStatus {

@@ -311,7 +311,7 @@ fn render_options(args: &RenderArgs) -> Result<RenderOptions> {
     };
     let ca_cert = std::fs::read_to_string(path)
         .with_context(|| format!("--trainjob-status-ca: cannot read {}", path.display()))?;
-    let server = kubetrain_jobset::StatusServer {
+    let server = kubetrain_jobset::StatusServerAddress {
         operator_namespace: args.operator_namespace.clone(),
         ..Default::default()
     };
