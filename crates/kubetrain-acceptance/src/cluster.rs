@@ -27,8 +27,8 @@ use kube::api::DeleteParams;
 use serde_json::{Value, json};
 
 use crate::error::{Error, StepFailure};
-use crate::metrics::{self, Metrics};
-use crate::plan::{FieldError, Plan, format_duration};
+use crate::metrics::{self, TrainerMetrics};
+use crate::plan::{Plan, PlanError, format_duration};
 use crate::report::Report;
 use crate::runner::{self, Backend, Benched, Queued, Staged, Trained};
 use crate::steps::{self, Steps};
@@ -133,10 +133,10 @@ async fn from_kubeconfig(
 }
 
 /// What the cluster mode refuses besides the plan's own rules (field paths as [`Plan::validate`]).
-pub fn validate(plan: &Plan) -> Vec<FieldError> {
+pub fn validate(plan: &Plan) -> Vec<PlanError> {
     let mut errs = Vec::new();
     let mut err = |path: &str, message: &str| {
-        errs.push(FieldError {
+        errs.push(PlanError {
             path: path.into(),
             message: message.into(),
         })
@@ -405,7 +405,7 @@ impl Backend for ClusterBackend<'_> {
         let mut extra = serde_json::Map::new();
         extra.insert("trainJob".into(), json!(self.bench));
         Ok(Benched {
-            rows: metrics::bench_rows(&Metrics::from_trainer_status(&status)),
+            rows: metrics::bench_rows(&TrainerMetrics::from_trainer_status(&status)),
             complete,
             end_message,
             last_stderr: None,

@@ -9,7 +9,7 @@ use crate::plan::{BaselineSpec, CostSpec};
 /// What was measured that costs money.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Usage {
+pub struct BilledUsage {
     /// Nodes (trainer pods) the job held.
     pub nodes: u64,
     /// Wall time the job held them, seconds (both attempts).
@@ -62,7 +62,7 @@ pub struct CostBreakdown {
 }
 
 /// Applies the formula.
-pub fn compute(cost: &CostSpec, baseline: &BaselineSpec, usage: &Usage) -> CostBreakdown {
+pub fn compute(cost: &CostSpec, baseline: &BaselineSpec, usage: &BilledUsage) -> CostBreakdown {
     let nodes = usage.nodes as f64;
     let lost = usage.lost_seconds.clamp(0.0, usage.held_seconds.max(0.0));
     let useful_hours = (usage.held_seconds.max(0.0) - lost) / 3600.0;
@@ -142,7 +142,7 @@ mod tests {
             price_per_unit: 10.0,
         };
         // 2 nodes × 1 h held, 0.25 h lost; hourly = 2 × (4 + 8 × 2) = 40.
-        let usage = Usage {
+        let usage = BilledUsage {
             nodes: 2,
             held_seconds: 3600.0,
             lost_seconds: 900.0,
@@ -160,7 +160,7 @@ mod tests {
         let none = compute(
             &cost,
             &baseline,
-            &Usage {
+            &BilledUsage {
                 accepted_samples: 0,
                 ..usage
             },

@@ -53,7 +53,7 @@ pub fn write_report(report: &report::Report, dir: &Path) -> std::io::Result<()> 
     std::fs::write(dir.join("acceptance.json"), json + "\n")?;
     if report
         .step("labels")
-        .is_some_and(|s| s.verdict != report::Verdict::Skipped)
+        .is_some_and(|s| s.verdict != report::StepVerdict::Skipped)
     {
         let text: String = report
             .labels

@@ -19,9 +19,9 @@
 //! | `resumed_from_step` | the trainer | step of the checkpoint this process resumed from (absent on a fresh start) |
 //!
 //! ```
-//! use kubetrain_acceptance::metrics::{self, Metrics};
+//! use kubetrain_acceptance::metrics::{self, TrainerMetrics};
 //! let posted = [("busbw_gbps@1024", "1.5"), ("algbw_gbps@1024", "0.75"), ("time_us@1024", "2.0"), ("wrong@1024", "0")];
-//! let m = Metrics::from_pairs(posted.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+//! let m = TrainerMetrics::from_pairs(posted.iter().map(|(k, v)| (k.to_string(), v.to_string())));
 //! let rows = metrics::bench_rows(&m);
 //! assert_eq!((rows[0].size, rows[0].busbw), (1024, 1.5));
 //! ```
@@ -61,12 +61,12 @@ pub const WRONG_PREFIX: &str = "wrong@";
 
 /// One `trainerStatus.metrics` list, by name.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Metrics(pub BTreeMap<String, String>);
+pub struct TrainerMetrics(pub BTreeMap<String, String>);
 
-impl Metrics {
+impl TrainerMetrics {
     /// From name/value pairs (a later duplicate wins).
     pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
-        Metrics(pairs.into_iter().collect())
+        TrainerMetrics(pairs.into_iter().collect())
     }
 
     /// From a `trainerStatus` object as JSON (`{"metrics": [{"name", "value"}]}`); empty when absent.
@@ -119,7 +119,7 @@ pub fn bench_pairs(
 }
 
 /// The nccl-tests table from the benchmark's metrics, by size; a size needs its `busbw_gbps@` entry.
-pub fn bench_rows(m: &Metrics) -> Vec<BenchPoint> {
+pub fn bench_rows(m: &TrainerMetrics) -> Vec<BenchPoint> {
     let mut rows: Vec<BenchPoint> =
         m.0.keys()
             .filter_map(|k| k.strip_prefix(BUSBW_PREFIX)?.parse::<u64>().ok())
@@ -157,7 +157,7 @@ pub struct TrainerSample {
 
 impl TrainerSample {
     /// Reads the training metrics.
-    pub fn of(m: &Metrics) -> Self {
+    pub fn of(m: &TrainerMetrics) -> Self {
         TrainerSample {
             step: m.u64(STEP),
             loss: m.f64(LOSS),
@@ -182,7 +182,7 @@ mod tests {
             pairs.extend(bench_pairs(bytes, 12.5, busbw / 2.0, busbw, 0));
         }
         pairs.push(("loss".into(), "0.1".into()));
-        let rows = bench_rows(&Metrics::from_pairs(pairs));
+        let rows = bench_rows(&TrainerMetrics::from_pairs(pairs));
         let sizes: Vec<u64> = rows.iter().map(|r| r.size).collect();
         assert_eq!(sizes, [8, 4096, 1 << 20]);
         assert_eq!(rows[2].busbw, 2.25);
@@ -201,7 +201,7 @@ mod tests {
             {"name": "samples_per_second", "value": "fast"},
             {"value": "no name"},
         ]});
-        let s = TrainerSample::of(&Metrics::from_trainer_status(&status));
+        let s = TrainerSample::of(&TrainerMetrics::from_trainer_status(&status));
         assert_eq!(s.step, Some(40));
         assert_eq!(s.loss, Some(0.25));
         // 0 means "no checkpoint yet".
@@ -209,8 +209,8 @@ mod tests {
         assert_eq!(s.resumed_from_step, Some(20));
         assert_eq!(s.samples_per_second, None);
         assert_eq!(
-            Metrics::from_trainer_status(&json!(null)),
-            Metrics::default()
+            TrainerMetrics::from_trainer_status(&json!(null)),
+            TrainerMetrics::default()
         );
     }
 }

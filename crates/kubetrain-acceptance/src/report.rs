@@ -13,7 +13,7 @@ use crate::plan::Plan;
 /// `pass`, `fail` or `skipped`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub enum StepVerdict {
     /// Every check of the step held.
     Pass,
     /// A check failed or the step could not run.
@@ -22,13 +22,13 @@ pub enum Verdict {
     Skipped,
 }
 
-impl Verdict {
+impl StepVerdict {
     /// `PASS`, `FAIL`, `SKIPPED`.
     pub fn label(self) -> &'static str {
         match self {
-            Verdict::Pass => "PASS",
-            Verdict::Fail => "FAIL",
-            Verdict::Skipped => "SKIPPED",
+            StepVerdict::Pass => "PASS",
+            StepVerdict::Fail => "FAIL",
+            StepVerdict::Skipped => "SKIPPED",
         }
     }
 }
@@ -36,7 +36,7 @@ impl Verdict {
 /// One threshold compared with its measurement.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Check {
+pub struct ThresholdCheck {
     /// The plan field (`spec.thresholds.minBusbwGbps`).
     pub threshold: String,
     /// `≤ 30s`, `≥ 0.5 GB/s`.
@@ -58,7 +58,7 @@ pub struct StepReport {
     /// What the step does, in words.
     pub title: String,
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: StepVerdict,
     /// One line: what happened (or why it failed).
     pub message: String,
     /// Wall time of the step.
@@ -66,7 +66,7 @@ pub struct StepReport {
     /// Its measurements (the restore step has `resumed_from_step`).
     pub measurements: Value,
     /// Thresholds checked.
-    pub checks: Vec<Check>,
+    pub checks: Vec<ThresholdCheck>,
 }
 
 /// One training progress point.
@@ -221,7 +221,7 @@ impl Report {
 
     /// The first failed step.
     pub fn first_failure(&self) -> Option<&StepReport> {
-        self.steps.iter().find(|s| s.verdict == Verdict::Fail)
+        self.steps.iter().find(|s| s.verdict == StepVerdict::Fail)
     }
 }
 
@@ -614,9 +614,9 @@ fn steps_table(out: &mut String, report: &Report) {
             esc(&s.name),
             esc(&s.title),
             match s.verdict {
-                Verdict::Pass => "pass",
-                Verdict::Fail => "fail",
-                Verdict::Skipped => "skipped",
+                StepVerdict::Pass => "pass",
+                StepVerdict::Fail => "fail",
+                StepVerdict::Skipped => "skipped",
             },
             s.verdict.label(),
             esc(&s.message),
@@ -806,7 +806,7 @@ mod tests {
         let cost = crate::cost::compute(
             &plan.spec.cost,
             &plan.spec.baseline,
-            &crate::cost::Usage {
+            &crate::cost::BilledUsage {
                 nodes: 2,
                 held_seconds: 60.0,
                 lost_seconds: 3.0,
@@ -826,7 +826,7 @@ mod tests {
                 index: 1,
                 name: "queue".into(),
                 title: "submit".into(),
-                verdict: Verdict::Pass,
+                verdict: StepVerdict::Pass,
                 message: "admitted <now>".into(),
                 seconds: 0.1,
                 measurements: Value::Null,

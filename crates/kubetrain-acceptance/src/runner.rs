@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::cost::{self, CostBreakdown, Usage};
+use crate::cost::{self, BilledUsage, CostBreakdown};
 use crate::error::StepFailure;
 use crate::plan::Plan;
-use crate::report::{BenchPoint, Check, Report, StagingPoint, TrainEvent, TrainPoint};
+use crate::report::{BenchPoint, Report, StagingPoint, ThresholdCheck, TrainEvent, TrainPoint};
 use crate::steps::{Steps, check_max, check_min};
 
 /// Where the steps run: the measurements each step needs, in that step's order. A method that returns
@@ -88,7 +88,7 @@ pub(crate) struct Trained {
     pub(crate) measurements: Value,
     pub(crate) restore: Restored,
     /// What the job held, for the cost.
-    pub(crate) usage: Usage,
+    pub(crate) usage: BilledUsage,
 }
 
 /// Step 5's measurements.
@@ -106,7 +106,7 @@ struct Measured {
     wait: f64,
     mbps: f64,
     busbw: f64,
-    usage: Usage,
+    usage: BilledUsage,
 }
 
 /// Runs the seven steps on `backend`, recording them in `steps` and `report`.
@@ -178,7 +178,7 @@ async fn queue<B: Backend>(
         }
     };
     report.queue_wait_seconds = Some(q.wait);
-    let checks: Vec<Check> = check_max(
+    let checks: Vec<ThresholdCheck> = check_max(
         "spec.thresholds.maxQueueWait",
         plan.spec
             .thresholds
@@ -223,10 +223,10 @@ async fn staging<B: Backend>(
     };
     report.staging = s.points;
     let min = plan.spec.thresholds.min_staging_mbps;
-    let checks: Vec<Check> = match (s.failed, s.mbps) {
+    let checks: Vec<ThresholdCheck> = match (s.failed, s.mbps) {
         (true, _) => Vec::new(),
         (false, None) => min
-            .map(|min| Check {
+            .map(|min| ThresholdCheck {
                 threshold: "spec.thresholds.minStagingMbps".into(),
                 wanted: format!("≥ {min} MB/s"),
                 measured: "not reported (the trainer reports dataset_bytes and model_bytes; kubetrain collective bench does)".into(),
@@ -297,7 +297,7 @@ async fn training<B: Backend>(
     plan: &Plan,
     steps: &mut Steps<'_>,
     report: &mut Report,
-) -> Option<Usage> {
+) -> Option<BilledUsage> {
     let t = Instant::now();
     let trained = match backend.train(steps).await {
         Ok(x) => x,
@@ -309,7 +309,7 @@ async fn training<B: Backend>(
     let th = &plan.spec.thresholds;
     report.training = trained.points;
     report.events.extend(trained.events);
-    let checks: Vec<Check> = check_min(
+    let checks: Vec<ThresholdCheck> = check_min(
         "spec.thresholds.minSamplesPerSecond",
         th.min_samples_per_second,
         trained.samples_per_second,
@@ -327,7 +327,7 @@ async fn training<B: Backend>(
 fn restore(plan: &Plan, r: Restored, steps: &mut Steps<'_>) {
     let t = Instant::now();
     let max = plan.spec.thresholds.max_restore_time;
-    let checks: Vec<Check> = r
+    let checks: Vec<ThresholdCheck> = r
         .seconds
         .and_then(|s| {
             check_max(
@@ -444,13 +444,13 @@ fn labels(
 /// Step 7: the effective cost per unit against the baseline, judged against `maxCostPerUnit`.
 fn cost_step(
     plan: &Plan,
-    usage: &Usage,
+    usage: &BilledUsage,
     breakdown: CostBreakdown,
     steps: &mut Steps<'_>,
     report: &mut Report,
 ) {
     let t = Instant::now();
-    let checks: Vec<Check> = check_max(
+    let checks: Vec<ThresholdCheck> = check_max(
         "spec.thresholds.maxCostPerUnit",
         plan.spec.thresholds.max_cost_per_unit,
         breakdown.effective_cost_per_unit,
@@ -487,7 +487,7 @@ pub(crate) fn mean(values: &[f64]) -> f64 {
 mod tests {
     use super::*;
     use crate::plan::tests::MINIMAL;
-    use crate::report::Verdict;
+    use crate::report::StepVerdict;
     use crate::steps::{self, conclude};
 
     /// A backend of canned measurements: every step passes unless a test changes it.
@@ -580,7 +580,7 @@ mod tests {
                     message: "restored".into(),
                     measurements: Value::Null,
                 },
-                usage: Usage {
+                usage: BilledUsage {
                     nodes: 2,
                     held_seconds: 60.0,
                     lost_seconds: 1.0,
@@ -606,7 +606,7 @@ mod tests {
         (conclude(report, done, Instant::now()), lines)
     }
 
-    fn verdicts(report: &Report) -> Vec<Verdict> {
+    fn verdicts(report: &Report) -> Vec<StepVerdict> {
         report.steps.iter().map(|s| s.verdict).collect()
     }
 
@@ -636,7 +636,7 @@ mod tests {
             "{maxQueueWait: 30s, minBusbwGbps: 2}",
         );
         let (report, lines) = run(&plan, &mut backend);
-        use Verdict::{Fail, Pass, Skipped};
+        use StepVerdict::{Fail, Pass, Skipped};
         assert_eq!(
             verdicts(&report),
             [Pass, Pass, Fail, Skipped, Skipped, Skipped, Skipped]
@@ -660,7 +660,7 @@ mod tests {
         let mut backend = Canned::new();
         backend.wrong = 3;
         let (report, lines) = run(MINIMAL, &mut backend);
-        assert_eq!(report.steps[2].verdict, Verdict::Fail);
+        assert_eq!(report.steps[2].verdict, StepVerdict::Fail);
         assert_eq!(lines[2], "[3/7] benchmark: FAIL — 3 wrong");
     }
 
@@ -669,7 +669,7 @@ mod tests {
         let mut backend = Canned::new();
         backend.restore_failure = Some("resumed from step 0".into());
         let (report, lines) = run(MINIMAL, &mut backend);
-        use Verdict::{Fail, Pass};
+        use StepVerdict::{Fail, Pass};
         assert_eq!(
             verdicts(&report),
             [Pass, Pass, Pass, Pass, Fail, Pass, Pass]
@@ -685,7 +685,7 @@ mod tests {
         backend.stopped = true;
         let (report, lines) = run(MINIMAL, &mut backend);
         assert!(report.interrupted);
-        assert_eq!(report.steps[5].verdict, Verdict::Skipped);
+        assert_eq!(report.steps[5].verdict, StepVerdict::Skipped);
         assert_eq!(lines[5], "[6/7] labels: SKIPPED — stopped");
         assert!(report.cost.is_none());
     }

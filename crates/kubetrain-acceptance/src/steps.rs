@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::{Value, json};
 
 use crate::plan::Plan;
-use crate::report::{Check, Host, Report, StepReport, Verdict};
+use crate::report::{Host, Report, StepReport, StepVerdict, ThresholdCheck};
 
 /// Names of the seven steps, in order, with what each does.
 pub(crate) const STEPS: [(&str, &str); 7] = [
@@ -50,15 +50,15 @@ impl<'a> Steps<'a> {
         started: Instant,
         message: String,
         measurements: Value,
-        checks: Vec<Check>,
+        checks: Vec<ThresholdCheck>,
         failed: bool,
     ) -> bool {
         let index = self.done.len();
         let (name, title) = STEPS[index];
         let verdict = if failed || checks.iter().any(|c| !c.pass) {
-            Verdict::Fail
+            StepVerdict::Fail
         } else {
-            Verdict::Pass
+            StepVerdict::Pass
         };
         let mut line = format!("[{}/7] {name}: {} — {message}", index + 1, verdict.label());
         for c in checks.iter().filter(|c| !c.pass) {
@@ -78,7 +78,7 @@ impl<'a> Steps<'a> {
             measurements,
             checks,
         });
-        verdict == Verdict::Pass
+        verdict == StepVerdict::Pass
     }
 
     /// Records the next step as failed with `message` and nothing measured, and skips the rest because
@@ -98,7 +98,7 @@ impl<'a> Steps<'a> {
                 index: index as u8 + 1,
                 name: name.into(),
                 title: title.into(),
-                verdict: Verdict::Skipped,
+                verdict: StepVerdict::Skipped,
                 message: why.into(),
                 seconds: 0.0,
                 measurements: Value::Null,
@@ -119,8 +119,8 @@ pub(crate) fn check_max(
     max: Option<f64>,
     measured: f64,
     unit: &str,
-) -> Option<Check> {
-    max.map(|m| Check {
+) -> Option<ThresholdCheck> {
+    max.map(|m| ThresholdCheck {
         threshold: threshold.into(),
         wanted: format!("≤ {m} {unit}"),
         measured: format!("{measured:.3} {unit}"),
@@ -134,8 +134,8 @@ pub(crate) fn check_min(
     min: Option<f64>,
     measured: f64,
     unit: &str,
-) -> Option<Check> {
-    min.map(|m| Check {
+) -> Option<ThresholdCheck> {
+    min.map(|m| ThresholdCheck {
         threshold: threshold.into(),
         wanted: format!("≥ {m} {unit}"),
         measured: format!("{measured:.3} {unit}"),
@@ -178,7 +178,8 @@ pub(crate) fn new_report(plan: &Plan, mode: &str, mut versions: Value) -> Report
 /// The report once the steps are done: passed only when all seven passed, the run's wall time and the
 /// result label.
 pub(crate) fn conclude(mut report: Report, steps: Vec<StepReport>, started: Instant) -> Report {
-    report.passed = steps.len() == STEPS.len() && steps.iter().all(|s| s.verdict == Verdict::Pass);
+    report.passed =
+        steps.len() == STEPS.len() && steps.iter().all(|s| s.verdict == StepVerdict::Pass);
     report.steps = steps;
     report.seconds = started.elapsed().as_secs_f64();
     report.labels.insert(

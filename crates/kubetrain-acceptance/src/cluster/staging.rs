@@ -14,7 +14,7 @@ use super::api::{Ctx, as_value, trainer_status, watch_until};
 use super::view::{finished, job_condition, replicated_job_names};
 use super::{JOBSET_NAME, REPLICATED_JOB};
 use crate::error::StepFailure;
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, TrainerMetrics};
 use crate::plan::format_duration;
 use crate::report::StagingPoint;
 use crate::runner::Staged;
@@ -109,7 +109,7 @@ async fn await_initializers(
 }
 
 /// The bench TrainJob's first trainerStatus (the bytes staged), or nothing once it ended without one.
-async fn first_report(ctx: &Ctx<'_>, bench: &str, since: Instant) -> Metrics {
+async fn first_report(ctx: &Ctx<'_>, bench: &str, since: Instant) -> TrainerMetrics {
     let deadline = since + ctx.plan.spec.cluster.step_timeout.0;
     let status = ctx
         .watch_job(bench, deadline, |o| {
@@ -118,7 +118,7 @@ async fn first_report(ctx: &Ctx<'_>, bench: &str, since: Instant) -> Metrics {
         })
         .await
         .unwrap_or(Value::Null);
-    Metrics::from_trainer_status(&status)
+    TrainerMetrics::from_trainer_status(&status)
 }
 
 /// The Jobs' `startTime` and `completionTime`, by Job name.

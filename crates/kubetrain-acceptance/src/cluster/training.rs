@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use super::api::{Ctx, api_error, as_value, trainer_status};
 use super::view::{finished, trainer_replicated_job};
 use super::{COMPLETION_INDEX, JOB_INDEX, JOBSET_NAME, REPLICATED_JOB};
-use crate::cost::Usage;
+use crate::cost::BilledUsage;
 use crate::error::StepFailure;
-use crate::metrics::{Metrics, TrainerSample};
+use crate::metrics::{TrainerMetrics, TrainerSample};
 use crate::plan::format_duration;
 use crate::report::{TrainEvent, TrainPoint};
 use crate::runner::{Restored, Trained, mean};
@@ -38,7 +38,7 @@ impl TrainLog {
             .get("lastUpdatedTime")
             .map(|v| v.to_string())
             .unwrap_or_default();
-        let sample = TrainerSample::of(&Metrics::from_trainer_status(status));
+        let sample = TrainerSample::of(&TrainerMetrics::from_trainer_status(status));
         let same = self.last_updated.as_deref() == Some(updated.as_str()) && sample == self.last;
         if status.is_null() || same {
             return sample;
@@ -425,7 +425,7 @@ fn restore_result(w: &Watched) -> Restored {
 
 /// What the job held for the cost: *lost* is from the last checkpoint reported before the deletion to
 /// the deletion plus the restore; the accepted samples count each step once.
-fn usage(ctx: &Ctx<'_>, w: &Watched, restore_seconds: Option<f64>, held: f64) -> Usage {
+fn usage(ctx: &Ctx<'_>, w: &Watched, restore_seconds: Option<f64>, held: f64) -> BilledUsage {
     let lost = match (w.kill_at, restore_seconds) {
         (Some(k), Some(r)) => {
             let ck_t = w
@@ -440,7 +440,7 @@ fn usage(ctx: &Ctx<'_>, w: &Watched, restore_seconds: Option<f64>, held: f64) ->
         _ => 0.0,
     };
     let final_step = w.log.points.last().map_or(0, |p| p.step);
-    Usage {
+    BilledUsage {
         nodes: ctx.plan.num_nodes(),
         held_seconds: held,
         lost_seconds: lost,

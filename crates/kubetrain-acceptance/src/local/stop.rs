@@ -48,7 +48,7 @@ pub(super) async fn run_plan(
     stop: &Stop,
     mut on_event: impl FnMut(&RunEvent, f64),
 ) -> RunSummary {
-    let (tx, mut rx) = tokio::sync::mpsc::channel(local::exec::EVENT_BUFFER);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(local::EVENT_BUFFER);
     let start = Instant::now();
     let exec = async move {
         let summary = local::execute(plan, &tx, stop.wait()).await;

@@ -12,7 +12,7 @@ use kubetrain_collective::checkpoint::{self, CheckpointStore};
 use serde_json::{Value, json};
 
 use super::stop::{Stop, run_plan};
-use crate::cost::Usage;
+use crate::cost::BilledUsage;
 use crate::error::StepFailure;
 use crate::plan::Plan;
 use crate::report::{TrainEvent, TrainPoint};
@@ -472,7 +472,7 @@ fn restore_result(plan: &Plan, run: &TrainingRun, points: &[TrainPoint]) -> Rest
 
 /// What the job held for the cost: *lost* is from the last checkpoint before the deletion to the
 /// deletion plus the restore; the accepted samples count each step once.
-fn usage(plan: &Plan, log: &TrainingLog, restore_seconds: Option<f64>, held: f64) -> Usage {
+fn usage(plan: &Plan, log: &TrainingLog, restore_seconds: Option<f64>, held: f64) -> BilledUsage {
     let lost = match (log.kill_at, newest_before_kill(log), restore_seconds) {
         (Some(k), Some(step), Some(r)) => {
             let ck_t = log
@@ -485,7 +485,7 @@ fn usage(plan: &Plan, log: &TrainingLog, restore_seconds: Option<f64>, held: f64
         _ => 0.0,
     };
     let steps = log.points.last().map_or(0, |p| p.1 + 1);
-    Usage {
+    BilledUsage {
         nodes: plan.num_nodes(),
         held_seconds: held,
         lost_seconds: lost,

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use kubetrain_acceptance::cluster::{self, ClusterRun};
 use kubetrain_acceptance::local::{self, LocalRun};
 use kubetrain_acceptance::outdir;
-use kubetrain_acceptance::plan::{FieldError, Plan};
+use kubetrain_acceptance::plan::{Plan, PlanError};
 
 /// Arguments of `kubetrain acceptance`.
 #[derive(Debug, Args)]
@@ -68,7 +68,7 @@ fn read_plan(path: &Path) -> anyhow::Result<Plan> {
 }
 
 /// Every problem of the plan at `file`, one per line: `<plan file>: <field.path>: <message>`.
-fn plan_errors(file: &Path, errors: &[FieldError]) -> anyhow::Error {
+fn plan_errors(file: &Path, errors: &[PlanError]) -> anyhow::Error {
     let name = if file == Path::new("-") {
         "(stdin)".to_string()
     } else {
@@ -118,7 +118,7 @@ fn run_plan(a: RunArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("locate the kubetrain binary")?;
     // Orphans of the pods (a daemon that left its container's process group) come back to this process,
     // which stops them when each phase ends.
-    kubetrain_client::local::reaper::adopt_orphans();
+    kubetrain_client::local::adopt_orphans();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
