@@ -39,8 +39,8 @@ pub mod stream;
 pub mod writer;
 
 pub use stream::{
-    Document, DocumentStream, MAX_DOCUMENT_BYTES, StreamError, TooLarge, document_too_large,
-    parse_stream, split_documents, yaml_error,
+    DocumentStream, MAX_DOCUMENT_BYTES, ParseStreamError, StreamDocument, TooLarge,
+    document_too_large, parse_stream, split_documents, yaml_error,
 };
 pub use writer::{Writer, to_string};
 

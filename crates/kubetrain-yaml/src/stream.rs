@@ -271,7 +271,7 @@ impl<R> DocumentStream<R> {
 /// One document of a stream, read as JSON data by [`parse_stream`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub struct Document {
+pub struct StreamDocument {
     /// Its number in the stream (from 1; empty documents count).
     pub number: usize,
     /// The line it starts on (its `---` line; 1 for the first).
@@ -285,7 +285,7 @@ pub struct Document {
 /// Why a document of a stream could not be read by [`parse_stream`].
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum StreamError {
+pub enum ParseStreamError {
     /// The stream could not be read (or is not UTF-8); nothing more is read.
     Io(io::Error),
     /// A document over [`MAX_DOCUMENT_BYTES`], skipped; the documents after it are still read.
@@ -303,7 +303,7 @@ pub enum StreamError {
     },
 }
 
-impl fmt::Display for StreamError {
+impl fmt::Display for ParseStreamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Io(e) => write!(f, "reading the stream: {e}"),
@@ -322,7 +322,7 @@ impl fmt::Display for StreamError {
     }
 }
 
-impl std::error::Error for StreamError {
+impl std::error::Error for ParseStreamError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Io(e) => Some(e),
@@ -332,13 +332,13 @@ impl std::error::Error for StreamError {
     }
 }
 
-impl From<io::Error> for StreamError {
+impl From<io::Error> for ParseStreamError {
     fn from(error: io::Error) -> Self {
         Self::Io(error)
     }
 }
 
-impl From<TooLarge> for StreamError {
+impl From<TooLarge> for ParseStreamError {
     fn from(error: TooLarge) -> Self {
         Self::TooLarge(error)
     }
@@ -351,19 +351,21 @@ impl From<TooLarge> for StreamError {
 /// and the ones after it are still read; a read error (or text that is not UTF-8) ends the stream.
 ///
 /// ```
-/// use kubetrain_yaml::{StreamError, parse_stream};
+/// use kubetrain_yaml::{ParseStreamError, parse_stream};
 ///
 /// let input = "kind: ConfigMap\nmetadata: {name: a}\n---\n# nothing\n---\nkind: [unclosed\n---\n- 1\n";
 /// let mut documents = parse_stream(input.as_bytes());
 /// let first = documents.next().unwrap().unwrap();
 /// assert_eq!((first.number, first.line, first.value["metadata"]["name"].as_str()), (1, 1, Some("a")));
 /// let error = documents.next().unwrap().unwrap_err();
-/// assert!(matches!(error, StreamError::Syntax { number: 3, .. }));
+/// assert!(matches!(error, ParseStreamError::Syntax { number: 3, .. }));
 /// assert_eq!(error.to_string(), "invalid YAML: document 3 (from line 5): line 6 column 7: unclosed bracket '['");
 /// assert_eq!(documents.next().unwrap().unwrap().value, serde_json::json!([1]));
 /// assert!(documents.next().is_none());
 /// ```
-pub fn parse_stream<R: BufRead>(reader: R) -> impl Iterator<Item = Result<Document, StreamError>> {
+pub fn parse_stream<R: BufRead>(
+    reader: R,
+) -> impl Iterator<Item = Result<StreamDocument, ParseStreamError>> {
     let mut documents = DocumentStream::new(reader);
     let mut failed = false;
     std::iter::from_fn(move || {
@@ -387,7 +389,7 @@ pub fn parse_stream<R: BufRead>(reader: R) -> impl Iterator<Item = Result<Docume
             match crate::fast::from_str(&text) {
                 Ok(Value::Null) => continue,
                 Ok(value) => {
-                    return Some(Ok(Document {
+                    return Some(Ok(StreamDocument {
                         number,
                         line,
                         text_line,
@@ -395,7 +397,7 @@ pub fn parse_stream<R: BufRead>(reader: R) -> impl Iterator<Item = Result<Docume
                     }));
                 }
                 Err(source) => {
-                    return Some(Err(StreamError::Syntax {
+                    return Some(Err(ParseStreamError::Syntax {
                         number,
                         line,
                         text_line,
@@ -476,7 +478,7 @@ mod tests {
         let parsed: Vec<String> = parse_stream(input.as_bytes())
             .map(|d| match d {
                 Ok(d) => d.value.to_string(),
-                Err(StreamError::TooLarge(e)) => format!("too large: {}", e.number),
+                Err(ParseStreamError::TooLarge(e)) => format!("too large: {}", e.number),
                 Err(e) => panic!("{e}"),
             })
             .collect();
@@ -492,7 +494,7 @@ mod tests {
         assert!(
             matches!(
                 error,
-                StreamError::Syntax {
+                ParseStreamError::Syntax {
                     number: 2,
                     line: 2,
                     text_line: 3,
@@ -516,6 +518,6 @@ mod tests {
         let text: &[u8] = b"a: 1\n---\nb: \xff\n---\nc: 3\n";
         let results: Vec<_> = parse_stream(text).collect();
         assert_eq!(results.len(), 2, "{results:?}");
-        assert!(matches!(results[1], Err(StreamError::Io(_))));
+        assert!(matches!(results[1], Err(ParseStreamError::Io(_))));
     }
 }
