@@ -4,8 +4,7 @@
 
 use kubetrain_client::local::capacity::Capacity;
 use kubetrain_client::local::queue::QueueingStrategy;
-use kubetrain_client::local::queue::decide::decide;
-use kubetrain_client::local::queue::ledger::parse;
+use kubetrain_client::fuzz::{decide, parse};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

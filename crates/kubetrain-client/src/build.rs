@@ -15,14 +15,7 @@ use crate::types::{Runtime, SDK_PATCH_MANAGER, TrainOptions};
 pub const DEFAULT_RUNTIME: &str = "torch-distributed";
 
 /// A job name like the Python SDK's: a lowercase letter and 11 hex digits.
-///
-/// ```
-/// let name = kubetrain_client::build::generate_name();
-/// assert_eq!(name.len(), 12);
-/// assert!(name.as_bytes()[0].is_ascii_lowercase());
-/// assert!(name[1..].chars().all(|c| c.is_ascii_hexdigit()));
-/// ```
-pub fn generate_name() -> String {
+pub(crate) fn generate_name() -> String {
     // RandomState is seeded per process from the OS; mixing in the time and a counter gives distinct names.
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -121,7 +114,7 @@ pub fn build_trainjob(
 /// `spec.trainer` for `trainer` on `runtime`: the SDK's `get_trainer_cr_from_custom_trainer` and
 /// `get_trainer_cr_from_builtin_trainer`. A function or container trainer needs a `custom` runtime, a
 /// built-in one a `builtin` (TorchTune) runtime.
-pub fn trainer_cr(
+pub(crate) fn trainer_cr(
     runtime: &Runtime,
     trainer: &TrainerSpec,
     initializer: Option<&Initializer>,

@@ -1,10 +1,11 @@
-//! The errors of the SDK. The local runner's own errors (feature `local`) live next to what raises them and
-//! are re-exported here: `PlanError` (the plan of a local run) and `QueueError` (the local queue).
+//! The errors of the SDK. The local runner's own errors (feature `local`) live next to what raises them:
+//! [`local::PlanError`](crate::local::PlanError) (the plan of a local run) and
+//! [`local::queue::QueueError`](crate::local::queue::QueueError) (the local queue).
 
 #[cfg(feature = "local")]
-pub use crate::local::error::PlanError;
+use crate::local::error::PlanError;
 #[cfg(feature = "local")]
-pub use crate::local::queue::QueueError;
+use crate::local::queue::QueueError;
 
 /// Errors of the [`TrainerClient`](crate::TrainerClient) and its backends.
 #[derive(Debug, thiserror::Error)]

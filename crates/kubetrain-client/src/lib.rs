@@ -12,6 +12,13 @@
 //! Training code inside a TrainJob reports its progress to the operator with [`progress`] (the Python SDK's
 //! `update_trainjob_status`).
 //!
+//! The SDK's types keep the names of Kubeflow's Python SDK (`kubeflow.trainer`), so that code and docs
+//! translate one to one: [`TrainerClient`], [`Trainer`], [`JobStatus`], [`Initializer`],
+//! [`DatasetInitializer`](initializers::DatasetInitializer), [`ModelInitializer`](initializers::ModelInitializer),
+//! [`BuiltinTrainer`], [`TorchTuneConfig`], [`DataType`](trainer::DataType) and the others. Some of these
+//! names also exist in kubetrain-api (`Trainer`, `JobStatus`, the initializers) for the TrainJob's own API
+//! fields: the SDK's type is the one a user writes, and [`build`] turns it into the API's.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kubetrain_client::ClientError> {
 //! use std::time::Duration;
@@ -66,8 +73,6 @@ pub mod types;
 pub use backend::{Backend, LogStream, TrainerClient};
 pub use client::{RuntimeChoice, TrainRequest, WaitRequest};
 pub use error::{ClientError, Result};
-#[cfg(feature = "local")]
-pub use error::{PlanError, QueueError};
 pub use initializers::Initializer;
 #[cfg(feature = "kubernetes")]
 pub use kubernetes::{KubernetesBackend, KubernetesBackendConfig};
@@ -78,6 +83,15 @@ pub use types::{
     Event, JobStatus, LogOptions, Runtime, RuntimeTrainer, Step, TrainJobView, TrainOptions,
     Trainer,
 };
+
+/// Entry points of the fuzz targets (`fuzz/`) into the local queue's crate-private ledger parser and
+/// admission decision; built only by cargo-fuzz (`--cfg fuzzing`), never part of the API.
+#[cfg(all(fuzzing, feature = "local"))]
+#[doc(hidden)]
+pub mod fuzz {
+    pub use crate::local::queue::decide::decide;
+    pub use crate::local::queue::ledger::parse;
+}
 
 // The SDK guide's examples are compiled and run with the crate's doctests (they use both backends).
 #[cfg(all(doctest, feature = "kubernetes", feature = "local"))]

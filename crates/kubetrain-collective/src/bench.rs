@@ -14,7 +14,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::communicator::Communicator;
-use crate::dtype::{DataType, Element, ReduceOp};
+use crate::dtype::{Element, ElementType, ReduceOp};
 use crate::error::Result;
 
 /// The collectives the benchmark measures.
@@ -384,16 +384,16 @@ pub fn run<T: Element, C: Communicator>(comm: &mut C, cfg: &BenchConfig) -> Resu
 pub fn run_dtype<C: Communicator>(
     comm: &mut C,
     cfg: &BenchConfig,
-    dtype: DataType,
+    dtype: ElementType,
 ) -> Result<Vec<BenchRow>> {
     match dtype {
-        DataType::F32 => run::<f32, C>(comm, cfg),
-        DataType::F64 => run::<f64, C>(comm, cfg),
-        DataType::F16 => run::<half::f16, C>(comm, cfg),
-        DataType::Bf16 => run::<half::bf16, C>(comm, cfg),
-        DataType::I32 => run::<i32, C>(comm, cfg),
-        DataType::I64 => run::<i64, C>(comm, cfg),
-        DataType::U8 => run::<u8, C>(comm, cfg),
+        ElementType::F32 => run::<f32, C>(comm, cfg),
+        ElementType::F64 => run::<f64, C>(comm, cfg),
+        ElementType::F16 => run::<half::f16, C>(comm, cfg),
+        ElementType::Bf16 => run::<half::bf16, C>(comm, cfg),
+        ElementType::I32 => run::<i32, C>(comm, cfg),
+        ElementType::I64 => run::<i64, C>(comm, cfg),
+        ElementType::U8 => run::<u8, C>(comm, cfg),
     }
 }
 

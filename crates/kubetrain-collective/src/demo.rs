@@ -71,7 +71,7 @@ pub struct CheckpointOptions<'a> {
 
 /// Run options of [`train`] beyond the model's settings.
 #[derive(Default)]
-pub struct TrainOptions<'a> {
+pub struct DemoOptions<'a> {
     /// Resume from and write checkpoints here.
     pub checkpoint: Option<CheckpointOptions<'a>>,
     /// Stop after the first step that ends past this much time (every rank stops at the same step).
@@ -140,7 +140,7 @@ pub fn train_linear_regression<C: Communicator>(
     cfg: &DemoConfig,
     mut on_step: impl FnMut(usize, f64),
 ) -> Result<DemoReport> {
-    train(comm, cfg, &TrainOptions::default(), |event| {
+    train(comm, cfg, &DemoOptions::default(), |event| {
         if let DemoEvent::Step { step, loss } = event {
             on_step(step as usize, loss);
         }
@@ -153,7 +153,7 @@ pub fn train_linear_regression<C: Communicator>(
 pub fn train<C: Communicator>(
     comm: &mut C,
     cfg: &DemoConfig,
-    options: &TrainOptions<'_>,
+    options: &DemoOptions<'_>,
     mut on_event: impl FnMut(DemoEvent<'_>),
 ) -> Result<DemoReport> {
     let n = comm.world_size();

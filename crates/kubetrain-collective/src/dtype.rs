@@ -4,9 +4,9 @@ use std::fmt;
 
 use half::{bf16, f16};
 
-/// The element type of a collective's buffers (nccl-tests names in [`DataType::name`]).
+/// The element type of a collective's buffers (nccl-tests names in [`ElementType::name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DataType {
+pub enum ElementType {
     /// 32-bit float.
     F32,
     /// 64-bit float.
@@ -23,38 +23,38 @@ pub enum DataType {
     U8,
 }
 
-impl DataType {
+impl ElementType {
     /// Every data type, in a stable order.
-    pub const ALL: [DataType; 7] = [
-        DataType::F32,
-        DataType::F64,
-        DataType::F16,
-        DataType::Bf16,
-        DataType::I32,
-        DataType::I64,
-        DataType::U8,
+    pub const ALL: [ElementType; 7] = [
+        ElementType::F32,
+        ElementType::F64,
+        ElementType::F16,
+        ElementType::Bf16,
+        ElementType::I32,
+        ElementType::I64,
+        ElementType::U8,
     ];
 
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
         match self {
-            DataType::F32 | DataType::I32 => 4,
-            DataType::F64 | DataType::I64 => 8,
-            DataType::F16 | DataType::Bf16 => 2,
-            DataType::U8 => 1,
+            ElementType::F32 | ElementType::I32 => 4,
+            ElementType::F64 | ElementType::I64 => 8,
+            ElementType::F16 | ElementType::Bf16 => 2,
+            ElementType::U8 => 1,
         }
     }
 
     /// The short name nccl-tests prints (`float`, `double`, `half`, `bfloat16`, `int32`, `int64`, `uint8`).
     pub fn name(self) -> &'static str {
         match self {
-            DataType::F32 => "float",
-            DataType::F64 => "double",
-            DataType::F16 => "half",
-            DataType::Bf16 => "bfloat16",
-            DataType::I32 => "int32",
-            DataType::I64 => "int64",
-            DataType::U8 => "uint8",
+            ElementType::F32 => "float",
+            ElementType::F64 => "double",
+            ElementType::F16 => "half",
+            ElementType::Bf16 => "bfloat16",
+            ElementType::I32 => "int32",
+            ElementType::I64 => "int64",
+            ElementType::U8 => "uint8",
         }
     }
 
@@ -62,12 +62,12 @@ impl DataType {
     pub fn is_float(self) -> bool {
         matches!(
             self,
-            DataType::F32 | DataType::F64 | DataType::F16 | DataType::Bf16
+            ElementType::F32 | ElementType::F64 | ElementType::F16 | ElementType::Bf16
         )
     }
 }
 
-impl fmt::Display for DataType {
+impl fmt::Display for ElementType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -126,8 +126,8 @@ mod sealed {
 pub trait Element:
     bytemuck::Pod + Send + Sync + PartialEq + PartialOrd + fmt::Debug + sealed::Sealed
 {
-    /// The matching [`DataType`].
-    const DTYPE: DataType;
+    /// The matching [`ElementType`].
+    const DTYPE: ElementType;
 
     /// `dst[i] = a[i] op b[i]`, with `a` the partial result that arrived and `b` the local contribution.
     fn reduce_into(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]);
@@ -150,7 +150,7 @@ macro_rules! int_kernels {
     ($t:ty, $dt:expr) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
-            const DTYPE: DataType = $dt;
+            const DTYPE: ElementType = $dt;
             fn reduce_into(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]) {
                 let it = dst.iter_mut().zip(a.iter().zip(b));
                 match op {
@@ -186,15 +186,15 @@ macro_rules! int_kernels {
     };
 }
 
-int_kernels!(i32, DataType::I32);
-int_kernels!(i64, DataType::I64);
-int_kernels!(u8, DataType::U8);
+int_kernels!(i32, ElementType::I32);
+int_kernels!(i64, ElementType::I64);
+int_kernels!(u8, ElementType::U8);
 
 macro_rules! float_kernels {
     ($t:ty, $dt:expr) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
-            const DTYPE: DataType = $dt;
+            const DTYPE: ElementType = $dt;
             fn reduce_into(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]) {
                 let it = dst.iter_mut().zip(a.iter().zip(b));
                 match op {
@@ -227,15 +227,15 @@ macro_rules! float_kernels {
     };
 }
 
-float_kernels!(f32, DataType::F32);
-float_kernels!(f64, DataType::F64);
+float_kernels!(f32, ElementType::F32);
+float_kernels!(f64, ElementType::F64);
 
 /// 16-bit floats reduce in `f32` and round once per step, like NCCL's half kernels.
 macro_rules! half_kernels {
     ($t:ty, $dt:expr) => {
         impl sealed::Sealed for $t {}
         impl Element for $t {
-            const DTYPE: DataType = $dt;
+            const DTYPE: ElementType = $dt;
             fn reduce_into(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]) {
                 for (d, (x, y)) in dst.iter_mut().zip(a.iter().zip(b)) {
                     *d = <$t>::from_f32(apply_f32(op, x.to_f32(), y.to_f32()));
@@ -271,8 +271,8 @@ fn apply_f32(op: ReduceOp, x: f32, y: f32) -> f32 {
     }
 }
 
-half_kernels!(f16, DataType::F16);
-half_kernels!(bf16, DataType::Bf16);
+half_kernels!(f16, ElementType::F16);
+half_kernels!(bf16, ElementType::Bf16);
 
 #[cfg(test)]
 mod tests {
@@ -323,10 +323,10 @@ mod tests {
 
     #[test]
     fn sizes_match_rust_types() {
-        assert_eq!(DataType::F32.size(), size_of::<f32>());
-        assert_eq!(DataType::Bf16.size(), size_of::<bf16>());
-        assert_eq!(DataType::I64.size(), size_of::<i64>());
-        assert_eq!(<u8 as Element>::DTYPE, DataType::U8);
-        assert!(DataType::F16.is_float() && !DataType::I32.is_float());
+        assert_eq!(ElementType::F32.size(), size_of::<f32>());
+        assert_eq!(ElementType::Bf16.size(), size_of::<bf16>());
+        assert_eq!(ElementType::I64.size(), size_of::<i64>());
+        assert_eq!(<u8 as Element>::DTYPE, ElementType::U8);
+        assert!(ElementType::F16.is_float() && !ElementType::I32.is_float());
     }
 }

@@ -19,7 +19,7 @@
 //! data-parallel training loop with [`checkpoint`]s.
 //!
 //! ```
-//! use kubetrain_collective::{DataType, ReduceOp};
+//! use kubetrain_collective::{ElementType, ReduceOp};
 //! use kubetrain_collective::rendezvous::RankEnv;
 //!
 //! // What a rank of a one-node, one-process torch TrainJob sees:
@@ -31,7 +31,7 @@
 //!     _ => None,
 //! })?;
 //! assert_eq!((env.rank, env.world_size), (0, 1));
-//! assert_eq!((DataType::F32.name(), ReduceOp::Avg.name()), ("float", "avg"));
+//! assert_eq!((ElementType::F32.name(), ReduceOp::Avg.name()), ("float", "avg"));
 //! # Ok::<(), kubetrain_collective::rendezvous::RendezvousError>(())
 //! ```
 //!
@@ -60,7 +60,7 @@ pub mod nccl;
 pub mod rendezvous;
 
 pub use communicator::Communicator;
-pub use dtype::{DataType, Element, ReduceOp};
+pub use dtype::{Element, ElementType, ReduceOp};
 pub use error::{CollectiveError, Result};
 
 // The README's example is compiled and run with the doctests.

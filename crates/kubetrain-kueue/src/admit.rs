@@ -62,27 +62,27 @@ pub struct Waiting {
 /// What Kueue would do with the workload now.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "verdict")]
-pub enum Verdict {
+pub enum AdmissionVerdict {
     /// Quota reserved.
     Admitted(Admitted),
     /// Not admitted; why.
     Waiting(Waiting),
 }
 
-impl Verdict {
+impl AdmissionVerdict {
     /// The admission, if any.
     pub fn admitted(&self) -> Option<&Admitted> {
         match self {
-            Verdict::Admitted(a) => Some(a),
-            Verdict::Waiting(_) => None,
+            AdmissionVerdict::Admitted(a) => Some(a),
+            AdmissionVerdict::Waiting(_) => None,
         }
     }
 
     /// Why it waits, if it does.
     pub fn waiting(&self) -> Option<&Waiting> {
         match self {
-            Verdict::Admitted(_) => None,
-            Verdict::Waiting(w) => Some(w),
+            AdmissionVerdict::Admitted(_) => None,
+            AdmissionVerdict::Waiting(w) => Some(w),
         }
     }
 }
@@ -129,7 +129,10 @@ impl Verdict {
 /// assert_eq!(admitted.cluster_queue, "team");
 /// assert_eq!(admitted.pod_sets[0].flavors["nvidia.com/gpu"], "a100");
 /// ```
-pub fn admit_workload(setup: &Setup, workload: WorkloadObject) -> Result<Verdict, LoadError> {
+pub fn admit_workload(
+    setup: &Setup,
+    workload: WorkloadObject,
+) -> Result<AdmissionVerdict, LoadError> {
     let mut setup = setup.clone();
     let key = workload.key();
     let me = setup.workloads.len();
@@ -161,10 +164,10 @@ pub fn admit_workload(setup: &Setup, workload: WorkloadObject) -> Result<Verdict
     Ok(verdict(&s, me, key, preempted))
 }
 
-fn verdict(s: &Scheduler, me: usize, key: String, preempted: Vec<String>) -> Verdict {
+fn verdict(s: &Scheduler, me: usize, key: String, preempted: Vec<String>) -> AdmissionVerdict {
     let m = &s.model;
     match (&s.wls[me].phase, &s.wls[me].admission) {
-        (Phase::Admitted, Some(adm)) => Verdict::Admitted(Admitted {
+        (Phase::Admitted, Some(adm)) => AdmissionVerdict::Admitted(Admitted {
             workload: key,
             cluster_queue: m.cqs[adm.cq].name.clone(),
             pod_sets: adm
@@ -190,7 +193,7 @@ fn verdict(s: &Scheduler, me: usize, key: String, preempted: Vec<String>) -> Ver
         }),
         _ => {
             let explanation = explain(s, me);
-            Verdict::Waiting(Waiting {
+            AdmissionVerdict::Waiting(Waiting {
                 workload: key,
                 reason: explanation.reason.clone(),
                 message: explanation.message.clone(),

@@ -7,7 +7,7 @@ mod lookup;
 mod never_fits;
 mod queue_hint;
 
-pub use lookup::{LookupError, find_workload};
+pub use lookup::{WorkloadLookupError, find_workload};
 pub use never_fits::NeverFits;
 
 use std::fmt::Write as _;

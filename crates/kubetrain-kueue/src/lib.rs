@@ -7,12 +7,12 @@
 //! with Kueue's webhook rules, and scheduled cycle by cycle with Kueue's messages.
 //!
 //! One call answers for one workload: [`admit_workload`] (a Workload and a setup → a typed
-//! [`Verdict`]); with the `trainjob` feature, `admit(&trainjob, &runtime_catalog, &setup)` builds the
+//! [`AdmissionVerdict`]); with the `trainjob` feature, `admit(&trainjob, &runtime_catalog, &setup)` builds the
 //! Workload Kueue's TrainJob integration builds first (module `trainjob`).
 //!
 //! The entry points are re-exported here: [`Setup`] (read Kueue YAML), [`Model`] (validate and
 //! resolve it), [`Scheduler`] (scheduling cycles; read a workload's state with its methods),
-//! [`simulate`] (the discrete-event simulator, [`ScenarioSpec`] → [`Outcome`]), [`explain()`] and the
+//! [`simulate`] (the discrete-event simulator, [`ScenarioSpec`] → [`SimOutcome`]), [`explain()`] and the
 //! one-call [`admit_workload`]; the modules hold the rest.
 //!
 //! ```
@@ -78,13 +78,13 @@ mod time;
 pub mod trainjob;
 pub mod validate;
 
-pub use admit::{Verdict, admit_workload};
+pub use admit::{AdmissionVerdict, admit_workload};
 pub use error::{FieldError, LoadError};
 pub use explain::{Explanation, explain};
 pub use load::Setup;
 pub use model::Model;
 pub use sched::Scheduler;
-pub use sim::engine::{Outcome, simulate};
+pub use sim::engine::{SimOutcome, simulate};
 pub use sim::scenario::ScenarioSpec;
 #[cfg(feature = "trainjob")]
 pub use trainjob::{TrainJobError, admit};

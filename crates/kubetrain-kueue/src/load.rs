@@ -19,7 +19,7 @@ use crate::sim::scenario::ScenarioSpec;
 
 /// A Kueue object with metadata and spec.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Object<S> {
+pub struct KueueObject<S> {
     /// Metadata.
     pub metadata: ObjectMeta,
     /// Spec.
@@ -65,17 +65,17 @@ pub struct AdmissionCheckObject {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Setup {
     /// ResourceFlavors.
-    pub flavors: Vec<Object<ResourceFlavorSpec>>,
+    pub flavors: Vec<KueueObject<ResourceFlavorSpec>>,
     /// Cohorts.
-    pub cohorts: Vec<Object<CohortSpec>>,
+    pub cohorts: Vec<KueueObject<CohortSpec>>,
     /// ClusterQueues.
-    pub cluster_queues: Vec<Object<ClusterQueueSpec>>,
+    pub cluster_queues: Vec<KueueObject<ClusterQueueSpec>>,
     /// LocalQueues.
-    pub local_queues: Vec<Object<LocalQueueSpec>>,
+    pub local_queues: Vec<KueueObject<LocalQueueSpec>>,
     /// AdmissionChecks with their status (`Active`).
     pub admission_checks: Vec<AdmissionCheckObject>,
     /// Topologies (levels of node labels) for topology-aware scheduling.
-    pub topologies: Vec<Object<TopologySpec>>,
+    pub topologies: Vec<KueueObject<TopologySpec>>,
     /// Nodes (labels, allocatable, taints) for topology-aware scheduling.
     pub nodes: Vec<crate::tas::Node>,
     /// WorkloadPriorityClasses.
@@ -242,73 +242,13 @@ impl Setup {
         if (group, kind.as_str()) == ("v1", "List") {
             return self.add_list(source, index, doc);
         }
+        if group == "kueue.x-k8s.io" {
+            return self.add_kueue_object(&kind, &name, doc);
+        }
         match (group, kind.as_str()) {
-            ("kueue.x-k8s.io", "ResourceFlavor") => {
-                let d: Doc<ResourceFlavorSpec> = typed(&kind, &name, doc)?;
-                self.flavors.push(Object {
-                    metadata: d.metadata,
-                    spec: d.spec,
-                });
-            }
-            ("kueue.x-k8s.io", "Cohort") => {
-                let d: Doc<CohortSpec> = typed(&kind, &name, doc)?;
-                self.cohorts.push(Object {
-                    metadata: d.metadata,
-                    spec: d.spec,
-                });
-            }
-            ("kueue.x-k8s.io", "ClusterQueue") => {
-                let d: Doc<ClusterQueueSpec> = typed(&kind, &name, doc)?;
-                self.cluster_queues.push(Object {
-                    metadata: d.metadata,
-                    spec: d.spec,
-                });
-            }
-            ("kueue.x-k8s.io", "LocalQueue") => {
-                let d: Doc<LocalQueueSpec> = typed(&kind, &name, doc)?;
-                self.local_queues.push(Object {
-                    metadata: d.metadata,
-                    spec: d.spec,
-                });
-            }
-            ("kueue.x-k8s.io", "AdmissionCheck") => {
-                let d: Doc<AdmissionCheckSpec> = typed(&kind, &name, doc)?;
-                let status = match d.status {
-                    Some(s) => typed::<AdmissionCheckStatus>(&kind, &name, s)?,
-                    None => AdmissionCheckStatus::default(),
-                };
-                self.admission_checks.push(AdmissionCheckObject {
-                    metadata: d.metadata,
-                    spec: d.spec,
-                    status,
-                });
-            }
-            ("kueue.x-k8s.io", "Topology") => {
-                let d: Doc<TopologySpec> = typed(&kind, &name, doc)?;
-                self.topologies.push(Object {
-                    metadata: d.metadata,
-                    spec: d.spec,
-                });
-            }
             ("v1", "Node") => self
                 .nodes
                 .push(crate::tas::Node::from_document(&name, &doc)?),
-            ("kueue.x-k8s.io", "WorkloadPriorityClass") => {
-                let wpc: WorkloadPriorityClass = typed(&kind, &name, doc)?;
-                self.priority_classes.push(wpc);
-            }
-            ("kueue.x-k8s.io", "Workload") => {
-                let d: Doc<WorkloadSpec> = typed(&kind, &name, doc)?;
-                let status = match d.status {
-                    Some(s) => typed::<WorkloadStatus>(&kind, &name, s)?,
-                    None => WorkloadStatus::default(),
-                };
-                self.workloads.push(WorkloadObject {
-                    metadata: d.metadata,
-                    spec: d.spec,
-                    status,
-                });
-            }
             ("config.kueue.x-k8s.io", "Configuration") => {
                 self.configuration = Some(typed(&kind, &name, doc)?);
             }
@@ -331,6 +271,60 @@ impl Setup {
         }
         Ok(())
     }
+
+    /// Adds one object of Kueue's API group (`kueue.x-k8s.io`); a kind this crate does not model is skipped.
+    fn add_kueue_object(&mut self, kind: &str, name: &str, doc: Value) -> Result<(), LoadError> {
+        match kind {
+            "ResourceFlavor" => self.flavors.push(object(kind, name, doc)?),
+            "Cohort" => self.cohorts.push(object(kind, name, doc)?),
+            "ClusterQueue" => self.cluster_queues.push(object(kind, name, doc)?),
+            "LocalQueue" => self.local_queues.push(object(kind, name, doc)?),
+            "Topology" => self.topologies.push(object(kind, name, doc)?),
+            "AdmissionCheck" => {
+                let d: Doc<AdmissionCheckSpec> = typed(kind, name, doc)?;
+                let status = match d.status {
+                    Some(s) => typed::<AdmissionCheckStatus>(kind, name, s)?,
+                    None => AdmissionCheckStatus::default(),
+                };
+                self.admission_checks.push(AdmissionCheckObject {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                    status,
+                });
+            }
+            "WorkloadPriorityClass" => {
+                let wpc: WorkloadPriorityClass = typed(kind, name, doc)?;
+                self.priority_classes.push(wpc);
+            }
+            "Workload" => {
+                let d: Doc<WorkloadSpec> = typed(kind, name, doc)?;
+                let status = match d.status {
+                    Some(s) => typed::<WorkloadStatus>(kind, name, s)?,
+                    None => WorkloadStatus::default(),
+                };
+                self.workloads.push(WorkloadObject {
+                    metadata: d.metadata,
+                    spec: d.spec,
+                    status,
+                });
+            }
+            _ => self.skipped.push(format!("{kind}/{name}")),
+        }
+        Ok(())
+    }
+}
+
+/// Deserializes a document with `metadata` and `spec` into a [`KueueObject`].
+fn object<S: DeserializeOwned + Default>(
+    kind: &str,
+    name: &str,
+    doc: Value,
+) -> Result<KueueObject<S>, LoadError> {
+    let d: Doc<S> = typed(kind, name, doc)?;
+    Ok(KueueObject {
+        metadata: d.metadata,
+        spec: d.spec,
+    })
 }
 
 /// Deserializes `value` into `T`, turning errors into a field-path error.

@@ -137,7 +137,7 @@ pub struct CheckAnswer {
 
 /// An AdmissionCheck.
 #[derive(Debug, Clone)]
-pub struct Check {
+pub struct AdmissionCheck {
     /// Name.
     pub name: String,
     /// `spec.controllerName`.
@@ -386,7 +386,7 @@ pub struct Model {
     /// Namespaces and their labels.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// AdmissionChecks.
-    pub checks: Vec<Check>,
+    pub checks: Vec<AdmissionCheck>,
     /// Topologies.
     pub topologies: Vec<Topology>,
     /// Nodes (the inventory of TAS flavors).
@@ -397,7 +397,7 @@ pub struct Model {
 
 /// The order in which Kueue iterates requested resources: ascending FNV-1a-64 of the name, ties
 /// by name (kueue.md §2.4).
-pub fn resource_order_key(name: &str) -> (u64, &str) {
+pub(crate) fn resource_order_key(name: &str) -> (u64, &str) {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name.bytes() {
         h ^= u64::from(b);
@@ -687,7 +687,7 @@ fn cluster_queue(
     tree: &mut Tree,
     i: &mut Interner<'_>,
     cohorts: &mut Cohorts,
-    cq: &crate::load::Object<crate::api::ClusterQueueSpec>,
+    cq: &crate::load::KueueObject<crate::api::ClusterQueueSpec>,
 ) -> ClusterQueue {
     let s = &cq.spec;
     let n = tree.add_node(&cq.metadata.name, true);
@@ -1143,7 +1143,7 @@ fn intern_checks(model: &mut Model, setup: &Setup) {
     model.checks = setup
         .admission_checks
         .iter()
-        .map(|c| Check {
+        .map(|c| AdmissionCheck {
             name: c.metadata.name.clone(),
             controller: c.spec.controller_name.clone(),
             // Upstream's cache (`pkg/cache/scheduler/cache.go`) takes only `Active=True` as active:

@@ -24,7 +24,7 @@ use kubetrain_jobset::plugins::Registry;
 use kubetrain_jobset::ssh::seeded_rng;
 use kubetrain_jobset::{Observed, RenderError, Rendered, render, render_with_registry, resolve};
 
-use crate::admit::{Verdict, admit_workload};
+use crate::admit::{AdmissionVerdict, admit_workload};
 use crate::api::JOB_UID_LABEL;
 use crate::api::{
     Container, ObjectMeta, PodSet, PodSpec, PodTemplateSpec, PriorityClassRef,
@@ -257,7 +257,7 @@ pub fn admit(
     job: &TrainJob,
     catalog: &RuntimeCatalog,
     setup: &Setup,
-) -> Result<Verdict, TrainJobError> {
+) -> Result<AdmissionVerdict, TrainJobError> {
     let runtime = resolve(catalog, job).map_err(|source| TrainJobError::Render {
         job: key_of(job),
         source,

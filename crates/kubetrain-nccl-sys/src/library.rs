@@ -9,7 +9,7 @@ use crate::bindings::{Nccl, ncclResult_t};
 /// NCCL could not be loaded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum LoadError {
+pub enum LibraryError {
     /// No candidate loaded; `tried` lists each candidate and why it failed.
     #[error(
         "NCCL library not found; looked in:{}\ninstall it with `pip install nvidia-nccl-cu12` (or -cu13), or set \
@@ -134,7 +134,7 @@ pub fn candidates(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
 
 impl Library {
     /// Loads the first candidate of [`candidates`] (read from the process environment) that works.
-    pub fn load() -> Result<Self, LoadError> {
+    pub fn load() -> Result<Self, LibraryError> {
         let cands = candidates(|k| std::env::var(k).ok());
         let mut tried = Vec::new();
         if std::env::var_os("NCCL_LIBRARY").is_none() {
@@ -150,17 +150,17 @@ impl Library {
         for c in cands {
             match Self::load_from(&c) {
                 Ok(lib) => return Ok(lib),
-                Err(LoadError::NotFound { tried: t }) => tried.extend(t),
+                Err(LibraryError::NotFound { tried: t }) => tried.extend(t),
             }
         }
-        Err(LoadError::NotFound { tried })
+        Err(LibraryError::NotFound { tried })
     }
 
     /// Loads the library at `path` (or a bare name, searched by the dynamic loader) and checks that it
     /// is NCCL (`ncclGetVersion` resolves).
-    pub fn load_from(path: impl AsRef<Path>) -> Result<Self, LoadError> {
+    pub fn load_from(path: impl AsRef<Path>) -> Result<Self, LibraryError> {
         let path = path.as_ref();
-        let fail = |why: String| LoadError::NotFound {
+        let fail = |why: String| LibraryError::NotFound {
             tried: vec![(path.display().to_string(), why)],
         };
         // SAFETY: loading a shared library runs its initialisers; NCCL's only set up internal state

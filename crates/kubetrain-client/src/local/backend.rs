@@ -160,7 +160,10 @@ fn event(object: String, reason: &str, message: String, warning: bool) -> Event 
 impl LocalJob {
     /// Waits in the local queue, keeping the pending reason and position in the state (and an event at
     /// every change of them).
-    async fn queue(&self, mut ticket: Ticket) -> std::result::Result<Ticket, crate::QueueError> {
+    async fn queue(
+        &self,
+        mut ticket: Ticket,
+    ) -> std::result::Result<Ticket, crate::local::queue::QueueError> {
         let object = format!("TrainJob/{}", self.plan.name);
         ticket
             .wait(|pending| {

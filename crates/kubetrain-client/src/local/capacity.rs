@@ -12,7 +12,7 @@ use super::queue::entry::{Entry, EntryState, PodSetEntry};
 /// The pod sets of `plan`'s Workload, restricted to the [covered resources](covered_resources): those Kueue's
 /// TrainJob integration builds ([`JobPlan::kueue_pod_sets`]), else one per replicated job with the
 /// requests of its first pod's first container.
-pub fn requested_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> {
+pub(crate) fn requested_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> {
     let covered = covered_resources(capacity);
     if let Some(sets) = &plan.kueue_pod_sets {
         return sets
@@ -48,7 +48,7 @@ pub fn requested_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntr
 /// The pod sets of `plan` as the local queue records them: [`requested_pod_sets`], with CPU or memory that
 /// the whole job asks beyond `capacity` scaled down to `capacity` (processes can oversubscribe them), so
 /// such a job waits for the whole machine instead of forever.
-pub fn queued_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> {
+pub(crate) fn queued_pod_sets(plan: &JobPlan, capacity: &Capacity) -> Vec<PodSetEntry> {
     let mut sets = requested_pod_sets(plan, capacity);
     let limits = [
         ("cpu", i128::from(capacity.cpu) * 1000),
@@ -257,11 +257,11 @@ pub fn check(plan: &JobPlan, capacity: &Capacity) -> Result<Option<String>, Capa
 
 /// The most processes a local run may start per CPU core ([`check_size`]): far more than can compute at
 /// once, far fewer than make a machine unusable.
-pub const PROCESSES_PER_CORE: u64 = 64;
+pub(crate) const PROCESSES_PER_CORE: u64 = 64;
 
 /// The memory a local pod is counted at when it requests less ([`check_size`]): what a small Python
 /// process takes.
-pub const MIN_POD_MEMORY: u64 = 50 * 1024 * 1024;
+pub(crate) const MIN_POD_MEMORY: u64 = 50 * 1024 * 1024;
 
 /// What a run asks of this machine, as [`check_size`] counts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,7 +271,7 @@ pub struct Footprint {
     /// Processes the runner starts: every container of every pod, times `PET_NPROC_PER_NODE` where it is
     /// a number (torchrun starts that many workers).
     pub processes: u64,
-    /// Memory in bytes: every pod's memory request (or limit), at least [`MIN_POD_MEMORY`].
+    /// Memory in bytes: every pod's memory request (or limit), at least 50 MiB.
     pub memory: u64,
 }
 
@@ -317,8 +317,8 @@ impl Footprint {
     }
 }
 
-/// Refuses a run this machine cannot start at all: more processes than [`PROCESSES_PER_CORE`] per core,
-/// or more memory than the machine has with each pod counted at least at [`MIN_POD_MEMORY`]. `Err` says
+/// Refuses a run this machine cannot start at all: more than 64 processes per core,
+/// or more memory than the machine has with each pod counted at least at 50 MiB. `Err` says
 /// what the run asks and what the machine has. Unlike [`check`] (Kueue's quota, which processes may
 /// oversubscribe), this guards against a typo such as `numNodes: 100000`; `kubetrain run --force` skips it.
 ///

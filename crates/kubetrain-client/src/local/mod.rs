@@ -10,15 +10,15 @@
 //!   machine's ports (so two runs never clash);
 //! - fieldRef env is resolved from the pod's facts (completion index, names, labels), `$(VAR)` is expanded
 //!   like the kubelet does, and `/workspace` maps to `<run dir>/workspace`;
-//! - the process env is the pod's env plus [`plan::INHERITED_ENV`] (PATH, HOME, ...) of this process.
+//! - the process env is the pod's env plus a few variables of this process (PATH, HOME, ...).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kubetrain_client::ClientError> {
-//! use kubetrain_client::local::{LocalOptions, prepare, exec::execute};
+//! use kubetrain_client::local::{LocalOptions, prepare, execute};
 //!
 //! let yaml = std::fs::read_to_string("examples/manifests/quickstart.yaml").unwrap();
 //! let plan = prepare(&yaml, &kubetrain_jobset::builtin::catalog(), &LocalOptions::default())?;
-//! let (tx, mut rx) = tokio::sync::mpsc::channel(kubetrain_client::local::exec::EVENT_BUFFER);
+//! let (tx, mut rx) = tokio::sync::mpsc::channel(kubetrain_client::local::EVENT_BUFFER);
 //! let printer = tokio::spawn(async move { while let Some(e) = rx.recv().await { println!("{e:?}") } });
 //! let summary = execute(&plan, &tx, std::future::pending()).await;
 //! drop(tx);
@@ -27,24 +27,21 @@
 //! # Ok(()) }
 //! ```
 
-pub mod backend;
+mod backend;
 pub mod capacity;
 mod cluster_queue;
 pub(crate) mod error;
-pub mod exec;
-pub mod identity;
+// The runner's plumbing (process execution, ports, orphan reaping, host and env rewriting, the run
+// lock): crate-private; what callers need is re-exported below by name.
+pub(crate) mod exec;
+pub(crate) mod identity;
 pub mod plan;
-// Internals of the local runner, public for the CLI and tests, hidden from the docs (issue 18).
-#[doc(hidden)]
-pub mod ports;
+pub(crate) mod ports;
 pub mod queue;
-#[doc(hidden)]
-pub mod reaper;
+pub(crate) mod reaper;
 pub mod record;
-#[doc(hidden)]
-pub mod rewrite;
-#[doc(hidden)]
-pub mod run_lock;
+pub(crate) mod rewrite;
+pub(crate) mod run_lock;
 pub mod status;
 pub mod tree;
 
@@ -54,11 +51,16 @@ use kubetrain_api::{Document, RuntimeCatalog, TrainJob};
 use kubetrain_jobset::plugins::Registry;
 
 pub use backend::LocalProcessBackend;
-pub use exec::{LogLine, PodPhase, PodSummary, RunEvent, RunSummary, execute};
+pub use error::PlanError;
+pub use exec::{
+    EVENT_BUFFER, LOG_PIECE_BYTES, LogLine, PodPhase, PodSummary, RunEvent, RunSummary, execute,
+};
+pub use identity::ProcessIdentity;
 pub use plan::{JobPlan, PodPlan, ProcessPlan};
+pub use ports::{PortReservation, reserve_port};
+pub use reaper::adopt_orphans;
 
 use crate::error::ClientError;
-use error::PlanError;
 
 /// Options of a local run.
 #[derive(Clone, Debug)]

@@ -14,10 +14,10 @@ use super::rewrite::{Network, expand, map_path};
 use super::run_lock::RunLock;
 
 /// The path inside the pod that the local runner maps to `<run dir>/workspace`.
-pub const WORKSPACE: &str = "/workspace";
+pub(crate) const WORKSPACE: &str = "/workspace";
 
 /// Host variables a local pod keeps (a cluster pod would get none, but a process needs a PATH and a HOME).
-pub const INHERITED_ENV: &[&str] = &[
+pub(crate) const INHERITED_ENV: &[&str] = &[
     "PATH",
     "HOME",
     "USER",
@@ -116,23 +116,23 @@ pub struct JobPlan {
     /// Things the user should know (ignored images, remapped ports).
     pub notices: Vec<String>,
     /// The run's id (the last component of the default run directory; empty when planned without one). It
-    /// also marks every process of the run ([`super::reaper`]).
+    /// also marks every process of the run, so that [`adopt_orphans`](super::adopt_orphans) and a later
+    /// stop find them.
     pub run_id: String,
-    /// The run's token: every process of the run carries it as `KUBETRAIN_LOCAL_RUN`
-    /// ([`super::record::RUN_TOKEN_ENV`]), so that what is left of a run is found without trusting a pid.
+    /// The run's token: every process of the run carries it as `KUBETRAIN_LOCAL_RUN`, so that what is left of a run is found without trusting a pid.
     /// Empty when planned without one.
     pub token: String,
     /// The local ports given to declared container ports, reserved until the plan is dropped
-    /// ([`super::ports`]); their sockets are released just before the pods start.
+    /// ([`reserve_port`]); their sockets are released just before the pods start.
     pub ports: Vec<PortReservation>,
     /// The lock that refuses a second run of this TrainJob while this one is in progress
-    /// ([`super::run_lock`]); `None` when planned without one.
-    pub lock: Option<RunLock>,
+    /// ([`PlanError::AlreadyRunning`]); `None` when planned without one.
+    pub(crate) lock: Option<RunLock>,
     /// The pod sets of the Workload Kueue's TrainJob integration builds for this job
     /// (`kubetrain_kueue::trainjob::workload_from_jobset`: every container, init containers and pod
     /// overhead counted), with the per-pod requests of every resource; what the local queue admits.
     /// `None` when planned from objects alone: the first container's requests stand in.
-    pub kueue_pod_sets: Option<Vec<super::queue::ledger::PodSetEntry>>,
+    pub(crate) kueue_pod_sets: Option<Vec<super::queue::ledger::PodSetEntry>>,
     /// The TrainJob's `spec.runtimeRef.name`; empty when planned from objects alone.
     pub runtime: String,
 }
@@ -692,13 +692,8 @@ pub fn job_runs_dir(namespace: &str, name: &str) -> PathBuf {
     super::tree::runs_root().join(namespace).join(name)
 }
 
-/// The default run directory of run `run_id` of a job: `<root>/<namespace>/<name>/<run id>`.
-pub fn default_run_dir(namespace: &str, name: &str, run_id: &str) -> PathBuf {
-    job_runs_dir(namespace, name).join(run_id)
-}
-
 /// Creates the run directory and its `workspace/`, mode 0700 (the run's TrainJob and logs are the user's).
-pub fn prepare_run_dir(dir: &Path) -> Result<(), PlanError> {
+pub(crate) fn prepare_run_dir(dir: &Path) -> Result<(), PlanError> {
     super::tree::create_private_dir(&dir.join("workspace")).map_err(|source| PlanError::RunDir {
         dir: dir.to_path_buf(),
         source,

@@ -16,7 +16,7 @@
 //! that is merely free now, for a listener started right away, is `kubetrain_collective::rendezvous::free_port`.)
 //!
 //! ```
-//! use kubetrain_client::local::ports::reserve_port;
+//! use kubetrain_client::local::reserve_port;
 //!
 //! let a = reserve_port().unwrap();
 //! let b = reserve_port().unwrap();

@@ -13,7 +13,7 @@
 //! record that says the run is still going while that process is gone (killed with SIGKILL, machine
 //! rebooted, its pid reused by another program) reads as `Failed` with the message `the run's process (pid
 //! N) is gone`, and [`RunRecord::stop`] signals nothing but that process and the processes carrying the
-//! run's token ([`RUN_TOKEN_ENV`]). A record or run directory of another user is refused by [`read`].
+//! run's token (`KUBETRAIN_LOCAL_RUN`). A record or run directory of another user is refused by [`read`].
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -29,7 +29,7 @@ use super::tree::check_owned;
 use crate::types::{JobStatus, ProgressMetric, Step, TrainJobView, TrainerProgress, step_name};
 
 /// The record's file name in the run directory.
-pub const RECORD_FILE: &str = "run.json";
+pub(crate) const RECORD_FILE: &str = "run.json";
 /// The directory of the pods' logs in the run directory.
 pub const LOGS_DIR: &str = "logs";
 
@@ -37,7 +37,7 @@ pub use super::tree::runs_root;
 
 /// The environment variable whose value, the run's token, every process of a run and its descendants carry:
 /// how `kubetrain delete --local` finds what is left of a run after its runner is gone.
-pub const RUN_TOKEN_ENV: &str = "KUBETRAIN_LOCAL_RUN";
+pub(crate) const RUN_TOKEN_ENV: &str = "KUBETRAIN_LOCAL_RUN";
 
 /// One pod of a recorded run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,7 +128,7 @@ pub struct RunRecord {
     /// kubetrain) names no process that can be verified, so nothing is ever signalled for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<ProcessIdentity>,
-    /// The run's token: the value of [`RUN_TOKEN_ENV`] in every process of the run.
+    /// The run's token: the value of `KUBETRAIN_LOCAL_RUN` in every process of the run.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token: String,
     /// `spec.runtimeRef.name`.
@@ -350,7 +350,7 @@ fn is_label(name: &str) -> bool {
 
 /// Every recorded run under `root` (`<root>/<namespace>/<name>/<run id>/run.json`), oldest first
 /// (run ids start with their UTC start time). Unreadable records and those of other users are skipped.
-pub fn list(root: &Path) -> Vec<RunRecord> {
+pub(crate) fn list(root: &Path) -> Vec<RunRecord> {
     let mut runs: Vec<RunRecord> = run_tree_dirs(root, is_label)
         .iter()
         .flat_map(|ns| run_tree_dirs(ns, is_label))

@@ -6,12 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Expands `$(NAME)` references the way the kubelet does: defined names are replaced, undefined ones are
 /// kept verbatim, `$$` is an escaped `$`.
-///
-/// ```
-/// # use kubetrain_client::local::rewrite::expand;
-/// let lookup = |k: &str| (k == "RANK").then(|| "3".to_string());
-/// assert_eq!(expand("--rank=$(RANK) $(OTHER) $$(RANK)", lookup), "--rank=3 $(OTHER) $(RANK)");
-/// ```
 pub fn expand(input: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
@@ -78,19 +72,6 @@ impl Network {
 
     /// Rewrites every pod address in `text` (`host`, `host.subdomain[...]`, optionally `:port`) to loopback,
     /// with the port remapped.
-    ///
-    /// ```
-    /// # use kubetrain_client::local::rewrite::Network;
-    /// let net = Network {
-    ///     hosts: ["job-node-0-0".to_string()].into(),
-    ///     subdomain: "job".into(),
-    ///     loopback: "127.0.0.1".into(),
-    ///     ports: [(29500, 40001)].into(),
-    /// };
-    /// assert_eq!(net.rewrite_hosts("tcp://job-node-0-0.job:29500/x"), "tcp://127.0.0.1:40001/x");
-    /// assert_eq!(net.rewrite_hosts("job-node-0-0.job.default.svc"), "127.0.0.1");
-    /// assert_eq!(net.rewrite_hosts("/data/job-node-0-0.jobs"), "/data/job-node-0-0.jobs");
-    /// ```
     pub fn rewrite_hosts(&self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
@@ -135,13 +116,6 @@ impl Network {
 }
 
 /// Replaces the path `from` (as a whole path component prefix) by `to` wherever it appears in `text`.
-///
-/// ```
-/// # use kubetrain_client::local::rewrite::map_path;
-/// assert_eq!(map_path("--data=/workspace/dataset", "/workspace", "/tmp/run/workspace"),
-///            "--data=/tmp/run/workspace/dataset");
-/// assert_eq!(map_path("/workspaces/x", "/workspace", "/tmp/w"), "/workspaces/x");
-/// ```
 pub fn map_path(text: &str, from: &str, to: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -164,6 +138,54 @@ pub fn map_path(text: &str, from: &str, to: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The examples that were doctests before the module became crate-private.
+    #[test]
+    fn expand_replaces_defined_names_keeps_undefined_ones_and_unescapes_dollars() {
+        let lookup = |k: &str| (k == "RANK").then(|| "3".to_string());
+        assert_eq!(
+            expand("--rank=$(RANK) $(OTHER) $$(RANK)", lookup),
+            "--rank=3 $(OTHER) $(RANK)"
+        );
+    }
+
+    #[test]
+    fn rewrite_hosts_maps_pod_addresses_to_loopback_with_their_ports() {
+        let net = Network {
+            hosts: ["job-node-0-0".to_string()].into(),
+            subdomain: "job".into(),
+            loopback: "127.0.0.1".into(),
+            ports: [(29500, 40001)].into(),
+        };
+        assert_eq!(
+            net.rewrite_hosts("tcp://job-node-0-0.job:29500/x"),
+            "tcp://127.0.0.1:40001/x"
+        );
+        assert_eq!(
+            net.rewrite_hosts("job-node-0-0.job.default.svc"),
+            "127.0.0.1"
+        );
+        assert_eq!(
+            net.rewrite_hosts("/data/job-node-0-0.jobs"),
+            "/data/job-node-0-0.jobs"
+        );
+    }
+
+    #[test]
+    fn map_path_replaces_whole_path_components_only() {
+        assert_eq!(
+            map_path(
+                "--data=/workspace/dataset",
+                "/workspace",
+                "/tmp/run/workspace"
+            ),
+            "--data=/tmp/run/workspace/dataset"
+        );
+        assert_eq!(
+            map_path("/workspaces/x", "/workspace", "/tmp/w"),
+            "/workspaces/x"
+        );
+    }
 
     fn net() -> Network {
         Network {

@@ -20,12 +20,12 @@
 //!
 //! Slow or idle clients cannot starve the pods' posts (issue 38). One request per connection
 //! (`Connection: close`), and each connection is closed when:
-//! - nothing arrived [`IDLE_TIMEOUT`] (5 s) after it was accepted;
-//! - its request head is not complete [`HEAD_TIMEOUT`] (5 s) after the head's first byte (trickling a byte
+//! - nothing arrived 5 s after it was accepted;
+//! - its request head is not complete 5 s after the head's first byte (trickling a byte
 //!   now and then does not extend it);
-//! - it is not answered [`REQUEST_DEADLINE`] (10 s) after it was accepted (a trickled body);
+//! - it is not answered 10 s after it was accepted (a trickled body);
 //! - it is the oldest connection whose request is still being read, when a new connection would exceed
-//!   [`MAX_PER_SOURCE`] connections from its source address or [`MAX_CONNECTIONS`] in all.
+//!   [`MAX_PER_SOURCE`] connections from its source address or 256 in all.
 //!
 //! The last rule is what keeps a post prompt: the endpoint never stops accepting (a full server that only
 //! waited would leave a new post in the listen backlog behind the slow ones, for up to their deadline), and
@@ -50,21 +50,21 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 /// The largest request body (upstream's `maxBodySize`, 64 KiB).
-pub const MAX_BODY: usize = 64 * 1024;
+pub(crate) const MAX_BODY: usize = 64 * 1024;
 /// The largest request head (request line and headers).
-pub const MAX_HEAD: usize = 16 * 1024;
+pub(crate) const MAX_HEAD: usize = 16 * 1024;
 /// Time from a connection's accept to its answer (bounds a trickled body).
-pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// Time from a request head's first byte to its end. The SDK and [`crate::progress`] write the whole
 /// request (at most 16 KiB of head and 64 KiB of body, on loopback) in one go, so their heads arrive in
 /// microseconds; 5 s leaves room for a machine whose cores are all busy training, frees a slow-loris slot
 /// twice as fast as the operator's 10 s, and equals the SDK's own 5 s timeout: a client this slow has given
 /// up on its answer anyway.
-pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time from a connection's accept to its first byte. One request per connection, and honest clients write
 /// it right after connecting: a connection that says nothing for this long only holds a slot (there is no
 /// keep-alive to wait for, unlike the operator's idle timeout).
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections open at once from one source address. A pod posts one request at a time (the SDK is
 /// synchronous, [`crate::progress`] has one request in flight), and honest requests are read within
 /// microseconds, so this is far above what the pods of one machine hold at once; past it, the source's
@@ -72,15 +72,15 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_PER_SOURCE: usize = 64;
 /// Connections open at once in all (each holds at most [`MAX_HEAD`] + [`MAX_BODY`] bytes: about 20 MiB
 /// together); past it, the oldest connection still being read is closed.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// The token file's name in the run directory.
-pub const TOKEN_FILE: &str = "status-token";
+pub(crate) const TOKEN_FILE: &str = "status-token";
 
 // The SDK truncates to the CRD's limit; the endpoint checks the same number.
 const _: () = assert!(MAX_METRICS == crate::progress::MAX_METRICS);
 
 /// `/apis/trainer.kubeflow.org/v1alpha1/namespaces/<ns>/trainjobs/<name>/status`, upstream's path.
-pub fn status_path(namespace: &str, name: &str) -> String {
+pub(crate) fn status_path(namespace: &str, name: &str) -> String {
     format!("/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status")
 }
 
@@ -103,7 +103,7 @@ pub struct Request<'a> {
     pub authorization: Option<&'a str>,
     /// The declared `Content-Length`.
     pub content_length: Option<u64>,
-    /// The body (at most [`MAX_BODY`] bytes are ever read).
+    /// The body (at most 64 KiB are ever read).
     pub body: &'a [u8],
 }
 

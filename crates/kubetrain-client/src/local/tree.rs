@@ -3,7 +3,7 @@
 //! ```text
 //! <root>/                        0700, owned by the user: $KUBETRAIN_RUNS_DIR, or $TMPDIR/kubetrain-runs-<uid>
 //!   .queue/                      the local queue's ledger (local::queue)
-//!   .ports/                      the port reservations (local::ports)
+//!   .ports/                      the port reservations (local::reserve_port)
 //!   <namespace>/<name>/          0700; .lock refuses a second run of the job while one is in progress
 //!     <run id>/                  0700: run.json (0600), trainjob.yaml (0600), logs/ (0640 files), workspace/
 //! ```
@@ -23,8 +23,8 @@ use super::identity::euid;
 /// The environment variable that moves the runs tree.
 pub const RUNS_DIR_ENV: &str = "KUBETRAIN_RUNS_DIR";
 
-/// The runs tree of this user: `$KUBETRAIN_RUNS_DIR`, or `$TMPDIR/kubetrain-runs-<uid>`. Only a path: see
-/// [`ensure_root`] and [`existing_root`].
+/// The runs tree of this user: `$KUBETRAIN_RUNS_DIR`, or `$TMPDIR/kubetrain-runs-<uid>`. Only a path: the runner
+/// creates it (mode 0700) when a run starts; see [`existing_root`].
 pub fn runs_root() -> PathBuf {
     match std::env::var_os(RUNS_DIR_ENV) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
@@ -70,7 +70,7 @@ fn refused(why: String) -> io::Error {
 }
 
 /// The runs tree, created `0700` when missing; an error when it exists but is not safely this user's.
-pub fn ensure_root() -> io::Result<PathBuf> {
+pub(crate) fn ensure_root() -> io::Result<PathBuf> {
     let root = runs_root();
     if let Some(parent) = root.parent()
         && !parent.as_os_str().is_empty()
@@ -109,7 +109,7 @@ pub fn existing_root() -> io::Result<Option<PathBuf>> {
 /// Checks that `value` (a namespace or a TrainJob name, as `what` says) is a DNS label (RFC 1123: at most 63
 /// lowercase letters, digits and '-', starting and ending with a letter or digit), as Kubernetes requires of
 /// both, before it becomes a path component.
-pub fn check_label(what: &str, value: &str) -> Result<(), String> {
+pub(crate) fn check_label(what: &str, value: &str) -> Result<(), String> {
     let ok = !value.is_empty()
         && value.len() <= 63
         && value

@@ -47,7 +47,7 @@ impl EnforcePodSpec for SiteEnv {
 /// The first log line of every pod of `yaml` run with `options`, after checking the run completed.
 async fn first_lines(yaml: &str, options: &LocalOptions) -> Vec<String> {
     let plan = local::prepare(yaml, &kubetrain_jobset::builtin::catalog(), options).expect("plan");
-    let (tx, mut rx) = mpsc::channel(local::exec::EVENT_BUFFER);
+    let (tx, mut rx) = mpsc::channel(local::EVENT_BUFFER);
     let collect = tokio::spawn(async move {
         let mut lines = std::collections::BTreeMap::new();
         while let Some(event) = rx.recv().await {

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use crate::common::{plan, trainjob_with, wait_for};
 use kubetrain_client::local::capacity::Capacity;
-use kubetrain_client::local::queue::ledger::{
-    Entry, EntryState, LEDGER_FILE, LedgerDir, PodSetEntry,
+use kubetrain_client::local::queue::{
+    LocalQueue, Pending, QueueError, QueueState, QueueingStrategy, Ticket,
 };
-use kubetrain_client::local::queue::{LocalQueue, Pending, QueueState, QueueingStrategy, Ticket};
-use kubetrain_client::{
-    Backend, ClientError, JobStatus, LocalProcessBackend, QueueError, TrainerClient,
-};
+use kubetrain_client::{Backend, ClientError, JobStatus, LocalProcessBackend, TrainerClient};
+
+/// The ledger's file in the queue directory (docs/local-runner.md, "The ledger").
+const LEDGER_FILE: &str = "ledger.json";
 
 fn cores(cpu: u64) -> Capacity {
     Capacity {
@@ -187,23 +187,18 @@ fn an_entry_whose_process_died_is_reclaimed() {
     let dir = tempfile::tempdir().unwrap();
     let q = queue(dir.path(), 2);
     let mut holder = Command::new("sleep").arg("30").spawn().unwrap();
-    let stale = Entry {
-        id: "stale".into(),
-        job: "default/crashed".into(),
-        seq: 1,
-        pid: holder.id(),
-        start_ticks: None,
-        state: EntryState::Admitted,
-        queued_at_ms: 0,
-        pod_sets: vec![PodSetEntry {
-            name: "node".into(),
-            count: 1,
-            requests: [("cpu".to_string(), "2".to_string())].into(),
+    // An admitted entry of another process, in the ledger's file format.
+    let stale = serde_json::json!({
+        "version": 1,
+        "nextSeq": 2,
+        "entries": [{
+            "id": "stale", "job": "default/crashed", "seq": 1, "pid": holder.id(),
+            "state": "admitted", "queuedAtMs": 0,
+            "podSets": [{"name": "node", "count": 1, "requests": {"cpu": "2"}}],
         }],
-    };
-    LedgerDir::new(q.dir())
-        .transact(|l| l.entries.push(stale))
-        .unwrap();
+    });
+    std::fs::create_dir_all(q.dir()).unwrap();
+    std::fs::write(q.dir().join(LEDGER_FILE), stale.to_string()).unwrap();
     let mut ticket = ticket(&q, dir.path(), "next", "2");
     // While the holder lives its share counts.
     let p = pending(ticket.poll().unwrap());

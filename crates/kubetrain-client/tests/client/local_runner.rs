@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use kubetrain_client::local::PlanError;
 use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
-use kubetrain_client::{ClientError, JobStatus, PlanError};
+use kubetrain_client::{ClientError, JobStatus};
 use tokio::sync::mpsc;
 
 use crate::common::{options, trainjob, wait_for};
@@ -46,7 +47,7 @@ async fn execute_collecting(
     plan: &local::JobPlan,
     cancel: impl std::future::Future<Output = ()>,
 ) -> (RunSummary, Vec<RunEvent>) {
-    let (tx, mut rx) = mpsc::channel(local::exec::EVENT_BUFFER);
+    let (tx, mut rx) = mpsc::channel(local::EVENT_BUFFER);
     let collect = tokio::spawn(async move {
         let mut events = Vec::new();
         while let Some(e) = rx.recv().await {
@@ -318,7 +319,7 @@ async fn a_remapped_port_stays_taken_until_the_pods_start() {
     // Nobody else can be handed the port while the run waits to start ...
     assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_err());
     // ... and another run's reservations never include it.
-    let other = kubetrain_client::local::ports::reserve_port().unwrap();
+    let other = kubetrain_client::local::reserve_port().unwrap();
     assert_ne!(other.port(), port);
     // The pods get it.
     let (summary, events) = execute_collecting(&plan, std::future::pending()).await;
@@ -589,7 +590,7 @@ spec:
     assert_eq!(logs["tune-node-0-0"], ["train"]);
 }
 
-/// A line longer than [`local::exec::LOG_PIECE_BYTES`] comes as pieces of at most that size, in order, all but
+/// A line longer than [`local::LOG_PIECE_BYTES`] comes as pieces of at most that size, in order, all but
 /// the last `continued`, cut between characters: joined, they give the line back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_line_comes_in_bounded_pieces_that_join_into_it() {
@@ -599,7 +600,7 @@ async fn a_long_line_comes_in_bounded_pieces_that_join_into_it() {
     let yaml = trainjob("long-line", 1, script);
     let (summary, _, events) = run(&yaml, &options(dir.path()), None).await;
     assert_eq!(summary.status, JobStatus::Complete, "{summary:?}");
-    let pieces: Vec<&local::exec::LogLine> = events
+    let pieces: Vec<&local::LogLine> = events
         .iter()
         .filter_map(|e| match e {
             RunEvent::Log(l) if !l.stderr => Some(l),
@@ -614,11 +615,7 @@ async fn a_long_line_comes_in_bounded_pieces_that_join_into_it() {
     assert!(!end.continued);
     for p in middle {
         assert!(p.continued);
-        assert!(
-            p.line.len() <= local::exec::LOG_PIECE_BYTES,
-            "{}",
-            p.line.len()
-        );
+        assert!(p.line.len() <= local::LOG_PIECE_BYTES, "{}", p.line.len());
         assert!(!p.line.contains('\u{fffd}'), "a character was cut in two");
     }
     let joined: String = first.iter().map(|p| p.line.as_str()).collect();

@@ -24,7 +24,7 @@ fn trainjob(name: &str, command: &[&str], runtime: &str) -> String {
 
 async fn run(yaml: &str, dir: &std::path::Path) -> (RunSummary, Vec<RunEvent>) {
     let plan = crate::common::plan(yaml, dir);
-    let (tx, mut rx) = tokio::sync::mpsc::channel(local::exec::EVENT_BUFFER);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(local::EVENT_BUFFER);
     // The channel is bounded: the events are taken while the run goes on.
     let collect = tokio::spawn(async move {
         let mut events = Vec::new();

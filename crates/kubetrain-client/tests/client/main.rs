@@ -6,7 +6,6 @@ mod common;
 mod kubernetes_mock;
 mod local_plugins;
 mod local_queue;
-mod local_queue_laws;
 mod local_runner;
 mod local_status;
 mod progress_reporter;

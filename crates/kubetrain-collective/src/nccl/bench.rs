@@ -11,7 +11,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use super::{NcclCommunicator, NcclError, NcclOptions};
 use crate::bench::{self, BenchConfig, BenchOp, BenchRow, Measure};
 use crate::communicator::Communicator;
-use crate::dtype::{DataType, Element, ReduceOp};
+use crate::dtype::{Element, ElementType, ReduceOp};
 use crate::error::Result;
 use crate::rendezvous::RankEnv;
 
@@ -44,7 +44,7 @@ fn upload(stream: &Arc<CudaStream>, dst: &mut CudaSlice<u8>, bytes: &[u8]) -> Re
 fn enqueue(
     comm: &mut NcclCommunicator,
     cfg: &BenchConfig,
-    dt: DataType,
+    dt: ElementType,
     b: &mut DeviceBuffers,
     in_place: bool,
 ) -> Result<()> {
@@ -134,18 +134,18 @@ fn validate_typed<T: Element>(
 fn validate(
     comm: &mut NcclCommunicator,
     cfg: &BenchConfig,
-    dt: DataType,
+    dt: ElementType,
     b: &mut DeviceBuffers,
     in_place: bool,
 ) -> Result<u64> {
     match dt {
-        DataType::F32 => validate_typed::<f32>(comm, cfg, b, in_place),
-        DataType::F64 => validate_typed::<f64>(comm, cfg, b, in_place),
-        DataType::F16 => validate_typed::<half::f16>(comm, cfg, b, in_place),
-        DataType::Bf16 => validate_typed::<half::bf16>(comm, cfg, b, in_place),
-        DataType::I32 => validate_typed::<i32>(comm, cfg, b, in_place),
-        DataType::I64 => validate_typed::<i64>(comm, cfg, b, in_place),
-        DataType::U8 => validate_typed::<u8>(comm, cfg, b, in_place),
+        ElementType::F32 => validate_typed::<f32>(comm, cfg, b, in_place),
+        ElementType::F64 => validate_typed::<f64>(comm, cfg, b, in_place),
+        ElementType::F16 => validate_typed::<half::f16>(comm, cfg, b, in_place),
+        ElementType::Bf16 => validate_typed::<half::bf16>(comm, cfg, b, in_place),
+        ElementType::I32 => validate_typed::<i32>(comm, cfg, b, in_place),
+        ElementType::I64 => validate_typed::<i64>(comm, cfg, b, in_place),
+        ElementType::U8 => validate_typed::<u8>(comm, cfg, b, in_place),
     }
 }
 
@@ -153,7 +153,7 @@ fn validate(
 pub fn run(
     env: &RankEnv,
     cfg: &BenchConfig,
-    dt: DataType,
+    dt: ElementType,
     timeout: Duration,
 ) -> Result<Vec<BenchRow>> {
     run_with_store(env, None, cfg, dt, timeout)
@@ -164,7 +164,7 @@ pub fn run_with_store(
     env: &RankEnv,
     store: Option<TcpListener>,
     cfg: &BenchConfig,
-    dt: DataType,
+    dt: ElementType,
     timeout: Duration,
 ) -> Result<Vec<BenchRow>> {
     let mut comm = NcclCommunicator::init(

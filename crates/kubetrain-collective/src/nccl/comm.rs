@@ -12,7 +12,7 @@ use kubetrain_nccl_sys::{
 
 use super::NcclError;
 use crate::communicator::{Communicator, check};
-use crate::dtype::{DataType, Element, ReduceOp};
+use crate::dtype::{Element, ElementType, ReduceOp};
 use crate::error::{CollectiveError, Result};
 use crate::rendezvous::{self, RankEnv};
 
@@ -196,15 +196,15 @@ impl std::fmt::Debug for NcclCommunicator {
     }
 }
 
-fn dtype(d: DataType) -> ncclDataType_t {
+fn dtype(d: ElementType) -> ncclDataType_t {
     match d {
-        DataType::F32 => ncclDataType_t::ncclFloat32,
-        DataType::F64 => ncclDataType_t::ncclFloat64,
-        DataType::F16 => ncclDataType_t::ncclFloat16,
-        DataType::Bf16 => ncclDataType_t::ncclBfloat16,
-        DataType::I32 => ncclDataType_t::ncclInt32,
-        DataType::I64 => ncclDataType_t::ncclInt64,
-        DataType::U8 => ncclDataType_t::ncclUint8,
+        ElementType::F32 => ncclDataType_t::ncclFloat32,
+        ElementType::F64 => ncclDataType_t::ncclFloat64,
+        ElementType::F16 => ncclDataType_t::ncclFloat16,
+        ElementType::Bf16 => ncclDataType_t::ncclBfloat16,
+        ElementType::I32 => ncclDataType_t::ncclInt32,
+        ElementType::I64 => ncclDataType_t::ncclInt64,
+        ElementType::U8 => ncclDataType_t::ncclUint8,
     }
 }
 
@@ -403,7 +403,7 @@ impl NcclCommunicator {
         send: u64,
         recv: u64,
         count: usize,
-        dt: DataType,
+        dt: ElementType,
         op: ReduceOp,
     ) -> Result<()> {
         let (s, r, t, o) = (
@@ -427,7 +427,7 @@ impl NcclCommunicator {
         send: u64,
         recv: u64,
         count: usize,
-        dt: DataType,
+        dt: ElementType,
     ) -> Result<()> {
         let (s, r, t) = (send as *const c_void, recv as *mut c_void, dtype(dt));
         // SAFETY: per the caller's contract.
@@ -445,7 +445,7 @@ impl NcclCommunicator {
         send: u64,
         recv: u64,
         count: usize,
-        dt: DataType,
+        dt: ElementType,
         op: ReduceOp,
     ) -> Result<()> {
         let (s, r, t, o) = (
@@ -469,7 +469,7 @@ impl NcclCommunicator {
         send: u64,
         recv: u64,
         count: usize,
-        dt: DataType,
+        dt: ElementType,
         root: usize,
     ) -> Result<()> {
         let (s, r, t) = (send as *const c_void, recv as *mut c_void, dtype(dt));
@@ -484,7 +484,7 @@ impl NcclCommunicator {
         send: u64,
         recv: u64,
         count: usize,
-        dt: DataType,
+        dt: ElementType,
         op: ReduceOp,
         root: usize,
     ) -> Result<()> {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use kubetrain_nccl_sys::LoadError;
+use kubetrain_nccl_sys::LibraryError;
 
 /// Why the NCCL backend failed.
 #[derive(Debug, thiserror::Error)]
@@ -10,7 +10,7 @@ use kubetrain_nccl_sys::LoadError;
 pub enum NcclError {
     /// `libnccl.so.2` was not found; the message lists where it was looked for.
     #[error(transparent)]
-    Library(#[from] LoadError),
+    Library(#[from] LibraryError),
     /// No CUDA driver (`libcuda.so`) on this machine.
     #[error(
         "no CUDA driver (libcuda.so) found: the NCCL backend needs an NVIDIA GPU and driver; use --backend cpu"

@@ -15,7 +15,7 @@ mod error;
 
 pub use comm::{NcclCommunicator, NcclOptions, RawComm, UniqueId, comm_init_rank};
 pub use error::NcclError;
-pub use kubetrain_nccl_sys::{Library, LoadError};
+pub use kubetrain_nccl_sys::{Library, LibraryError};
 
 /// Whether a CUDA driver library (`libcuda.so`) can be loaded; checked before any cudarc call, since
 /// cudarc panics when it is missing.

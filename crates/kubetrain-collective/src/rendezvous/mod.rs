@@ -106,7 +106,7 @@ pub enum RendezvousError {
 /// A loopback port that was free a moment ago: bound on port 0, its number read, released. For a store
 /// (or server) started right away, as torchrun's `--master-port 0`; another process may take the number
 /// in between, so a caller that starts the listener later and must not collide with concurrent local
-/// runs reserves it instead (kubetrain-client's `local::ports::reserve_port`). Also a port nobody listens
+/// runs reserves it instead (kubetrain-client's `local::reserve_port`). Also a port nobody listens
 /// on, for tests of unreachable endpoints.
 ///
 /// ```

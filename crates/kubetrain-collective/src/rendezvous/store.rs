@@ -156,6 +156,55 @@ fn send_line<T: Serialize>(mut stream: &TcpStream, value: &T) -> std::io::Result
     stream.write_all(&line)
 }
 
+/// Reads a rank's hello on a new connection (blocking, for at most `remaining`); `None` for a connection
+/// that sends no hello, which is told so when it sent a line.
+fn read_hello(stream: &TcpStream, remaining: Duration) -> Option<Hello> {
+    if stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_read_timeout(Some(remaining)))
+        .is_err()
+    {
+        return None;
+    }
+    let line = read_line(stream).ok()?;
+    let Ok(hello) = serde_json::from_str::<Hello>(&line) else {
+        let _ = send_line(
+            stream,
+            &Reply::Error("not a kubetrain rendezvous hello".into()),
+        );
+        return None;
+    };
+    Some(hello)
+}
+
+/// Why rank 0 refuses a hello (another protocol or world size, a rank out of range or taken), if it does.
+fn hello_problem(hello: &Hello, world_size: usize, slots: &[Option<PeerInfo>]) -> Option<String> {
+    if hello.v != PROTOCOL {
+        Some(format!(
+            "rank {} speaks rendezvous protocol {} but rank 0 speaks {PROTOCOL}",
+            hello.rank, hello.v
+        ))
+    } else if hello.world_size != world_size {
+        Some(format!(
+            "rank {} was started with world size {} but rank 0 with {world_size}; every rank must see the same \
+             WORLD_SIZE / PET_NNODES × PET_NPROC_PER_NODE / JAX_NUM_PROCESSES",
+            hello.rank, hello.world_size
+        ))
+    } else if hello.rank == 0 || hello.rank >= world_size {
+        Some(format!(
+            "a second process claims rank {} of {world_size}",
+            hello.rank
+        ))
+    } else if slots[hello.rank].is_some() {
+        Some(format!(
+            "two processes claim rank {}; check RANK / PET_NODE_RANK / LOCAL_RANK",
+            hello.rank
+        ))
+    } else {
+        None
+    }
+}
+
 fn serve(
     listener: TcpListener,
     world_size: usize,
@@ -197,48 +246,11 @@ fn serve(
         let remaining = timeout
             .saturating_sub(start.elapsed())
             .max(Duration::from_millis(100));
-        if stream
-            .set_nonblocking(false)
-            .and_then(|()| stream.set_read_timeout(Some(remaining)))
-            .is_err()
-        {
-            continue;
-        }
         // A stranger (port scanner, health check) that sends nothing useful is dropped, not fatal.
-        let Ok(line) = read_line(&stream) else {
+        let Some(hello) = read_hello(&stream, remaining) else {
             continue;
         };
-        let Ok(hello) = serde_json::from_str::<Hello>(&line) else {
-            let _ = send_line(
-                &stream,
-                &Reply::Error("not a kubetrain rendezvous hello".into()),
-            );
-            continue;
-        };
-        let problem = if hello.v != PROTOCOL {
-            Some(format!(
-                "rank {} speaks rendezvous protocol {} but rank 0 speaks {PROTOCOL}",
-                hello.rank, hello.v
-            ))
-        } else if hello.world_size != world_size {
-            Some(format!(
-                "rank {} was started with world size {} but rank 0 with {world_size}; every rank must see the same \
-                 WORLD_SIZE / PET_NNODES × PET_NPROC_PER_NODE / JAX_NUM_PROCESSES",
-                hello.rank, hello.world_size
-            ))
-        } else if hello.rank == 0 || hello.rank >= world_size {
-            Some(format!(
-                "a second process claims rank {} of {world_size}",
-                hello.rank
-            ))
-        } else if slots[hello.rank].is_some() {
-            Some(format!(
-                "two processes claim rank {}; check RANK / PET_NODE_RANK / LOCAL_RANK",
-                hello.rank
-            ))
-        } else {
-            None
-        };
+        let problem = hello_problem(&hello, world_size, &slots);
         streams.push(stream);
         if let Some(msg) = problem {
             return Err(fail(&streams, msg));

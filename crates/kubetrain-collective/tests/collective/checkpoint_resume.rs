@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use crate::common::{run_ranks, test_options};
 use kubetrain_collective::checkpoint::{self, CheckpointStore, DirStore, object_name};
 use kubetrain_collective::cpu::Transport;
-use kubetrain_collective::demo::{CheckpointOptions, DemoConfig, DemoEvent, TrainOptions, train};
+use kubetrain_collective::demo::{CheckpointOptions, DemoConfig, DemoEvent, DemoOptions, train};
 
 fn config(steps: usize) -> DemoConfig {
     DemoConfig {
@@ -26,13 +26,13 @@ fn run(
 ) -> (Vec<kubetrain_collective::demo::DemoReport>, Vec<String>) {
     let log = Mutex::new(Vec::new());
     let reports = run_ranks(2, test_options(Transport::Auto), |c| {
-        let options = TrainOptions {
+        let options = DemoOptions {
             checkpoint: Some(CheckpointOptions {
                 store,
                 every,
                 keep: 0,
             }),
-            ..TrainOptions::default()
+            ..DemoOptions::default()
         };
         let rank = kubetrain_collective::Communicator::rank(c);
         train(c, &config(steps), &options, |e| {
@@ -102,14 +102,14 @@ fn a_time_window_stops_every_rank_at_the_same_step_and_checkpoints_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = DirStore::new(dir.path());
     let reports = run_ranks(2, test_options(Transport::Auto), |c| {
-        let options = TrainOptions {
+        let options = DemoOptions {
             checkpoint: Some(CheckpointOptions {
                 store: &store,
                 every: 0,
                 keep: 1,
             }),
             time_limit: Some(std::time::Duration::ZERO),
-            ..TrainOptions::default()
+            ..DemoOptions::default()
         };
         train(c, &config(1000), &options, |_| {}).unwrap()
     });

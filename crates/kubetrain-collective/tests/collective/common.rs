@@ -71,14 +71,14 @@ pub fn value<T: Element>(r: usize, i: usize) -> T {
 fn from_f64<T: Element>(v: f64) -> T {
     // Element has no from_f64; go through the 16-bit types' rounding via bytes of the exact type.
     match T::DTYPE {
-        kubetrain_collective::DataType::F32 => {
+        kubetrain_collective::ElementType::F32 => {
             bytemuck::pod_read_unaligned(&(v as f32).to_ne_bytes())
         }
-        kubetrain_collective::DataType::F64 => bytemuck::pod_read_unaligned(&v.to_ne_bytes()),
-        kubetrain_collective::DataType::F16 => {
+        kubetrain_collective::ElementType::F64 => bytemuck::pod_read_unaligned(&v.to_ne_bytes()),
+        kubetrain_collective::ElementType::F16 => {
             bytemuck::pod_read_unaligned(&half::f16::from_f64(v).to_bits().to_ne_bytes())
         }
-        kubetrain_collective::DataType::Bf16 => {
+        kubetrain_collective::ElementType::Bf16 => {
             bytemuck::pod_read_unaligned(&half::bf16::from_f64(v).to_bits().to_ne_bytes())
         }
         _ => T::from_i64(v as i64),
@@ -105,9 +105,9 @@ pub fn naive_reduce<T: Element>(n: usize, len: usize, op: ReduceOp) -> Vec<T> {
 pub fn assert_close<T: Element>(got: &[T], want: &[T], n: usize, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     let (rel, abs) = match T::DTYPE {
-        kubetrain_collective::DataType::F32 => (1e-5, 1e-5),
-        kubetrain_collective::DataType::F64 => (1e-12, 1e-12),
-        kubetrain_collective::DataType::F16 | kubetrain_collective::DataType::Bf16 => {
+        kubetrain_collective::ElementType::F32 => (1e-5, 1e-5),
+        kubetrain_collective::ElementType::F64 => (1e-12, 1e-12),
+        kubetrain_collective::ElementType::F16 | kubetrain_collective::ElementType::Bf16 => {
             (0.02, 0.02 * n as f64)
         }
         _ => (0.0, 0.0),

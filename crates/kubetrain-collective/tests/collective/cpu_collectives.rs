@@ -117,7 +117,7 @@ fn wrong_lengths_and_ranks_are_invalid_arguments_that_do_not_poison() {
 
 #[test]
 fn bench_validates_every_op_with_zero_wrong_elements() {
-    use kubetrain_collective::DataType;
+    use kubetrain_collective::ElementType;
     use kubetrain_collective::bench::{self, BenchConfig, BenchOp};
     for op in [
         BenchOp::AllReduce,
@@ -125,7 +125,7 @@ fn bench_validates_every_op_with_zero_wrong_elements() {
         BenchOp::ReduceScatter,
         BenchOp::Broadcast,
     ] {
-        for dtype in [DataType::F32, DataType::I64, DataType::Bf16] {
+        for dtype in [ElementType::F32, ElementType::I64, ElementType::Bf16] {
             let cfg = BenchConfig {
                 op,
                 min_bytes: 8,

@@ -8,21 +8,21 @@ use crate::sched::Scheduler;
 
 /// Why a name given to `explain` does not lead to one workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LookupError {
+pub enum WorkloadLookupError {
     /// Nothing by that name.
     NotFound(String),
     /// A bare name that several namespaces hold: the candidates as `NAMESPACE/NAME`.
     Ambiguous(String, Vec<String>),
 }
 
-impl fmt::Display for LookupError {
+impl fmt::Display for WorkloadLookupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LookupError::NotFound(q) => write!(
+            WorkloadLookupError::NotFound(q) => write!(
                 f,
                 "workload {q} not found in the given files (use NAMESPACE/NAME or NAME of a Workload, TrainJob, Job or JobSet)"
             ),
-            LookupError::Ambiguous(q, candidates) => write!(
+            WorkloadLookupError::Ambiguous(q, candidates) => write!(
                 f,
                 "{q} names {} workloads; give one as NAMESPACE/NAME: {}",
                 candidates.len(),
@@ -32,7 +32,7 @@ impl fmt::Display for LookupError {
     }
 }
 
-impl std::error::Error for LookupError {}
+impl std::error::Error for WorkloadLookupError {}
 
 /// The workload `query` names. `trainjobs` maps TrainJob keys (`namespace/name`) to their
 /// Workload keys. With a namespace the first of Workload, TrainJob, Job and JobSet wins; a bare
@@ -41,9 +41,10 @@ pub fn find_workload(
     s: &Scheduler,
     trainjobs: &[(String, String)],
     query: &str,
-) -> Result<WlId, LookupError> {
+) -> Result<WlId, WorkloadLookupError> {
     if query.contains('/') {
-        return by_key(s, trainjobs, query).ok_or_else(|| LookupError::NotFound(query.into()));
+        return by_key(s, trainjobs, query)
+            .ok_or_else(|| WorkloadLookupError::NotFound(query.into()));
     }
     // Once per namespace: a scan per workload would be quadratic in a 50,000-workload setup.
     let namespaces: std::collections::BTreeSet<&str> = s
@@ -64,9 +65,9 @@ pub fn find_workload(
     found.sort_unstable();
     found.dedup();
     match found.as_slice() {
-        [] => Err(LookupError::NotFound(query.into())),
+        [] => Err(WorkloadLookupError::NotFound(query.into())),
         [one] => Ok(*one),
-        many => Err(LookupError::Ambiguous(
+        many => Err(WorkloadLookupError::Ambiguous(
             query.into(),
             many.iter()
                 .map(|&w| s.model.workloads[w].key.clone())

@@ -9,7 +9,7 @@ use crate::quota::{FrId, NodeId, Usage};
 /// The share of a zero-weight borrower with no unweighted share: above any weighted share (those are
 /// at most ~1e21 for the quantities the model holds), below `+∞`, and precise enough that
 /// `ZERO_WEIGHT_BASE × (1 + r)` keeps the order of unweighted shares `r`.
-pub const ZERO_WEIGHT_BASE: f64 = 1e280;
+pub(crate) const ZERO_WEIGHT_BASE: f64 = 1e280;
 
 impl Scheduler {
     /// The dominant resource share of node `n` (×1000, divided by its weight); 0 for a root or a

@@ -477,7 +477,25 @@ impl Scheduler {
         self.cycle += 1;
         let mut result = CycleResult::default();
         self.run_timers();
-        // Heads: up to `heads_per_cycle` per active queue.
+        let heads = self.pop_heads();
+        result.heads = heads.len();
+        if heads.is_empty() {
+            return result;
+        }
+        let mut snap = self.usage.clone();
+        let mut entries: Vec<Entry> = heads
+            .into_iter()
+            .map(|(wl, cq)| self.nominate(&mut snap, wl, cq))
+            .collect();
+        let outcomes = self.process_entries(&mut snap, &entries, &mut result);
+        self.requeue_unadmitted(&mut entries, &outcomes, &mut result);
+        self.complete_preemptions(&result);
+        self.run_timers();
+        result
+    }
+
+    /// The cycle's heads: up to `heads_per_cycle` per active queue.
+    fn pop_heads(&mut self) -> Vec<(WlId, CqId)> {
         let mut heads: Vec<(WlId, CqId)> = Vec::new();
         for cq in 0..self.model.cqs.len() {
             if self.model.cqs[cq].inactive.is_some() {
@@ -490,16 +508,18 @@ impl Scheduler {
                 }
             }
         }
-        result.heads = heads.len();
-        if heads.is_empty() {
-            return result;
-        }
-        let mut snap = self.usage.clone();
-        let mut entries: Vec<Entry> = heads
-            .into_iter()
-            .map(|(wl, cq)| self.nominate(&mut snap, wl, cq))
-            .collect();
-        let order = self.iteration_order(&snap, &entries);
+        heads
+    }
+
+    /// Tries to admit the nominated entries in iteration order; returns, per entry, why it was not
+    /// admitted (`None`: admitted, or no reason recorded).
+    fn process_entries(
+        &mut self,
+        snap: &mut Usage,
+        entries: &[Entry],
+        result: &mut CycleResult,
+    ) -> Vec<Option<(String, String, RequeueReason)>> {
+        let order = self.iteration_order(snap, entries);
         let mut preempted: HashSet<WlId> = HashSet::new();
         let mut outcomes: Vec<Option<(String, String, RequeueReason)>> = vec![None; entries.len()];
         let mut processed = vec![false; entries.len()];
@@ -508,7 +528,7 @@ impl Scheduler {
             let next = order_iter.next();
             let Some(i) = next.or_else(|| {
                 // Fair sharing recomputes the next entry against the updated snapshot.
-                self.next_fair(&snap, &entries, &processed)
+                self.next_fair(snap, entries, &processed)
             }) else {
                 break;
             };
@@ -518,9 +538,18 @@ impl Scheduler {
                 outcomes[i] = Some(b.clone());
                 continue;
             }
-            outcomes[i] = self.process_entry(&mut snap, e, &mut preempted, &mut result);
+            outcomes[i] = self.process_entry(snap, e, &mut preempted, result);
         }
-        // Requeue everything not admitted.
+        outcomes
+    }
+
+    /// Records every entry's attempt and requeues the ones not admitted, pending with their reason.
+    fn requeue_unadmitted(
+        &mut self,
+        entries: &mut [Entry],
+        outcomes: &[Option<(String, String, RequeueReason)>],
+        result: &mut CycleResult,
+    ) {
         for (i, e) in entries.iter_mut().enumerate() {
             let wl = e.wl;
             self.wls[wl].last = Some(LastAttempt {
@@ -544,36 +573,51 @@ impl Scheduler {
                 &reason,
                 &message,
             );
-            let strict = self.model.cqs[e.cq].strict_fifo;
-            let hashing = self.model.settings.equivalence_hashing && !strict;
-            let ts = self.order_ts(wl);
-            let w = &self.model.workloads[wl];
-            let parked = self.queues[e.cq].requeue(
-                wl,
-                w.priority,
-                ts,
-                self.uid_rank[wl],
-                self.wls[wl].hash,
-                rq,
-                strict,
-                hashing.then_some(reason.as_str()),
-            );
-            if parked {
-                result.parked += 1;
-                if hashing {
-                    let wls = &self.wls;
-                    let moved = self.queues[e.cq].park_matching(|x| wls[x].hash);
-                    result.parked += moved.len();
-                    for (m, r) in moved {
-                        self.mark_bypassed(m, &r);
-                    }
+            self.requeue_pending(wl, e.cq, &reason, rq, result);
+        }
+    }
+
+    /// Puts a pending workload back in its queue; with equivalence hashing, parking it parks the
+    /// workloads that would fail the same way too.
+    fn requeue_pending(
+        &mut self,
+        wl: WlId,
+        cq: CqId,
+        reason: &str,
+        rq: RequeueReason,
+        result: &mut CycleResult,
+    ) {
+        let strict = self.model.cqs[cq].strict_fifo;
+        let hashing = self.model.settings.equivalence_hashing && !strict;
+        let ts = self.order_ts(wl);
+        let w = &self.model.workloads[wl];
+        let parked = self.queues[cq].requeue(
+            wl,
+            w.priority,
+            ts,
+            self.uid_rank[wl],
+            self.wls[wl].hash,
+            rq,
+            strict,
+            hashing.then_some(reason),
+        );
+        if parked {
+            result.parked += 1;
+            if hashing {
+                let wls = &self.wls;
+                let moved = self.queues[cq].park_matching(|x| wls[x].hash);
+                result.parked += moved.len();
+                for (m, r) in moved {
+                    self.mark_bypassed(m, &r);
                 }
             }
         }
-        // Preemptions complete at the end of the cycle: victims release quota and requeue.
-        let victims = result.preempted.clone();
+    }
+
+    /// Preemptions complete at the end of the cycle: victims release quota and requeue.
+    fn complete_preemptions(&mut self, result: &CycleResult) {
         let mut touched = Vec::new();
-        for v in victims {
+        for &v in &result.preempted {
             if let Some(adm) = self.wls[v].admission.take() {
                 self.release(v, &adm);
                 self.wls[v].evicted_usage = adm.usage.clone();
@@ -588,8 +632,6 @@ impl Scheduler {
         for cq in touched {
             self.flush_tree(cq);
         }
-        self.run_timers();
-        result
     }
 
     fn nominate(&self, snap: &mut Usage, wl: WlId, cq: CqId) -> Entry {

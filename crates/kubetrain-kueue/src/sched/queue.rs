@@ -40,7 +40,7 @@ pub struct CqQueue {
 }
 
 /// The equivalence hash of a workload's scheduling shape.
-pub fn shape_hash(w: &Workload) -> u64 {
+pub(crate) fn shape_hash(w: &Workload) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     w.priority.hash(&mut h);
     for ps in &w.pod_sets {

@@ -70,7 +70,7 @@ pub struct Cost {
 /// Simulation metrics.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Metrics {
+pub struct SimMetrics {
     /// Virtual time simulated (ms).
     pub elapsed_ms: i64,
     /// Time to admission per class.
@@ -88,13 +88,13 @@ pub struct Metrics {
 
 /// The result of a simulation.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct SimOutcome {
     /// Final scheduler state.
     pub sched: Scheduler,
     /// Cycles run.
     pub cycles: u64,
     /// Metrics.
-    pub metrics: Metrics,
+    pub metrics: SimMetrics,
     /// Time series for the report (at most ~600 points).
     pub samples: Vec<Sample>,
 }
@@ -336,7 +336,7 @@ pub struct Stop {
 /// Runs the simulation: every workload arrives at its `arrival_ms`; cycles run every
 /// `cycle_ms` while something changes, otherwise time jumps to the next event. Stops when
 /// nothing is left to happen or after `max_cycles`.
-pub fn simulate(s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) -> Outcome {
+pub fn simulate(s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) -> SimOutcome {
     simulate_until(
         s,
         scenario,
@@ -350,7 +350,7 @@ pub fn simulate(s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) 
 /// [`simulate`] that also stops at a virtual time: with `stop.until_ms`, the report is the state
 /// at that time (arrivals, finishes and timers due by then are applied; a cycle due later is
 /// not run).
-pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> Outcome {
+pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> SimOutcome {
     let max_cycles = stop.cycles;
     s.heads_per_cycle = scenario.heads_per_cycle.max(1);
     s.requeue_batch_ms = scenario.requeue_batch_ms.max(0);
@@ -403,7 +403,7 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
     }
     let (cluster_queues, mean_utilization_pct) =
         queue_stats(&s, &run.admissions, &run.integ, elapsed);
-    let metrics = Metrics {
+    let metrics = SimMetrics {
         elapsed_ms: now,
         classes: class_stats(&s),
         cluster_queues,
@@ -414,7 +414,7 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
     };
     let step = run.raw_samples.len().div_ceil(600).max(1);
     let samples = run.raw_samples.into_iter().step_by(step).collect();
-    Outcome {
+    SimOutcome {
         sched: s,
         cycles,
         metrics,

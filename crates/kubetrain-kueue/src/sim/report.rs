@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::engine::{Metrics, Outcome, Sample};
+use super::engine::{Sample, SimMetrics, SimOutcome};
 use crate::quantity::format_count;
 use crate::sched::conditions::Condition;
 use crate::sched::{Phase, Scheduler};
@@ -62,12 +62,12 @@ pub struct SimulationReport {
     /// Every workload.
     pub workloads: Vec<WorkloadReport>,
     /// Metrics.
-    pub metrics: Metrics,
+    pub metrics: SimMetrics,
 }
 
 /// The state word of a workload: a reservation whose admission checks are not all ready is
 /// `QuotaReserved`, not `Admitted`.
-pub fn state_word(s: &Scheduler, wl: usize) -> &'static str {
+pub(crate) fn state_word(s: &Scheduler, wl: usize) -> &'static str {
     let st = &s.wls[wl];
     match st.phase {
         Phase::Admitted
@@ -139,7 +139,7 @@ pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
 }
 
 /// The JSON report of a simulation.
-pub fn simulation_report(o: &Outcome) -> SimulationReport {
+pub fn simulation_report(o: &SimOutcome) -> SimulationReport {
     SimulationReport {
         cycles: o.cycles,
         workloads: workloads(&o.sched),
@@ -148,7 +148,7 @@ pub fn simulation_report(o: &Outcome) -> SimulationReport {
 }
 
 /// A plain-text table: workloads (up to `limit`), classes and queues.
-pub fn table(o: &Outcome, limit: usize) -> String {
+pub fn table(o: &SimOutcome, limit: usize) -> String {
     let mut out = String::new();
     let ws = workloads(&o.sched);
     let _ = writeln!(
@@ -237,7 +237,7 @@ fn line_chart(
     )
 }
 
-fn class_chart(m: &Metrics) -> String {
+fn class_chart(m: &SimMetrics) -> String {
     let (w, pad, row) = (640.0, 120.0, 26.0);
     let h = 30.0 + row * m.classes.len() as f64;
     let v_max = m
@@ -269,8 +269,16 @@ fn class_chart(m: &Metrics) -> String {
 /// The lifecycle sections of the HTML page: admission-check waits, pods-ready requeues and TAS
 /// placements (each only when the run had any).
 fn lifecycle_html(s: &Scheduler) -> String {
-    let m = &s.model;
     let mut out = String::new();
+    admission_checks_html(s, &mut out);
+    pods_ready_html(s, &mut out);
+    topology_html(s, &mut out);
+    out
+}
+
+/// The admission checks section: workloads that waited for checks, retried or were rejected.
+fn admission_checks_html(s: &Scheduler, out: &mut String) {
+    let m = &s.model;
     let waited: Vec<usize> = (0..s.wls.len())
         .filter(|&w| {
             s.wls[w].life.check_wait_ms > 0
@@ -315,6 +323,11 @@ fn lifecycle_html(s: &Scheduler) -> String {
         }
         out.push_str("</table>");
     }
+}
+
+/// The waitForPodsReady section: PodsReadyTimeout evictions and deactivations.
+fn pods_ready_html(s: &Scheduler, out: &mut String) {
+    let m = &s.model;
     let requeued: Vec<usize> = (0..s.wls.len())
         .filter(|&w| s.wls[w].life.pods_ready_timeouts > 0 || s.wls[w].life.deactivated)
         .collect();
@@ -351,6 +364,11 @@ fn lifecycle_html(s: &Scheduler) -> String {
         }
         out.push_str("</table>");
     }
+}
+
+/// The topology-aware placement section: pod sets placed on topology domains.
+fn topology_html(s: &Scheduler, out: &mut String) {
+    let m = &s.model;
     let mut placed = String::new();
     let mut n = 0;
     for (w, st) in s.wls.iter().enumerate() {
@@ -383,11 +401,10 @@ fn lifecycle_html(s: &Scheduler) -> String {
             "<h2>Topology-aware placement</h2><p>{n} pod sets placed on topology domains (last or current admission).</p><table><tr><th>workload</th><th>pod set</th><th>domains (pods)</th></tr>{placed}</table>"
         );
     }
-    out
 }
 
 /// A self-contained HTML page (no scripts, no network) with the charts and tables.
-pub fn html(o: &Outcome, title: &str) -> String {
+pub fn html(o: &SimOutcome, title: &str) -> String {
     let m = &o.metrics;
     let mut classes = String::new();
     for (c, st) in &m.classes {

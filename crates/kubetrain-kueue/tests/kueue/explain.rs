@@ -2,7 +2,7 @@
 //! first with what to change and lists nobody to wait for; a missing queue label, a LocalQueue in
 //! another namespace and a bare name given without namespace get clear answers.
 
-use kubetrain_kueue::explain::{LookupError, explain, find_workload};
+use kubetrain_kueue::explain::{WorkloadLookupError, explain, find_workload};
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::sched::Scheduler;
@@ -149,9 +149,9 @@ fn a_name_without_namespace_finds_the_only_match_or_lists_the_candidates() {
         workload("ml", "trainjob-c", "queueName: q", 1, 1),
         workload("dev", "job-d", "queueName: shared", 1, 1),
     ]);
-    let key = |r: Result<usize, LookupError>| r.map(|w| s.model().workloads[w].key.clone());
+    let key = |r: Result<usize, WorkloadLookupError>| r.map(|w| s.model().workloads[w].key.clone());
     let trainjobs = vec![("ml/c".to_string(), "ml/trainjob-c".to_string())];
-    let cases: &[(&str, Result<&str, LookupError>)] = &[
+    let cases: &[(&str, Result<&str, WorkloadLookupError>)] = &[
         ("b", Ok("ml/b")),
         ("c", Ok("ml/trainjob-c")),
         ("d", Ok("dev/job-d")),
@@ -159,19 +159,23 @@ fn a_name_without_namespace_finds_the_only_match_or_lists_the_candidates() {
         ("ml/c", Ok("ml/trainjob-c")),
         (
             "a",
-            Err(LookupError::Ambiguous(
+            Err(WorkloadLookupError::Ambiguous(
                 "a".into(),
                 vec!["ml/a".into(), "dev/a".into()],
             )),
         ),
-        ("zzz", Err(LookupError::NotFound("zzz".into()))),
-        ("ml/zzz", Err(LookupError::NotFound("ml/zzz".into()))),
+        ("zzz", Err(WorkloadLookupError::NotFound("zzz".into()))),
+        (
+            "ml/zzz",
+            Err(WorkloadLookupError::NotFound("ml/zzz".into())),
+        ),
     ];
     for (query, want) in cases {
         let got = key(find_workload(&s, &trainjobs, query));
         assert_eq!(got, want.clone().map(String::from), "{query}");
     }
-    let shown = LookupError::Ambiguous("a".into(), vec!["ml/a".into(), "dev/a".into()]).to_string();
+    let shown =
+        WorkloadLookupError::Ambiguous("a".into(), vec!["ml/a".into(), "dev/a".into()]).to_string();
     assert_eq!(
         shown,
         "a names 2 workloads; give one as NAMESPACE/NAME: ml/a, dev/a"

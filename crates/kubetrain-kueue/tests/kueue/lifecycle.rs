@@ -5,7 +5,7 @@ use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::sched::conditions::{Condition, find};
 use kubetrain_kueue::sched::{Phase, Scheduler};
-use kubetrain_kueue::sim::engine::{Outcome, simulate};
+use kubetrain_kueue::sim::engine::{SimOutcome, simulate};
 use kubetrain_kueue::sim::scenario::ScenarioSpec;
 
 /// Flavors `a` and `b` (4 cpu each) in queue `cq`; `cq_extra` is indented for `spec:`.
@@ -55,7 +55,7 @@ fn scheduler(yaml: &str) -> Scheduler {
     Scheduler::new(Model::build(&setup).unwrap_or_else(|e| panic!("{e}")))
 }
 
-fn sim(yaml: &str, max_cycles: Option<u64>) -> Outcome {
+fn sim(yaml: &str, max_cycles: Option<u64>) -> SimOutcome {
     simulate(scheduler(yaml), &ScenarioSpec::default(), max_cycles)
 }
 

@@ -6,7 +6,7 @@ use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::quantity::Quantity;
 use kubetrain_kueue::sched::Scheduler;
-use kubetrain_kueue::sim::engine::{Outcome, simulate};
+use kubetrain_kueue::sim::engine::{SimOutcome, simulate};
 use kubetrain_kueue::sim::report::{html, simulation_report};
 use kubetrain_kueue::sim::scenario::ScenarioSpec;
 
@@ -32,7 +32,7 @@ cohorts:
       - {className: large, runtimeMs: 600, priority: 200, request: 8}
 "#;
 
-fn run_generator(text: &str, scenario: &ScenarioSpec) -> Outcome {
+fn run_generator(text: &str, scenario: &ScenarioSpec) -> SimOutcome {
     let mut setup = Setup::from_yaml(text).unwrap();
     setup.expand_generators();
     let model = Model::build(&setup).unwrap();
@@ -87,7 +87,7 @@ fn more_heads_per_cycle_never_slows_admission_in_a_queue_bound_setup() {
             ..ScenarioSpec::default()
         },
     );
-    let mean = |o: &Outcome| o.metrics.classes["small"].mean_ms;
+    let mean = |o: &SimOutcome| o.metrics.classes["small"].mean_ms;
     assert!(
         mean(&four) < mean(&one),
         "{} vs {}",

@@ -8,7 +8,7 @@ use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::sched::conditions::find;
 use kubetrain_kueue::sched::{Phase, Scheduler};
-use kubetrain_kueue::sim::engine::{Outcome, Stop, simulate, simulate_until};
+use kubetrain_kueue::sim::engine::{SimOutcome, Stop, simulate, simulate_until};
 use kubetrain_kueue::sim::report::{WorkloadReport, workloads};
 use kubetrain_kueue::sim::scenario::ScenarioSpec;
 
@@ -76,7 +76,7 @@ fn scheduler(yaml: &str) -> Scheduler {
     Scheduler::new(Model::build(&setup).unwrap_or_else(|e| panic!("{e}")))
 }
 
-fn until(yaml: &str, ms: i64) -> Outcome {
+fn until(yaml: &str, ms: i64) -> SimOutcome {
     let stop = Stop {
         cycles: None,
         until_ms: Some(ms),

@@ -6,7 +6,7 @@ use kubetrain_api::{Document, RuntimeCatalog, TrainJob, parse_documents};
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::quantity::Quantity;
 use kubetrain_kueue::trainjob::{add_trainjobs, workload_for, workload_for_with_plugins};
-use kubetrain_kueue::{Verdict, admit};
+use kubetrain_kueue::{AdmissionVerdict, admit};
 
 /// A runtime with an initializer and a trainer step (the Kueue setup has a tainted GPU flavor and an
 /// untainted one); the trainer's pods have an overhead, a node
@@ -179,7 +179,7 @@ fn workload_is_built_as_the_trainjob_integration_builds_it() {
 fn admitted_with_flavors_and_usage_including_overhead() {
     let (job, catalog) = job_and_catalog();
     let verdict = admit(&job, &catalog, &setup(8, "")).unwrap();
-    let Verdict::Admitted(a) = verdict else {
+    let AdmissionVerdict::Admitted(a) = verdict else {
         panic!("{verdict:?}")
     };
     assert_eq!(a.workload, "ml/trainjob-llama");

@@ -17,7 +17,7 @@ use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
 use kubetrain_collective::demo::{self, DemoConfig};
 use kubetrain_collective::nccl;
 use kubetrain_collective::rendezvous::{EnvFlavour, RENDEZVOUS_VARS, RankEnv, RendezvousError};
-use kubetrain_collective::{Communicator, DataType, ReduceOp};
+use kubetrain_collective::{Communicator, ElementType, ReduceOp};
 
 /// Marks a process started by the local launcher (so it does not launch again).
 const CHILD_ENV: &str = "KUBETRAIN_COLLECTIVE_CHILD";
@@ -255,8 +255,8 @@ pub(crate) fn run(args: CollectiveArgs) -> anyhow::Result<ExitCode> {
 /// A port for the local store, reserved against concurrent `kubetrain run`s until this process ends
 /// (kubetrain-client's one home for local ports); its socket is released for rank 0 to bind.
 fn store_port() -> anyhow::Result<u16> {
-    let reservation = kubetrain_client::local::ports::reserve_port()
-        .context("find a free port for the local store")?;
+    let reservation =
+        kubetrain_client::local::reserve_port().context("find a free port for the local store")?;
     reservation.release();
     let port = reservation.port();
     // Held for the life of the process: the ranks are its children.
@@ -395,15 +395,15 @@ fn bench_config(a: &BenchArgs) -> anyhow::Result<BenchConfig> {
     })
 }
 
-fn dtype(d: DtypeArg) -> DataType {
+fn dtype(d: DtypeArg) -> ElementType {
     match d {
-        DtypeArg::Float => DataType::F32,
-        DtypeArg::Double => DataType::F64,
-        DtypeArg::Half => DataType::F16,
-        DtypeArg::Bfloat16 => DataType::Bf16,
-        DtypeArg::Int32 => DataType::I32,
-        DtypeArg::Int64 => DataType::I64,
-        DtypeArg::Uint8 => DataType::U8,
+        DtypeArg::Float => ElementType::F32,
+        DtypeArg::Double => ElementType::F64,
+        DtypeArg::Half => ElementType::F16,
+        DtypeArg::Bfloat16 => ElementType::Bf16,
+        DtypeArg::Int32 => ElementType::I32,
+        DtypeArg::Int64 => ElementType::I64,
+        DtypeArg::Uint8 => ElementType::U8,
     }
 }
 
@@ -663,7 +663,7 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
     {
         bail!("--max-seconds {seconds} must be a number of seconds ≥ 0");
     }
-    let options = demo::TrainOptions {
+    let options = demo::DemoOptions {
         checkpoint: store.as_deref().map(|store| demo::CheckpointOptions {
             store,
             every: a.checkpoint_every,

@@ -12,7 +12,7 @@ use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::model::QueueTarget;
 use kubetrain_kueue::sched::Scheduler;
-use kubetrain_kueue::sim::engine::{Outcome, Stop, simulate_until};
+use kubetrain_kueue::sim::engine::{SimOutcome, Stop, simulate_until};
 use kubetrain_kueue::sim::generator::GeneratorConfig;
 use kubetrain_kueue::sim::report::{html, simulation_report, workloads};
 
@@ -154,7 +154,7 @@ fn load(args: &SetupArgs) -> Result<Loaded> {
     Ok(Loaded { setup, trainjobs })
 }
 
-fn run_setup(args: &SetupArgs) -> Result<(Outcome, Vec<(String, String)>)> {
+fn run_setup(args: &SetupArgs) -> Result<(SimOutcome, Vec<(String, String)>)> {
     let Loaded { setup, trainjobs } = load(args)?;
     let scenario = setup.scenario.clone().unwrap_or_default();
     let model = Model::build(&setup)?;
@@ -170,7 +170,7 @@ fn run_setup(args: &SetupArgs) -> Result<(Outcome, Vec<(String, String)>)> {
 
 /// The text of `queue simulate`: every workload (up to `limit`) with the ClusterQueue it is admitted to or
 /// waits in (as `explain` names it), then the figures, durations written for people.
-fn simulation_table(o: &Outcome, limit: usize) -> String {
+fn simulation_table(o: &SimOutcome, limit: usize) -> String {
     let s = &o.sched;
     let index: std::collections::HashMap<&str, usize> = s
         .model()

@@ -19,13 +19,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use kubetrain_api::{RuntimeCatalog, RuntimeEntry, TrainJob};
+use kubetrain_client::JobStatus;
 use kubetrain_client::local::capacity::Capacity;
+use kubetrain_client::local::queue::QueueError;
 use kubetrain_client::local::queue::{LocalQueue, Pending, QueueingStrategy, Ticket};
 use kubetrain_client::local::record::Recorder;
 use kubetrain_client::local::tree::create_private_file;
 use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary};
 use kubetrain_client::types::TrainerProgress;
-use kubetrain_client::{JobStatus, QueueError};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
@@ -1080,7 +1081,7 @@ fn preflight(
     );
     let plan = match dry {
         Ok(plan) => plan,
-        Err(kubetrain_client::PlanError::NoCommand { path }) => {
+        Err(kubetrain_client::local::PlanError::NoCommand { path }) => {
             let jobset = rendered
                 .objects
                 .first()
@@ -1156,7 +1157,7 @@ pub(crate) fn run(args: RunArgs) -> Result<ExitCode> {
     let mut stops = catch_signals(&runtime, &view, args.detached)?;
     // Orphans of the pods (a daemon that left its container's process group) come back to this process,
     // which stops them when the run ends or is interrupted.
-    local::reaper::adopt_orphans();
+    local::adopt_orphans();
     let mut plan = local::prepare_job(&job, &catalog, &options)?;
     // `trainjob_to_run` printed the validation warnings already.
     plan.notices.retain(|n| !n.starts_with("warning: "));
@@ -1261,7 +1262,7 @@ fn execute_recorded(
     }));
     // The record and the log files take every event first, on a thread of their own (disk speed); the
     // terminal view gets what it can.
-    let (feed_tx, feed_rx) = mpsc::channel::<Option<RunEvent>>(local::exec::EVENT_BUFFER);
+    let (feed_tx, feed_rx) = mpsc::channel::<Option<RunEvent>>(local::EVENT_BUFFER);
     let consumer = {
         let (view, progress) = (view.clone(), progress.clone());
         let logs = plan.run_dir.join(local::record::LOGS_DIR);
@@ -1273,7 +1274,7 @@ fn execute_recorded(
             .context("starting the run's recorder")?
     };
     let summary = runtime.block_on(async {
-        let (tx, rx) = mpsc::channel(local::exec::EVENT_BUFFER);
+        let (tx, rx) = mpsc::channel(local::EVENT_BUFFER);
         let every = Duration::from_secs(args.progress_every.max(1));
         let ticker = {
             let (view, progress) = (view.clone(), progress.clone());

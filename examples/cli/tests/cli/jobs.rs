@@ -4,17 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kubetrain_controller::mock::{FakeApiServer, ServedApi};
+use kubetrain_test_support::{FakeApiServer, ServedApi, fixtures};
 use serde_json::{Value, json};
 
 use crate::common::{arg, command, quickstart, text};
 
 fn trainjob(name: &str) -> Value {
-    json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": "team-a", "creationTimestamp": "2026-01-02T03:04:05Z"},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}}
-    })
+    fixtures::trainjob(name)
+        .namespace("team-a")
+        .created("2026-01-02T03:04:05Z")
+        .num_nodes(2)
+        .json()
 }
 
 fn pod(index: u32) -> Value {
@@ -161,11 +161,7 @@ fn submit_creates_the_trainjob_in_the_context_namespace() {
 #[test]
 fn submit_takes_directories_and_repeats_and_creates_every_trainjob() {
     let dir = tempfile::tempdir().unwrap();
-    let job = |name: &str| {
-        format!(
-            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: {name}}}\nspec: {{runtimeRef: {{name: torch-distributed}}}}\n"
-        )
-    };
+    let job = |name: &str| fixtures::trainjob(name).without_namespace().yaml();
     std::fs::write(dir.path().join("b.yaml"), job("b")).unwrap();
     std::fs::write(
         dir.path().join("a.yaml"),
@@ -309,14 +305,11 @@ fn gated_job(dir: &Path, name: &str, gate: &Path) -> PathBuf {
         "echo rank $PET_NODE_RANK up; while [ ! -e {} ]; do sleep 0.05; done; echo rank $PET_NODE_RANK done",
         gate.display()
     );
-    std::fs::write(
-        &file,
-        format!(
-            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: {name}}}\nspec:\n  \
-             runtimeRef: {{name: torch-distributed}}\n  trainer: {{numNodes: 2, command: [sh, -c, {script:?}]}}\n"
-        ),
-    )
-    .unwrap();
+    let job = fixtures::trainjob(name)
+        .without_namespace()
+        .num_nodes(2)
+        .command(&["sh", "-c", &script]);
+    std::fs::write(&file, job.yaml()).unwrap();
     file
 }
 
@@ -434,7 +427,7 @@ fn deleting_a_running_local_run_stops_it_and_removes_its_runs() {
         serde_json::from_str::<Value>(&stdout(&out)).unwrap()["status"],
         "Running"
     );
-    let uid = kubetrain_client::local::identity::ProcessIdentity::current()
+    let uid = kubetrain_client::local::ProcessIdentity::current()
         .unwrap()
         .uid;
     let runs = tmp

@@ -7,7 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 
-use kubetrain_client::local::identity::ProcessIdentity;
+use kubetrain_client::local::ProcessIdentity;
 use serde_json::{Value, json};
 
 use crate::common::{arg, command, text};

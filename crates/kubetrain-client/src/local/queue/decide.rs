@@ -28,7 +28,7 @@ pub enum Verdict {
     Wait(String),
 }
 
-/// Why [`decide`] could not build Kueue's model of the local queue.
+/// Why Kueue's model of the local queue could not be built (for the queue's admission decision).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecideError {

@@ -4,7 +4,7 @@
 //! Every run takes a [`Ticket`]: an entry in a ledger file shared by all processes of the user
 //! ([`LocalQueue::default_dir`]), guarded by an exclusive `flock`. The ledger holds the admitted runs (their
 //! pod sets' requests are the ClusterQueue's usage) and the waiting ones (in arrival order). A waiting run
-//! asks Kueue's model ([`decide::decide`]) whether it fits next to them; if not it keeps polling and shows
+//! asks Kueue's model (`decide::decide`) whether it fits next to them; if not it keeps polling and shows
 //! Kueue's reason and its position. Dropping the ticket (the run ended, failed or was interrupted) removes
 //! the entry; entries of processes that are gone are reclaimed by the next run that opens the ledger.
 //!
@@ -34,12 +34,13 @@
 //! # Ok(()) }
 //! ```
 
-pub mod decide;
+// Kueue's admission decision over the ledger, and the ledger's file format and process checks: internals.
+pub(crate) mod decide;
 pub(crate) mod entry;
 mod error;
-// The ledger's file format and process checks: internals, hidden from the docs (issue 18).
-#[doc(hidden)]
-pub mod ledger;
+#[cfg(test)]
+mod laws;
+pub(crate) mod ledger;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -48,6 +49,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::Notify;
 
+pub use self::decide::DecideError;
 use self::decide::{Verdict, decide};
 pub use self::error::QueueError;
 use self::ledger::{Entry, EntryState, Ledger, LedgerDir};

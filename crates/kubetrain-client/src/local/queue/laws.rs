@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use kubetrain_client::local::capacity::Capacity;
-use kubetrain_client::local::queue::QueueingStrategy;
-use kubetrain_client::local::queue::decide::{Verdict, decide};
-use kubetrain_client::local::queue::ledger::{Entry, EntryState, PodSetEntry};
 use proptest::prelude::*;
+
+use super::QueueingStrategy;
+use super::decide::{Verdict, decide};
+use super::ledger::{Entry, EntryState, PodSetEntry};
+use crate::local::capacity::Capacity;
 
 const CORES: u64 = 8;
 
