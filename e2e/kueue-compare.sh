@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The Kueue model against real Kueue v0.19.1 (docs/e2e.md, "Kueue model vs real Kueue"; issue 14 item 4).
+# The Kueue model against real Kueue ($KUEUE_VERSION of e2e/versions.env: v0.19.2) (docs/e2e.md, "Kueue model vs
+# real Kueue"; issue 14 item 4, issue 37 item 3).
 #
-#   e2e/kueue-compare.sh [--slice] [--count N] [--seed S] [--tie-orders K] [--fair-sharing] [--strict]
+#   e2e/kueue-compare.sh [--slice] [--random N | --count N] [--seed S] [--tie-orders K] [--fair-sharing] [--strict]
 #
-# Generates N random scenarios with `kubetrain queue generate --random N --seed S` (default 100; --slice: 10),
+# Generates N random scenarios with `kubetrain queue generate --random N --seed S` (--random N, or its older
+# spelling --count N; default 100; --slice: 10),
 # each in its own namespace with its own flavors, cohort and queues, so they run side by side without touching
 # each other. Every object is created while Kueue is stopped (and its webhooks are off), so nothing depends on
 # when Kueue first sees a workload; then Kueue starts, admits, preempts (this script finishes each eviction, as
 # Kueue's integration tests do for Workloads without a job), and once nothing has changed for a while the
 # Workloads are read back. `kubetrain queue simulate` runs on the same objects (the stored Workloads with their
-# UIDs and creation timestamps, and Kueue's feature-gate defaults of v0.19.1) and the two are compared per
+# UIDs and creation timestamps, and Kueue's feature-gate defaults of that release) and the two are compared per
 # workload: admitted or not, ClusterQueue, flavors, admitted counts, preempted or not, and the pending reason.
 # Every Workload existed before Kueue started, so in the model they all arrive together (ordered by creation
 # time). A scenario agrees when all its workloads do, as simulated or with the Workloads' documents shuffled
@@ -27,7 +29,7 @@ count=100 seed=1 strict=0 tie_orders=7 fair=0
 while [[ $# -gt 0 ]]; do
     case $1 in
         --slice) count=10; shift ;;
-        --count) count=$2; shift 2 ;;
+        --random | --count) count=$2; shift 2 ;;
         --seed) seed=$2; shift 2 ;;
         --tie-orders) tie_orders=$2; shift 2 ;;
         --fair-sharing) fair=1; shift ;;
@@ -64,20 +66,21 @@ kubectl_admin apply --server-side -f "$OUT/scenarios.yaml" >/dev/null
 start_kueue
 py settle --kubectl "$(K8S_BIN)/kubectl" --out "$OUT/cluster.json"
 
-# Kueue v0.19.1's defaults for the gates the model reads (the model defaults to v0.20's).
-cat >"$OUT/kueue-v0.19.1-config.yaml" <<'YAML'
+# Kueue v0.19's defaults for the gates the model reads (the model defaults to v0.20's).
+config="$OUT/kueue-$KUEUE_VERSION-config.yaml"
+cat >"$config" <<'YAML'
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 featureGates: {UnadmittedWorkloadsObservability: false}
 YAML
-[[ $fair == 0 ]] || echo "$fair_sharing" >>"$OUT/kueue-v0.19.1-config.yaml"
+[[ $fair == 0 ]] || echo "$fair_sharing" >>"$config"
 py model-input --scenarios "$OUT/scenarios.yaml" --cluster "$OUT/cluster.json" --out "$OUT/model-input.yaml"
-"$KUBETRAIN" queue simulate -f "$OUT/model-input.yaml" -f "$OUT/kueue-v0.19.1-config.yaml" -o json >"$OUT/model.json"
+"$KUBETRAIN" queue simulate -f "$OUT/model-input.yaml" -f "$config" -o json >"$OUT/model.json"
 alternatives=()
 for ((order = 1; order <= tie_orders; order++)); do
     py model-input --scenarios "$OUT/scenarios.yaml" --cluster "$OUT/cluster.json" --order "$order" \
         --out "$OUT/model-input-$order.yaml"
-    "$KUBETRAIN" queue simulate -f "$OUT/model-input-$order.yaml" -f "$OUT/kueue-v0.19.1-config.yaml" -o json \
+    "$KUBETRAIN" queue simulate -f "$OUT/model-input-$order.yaml" -f "$config" -o json \
         >"$OUT/model-$order.json"
     alternatives+=("$OUT/model-$order.json")
 done

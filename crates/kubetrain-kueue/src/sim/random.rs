@@ -4,19 +4,21 @@
 //! Scenario `i` owns every name it uses (flavors `s<i>-…`, cohort `s<i>-cohort`, queues `s<i>-cq<j>`,
 //! namespace `s<i>`), so any number of scenarios can share one cluster, or one `simulate` run, without
 //! touching each other. Each scenario draws: 1–2 flavors (one possibly labelled, one possibly tainted),
-//! 1–3 ClusterQueues in one cohort (or none), cpu and `example.com/gpu` quotas with optional borrowing
+//! 1–3 ClusterQueues in one cohort (or none; in about a third of the scenarios with a cohort, a hierarchy: a
+//! root cohort, possibly with a quota of its own, over two child cohorts the ClusterQueues alternate
+//! between), cpu and `example.com/gpu` quotas with optional borrowing
 //! and lending limits, queueing strategy, preemption policies and flavor fungibility, and 3–8
 //! Workloads with priorities, pod counts, `minCount`, node selectors and tolerations.
 
 use std::collections::BTreeMap;
 
 use crate::api::{
-    BorrowWithinCohort, ClusterQueueSpec, Container, FlavorFungibility, FlavorQuotas,
+    BorrowWithinCohort, ClusterQueueSpec, CohortSpec, Container, FlavorFungibility, FlavorQuotas,
     LabelSelector, LocalQueueSpec, ObjectMeta, PodSet, PodSpec, PodTemplateSpec, Preemption,
     ResourceFlavorSpec, ResourceGroup, ResourceQuota, ResourceRequirements, Taint, Toleration,
     WorkloadSpec, WorkloadStatus,
 };
-use crate::load::{Object, Setup, WorkloadObject};
+use crate::load::{KueueObject, Setup, WorkloadObject};
 use crate::quantity::Quantity;
 
 /// SplitMix64: a tiny deterministic generator (the same seed gives the same scenarios everywhere).
@@ -65,6 +67,14 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
 /// assert!(kubetrain_kueue::model::Model::build(&setup).is_ok());
 /// // Deterministic: the same seed gives the same objects.
 /// assert_eq!(setup, kubetrain_kueue::sim::random::scenarios(3, 7));
+///
+/// // Some scenarios are cohort hierarchies: child cohorts under a root, ClusterQueues in the children.
+/// let many = kubetrain_kueue::sim::random::scenarios(40, 1);
+/// let children: Vec<_> = many.cohorts.iter().filter(|c| c.spec.parent_name.is_some()).collect();
+/// assert!(!children.is_empty());
+/// assert!(children.iter().all(|c| many.cohorts.iter().any(|r| Some(&r.metadata.name) == c.spec.parent_name.as_ref())));
+/// assert!(many.cluster_queues.iter().any(|q| q.spec.cohort_name.as_deref().is_some_and(|n| n.ends_with("-a"))));
+/// assert!(kubetrain_kueue::model::Model::build(&many).is_ok());
 /// ```
 pub fn scenarios(count: usize, seed: u64) -> Setup {
     let mut setup = Setup::default();
@@ -94,7 +104,7 @@ fn add_flavors(setup: &mut Setup, rng: &mut Rng, p: &str) -> Vec<String> {
                 time_added: None,
             });
         }
-        setup.flavors.push(Object {
+        setup.flavors.push(KueueObject {
             metadata: meta(&name, None),
             spec,
         });
@@ -154,19 +164,80 @@ fn cluster_queue(rng: &mut Rng, flavors: &[String], cohort: Option<&str>) -> Clu
     }
 }
 
+/// A hierarchy under `root`: two child cohorts (`<root>-a`, `<root>-b`), and on the root, half the time, a
+/// quota of its own that the whole subtree shares. Returns the children's names.
+fn add_cohort_tree(
+    setup: &mut Setup,
+    rng: &mut Rng,
+    flavors: &[String],
+    root: &str,
+) -> Vec<String> {
+    let shared = rng.chance(50).then(|| {
+        let resources = ["cpu", "example.com/gpu"];
+        ResourceGroup {
+            covered_resources: resources.iter().map(|r| (*r).to_string()).collect(),
+            flavors: flavors
+                .iter()
+                .map(|f| FlavorQuotas {
+                    name: f.clone(),
+                    resources: resources
+                        .iter()
+                        .map(|r| ResourceQuota {
+                            name: (*r).to_string(),
+                            nominal_quota: q(rng.range(0, 4)),
+                            borrowing_limit: None,
+                            lending_limit: None,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    });
+    setup.cohorts.push(KueueObject {
+        metadata: meta(root, None),
+        spec: CohortSpec {
+            resource_groups: shared.into_iter().collect(),
+            ..CohortSpec::default()
+        },
+    });
+    ["a", "b"]
+        .iter()
+        .map(|suffix| {
+            let name = format!("{root}-{suffix}");
+            setup.cohorts.push(KueueObject {
+                metadata: meta(&name, None),
+                spec: CohortSpec {
+                    parent_name: Some(root.to_string()),
+                    ..CohortSpec::default()
+                },
+            });
+            name
+        })
+        .collect()
+}
+
 fn add_scenario(setup: &mut Setup, rng: &mut Rng, p: &str) {
     setup.namespaces.push(meta(p, None));
     let flavors = add_flavors(setup, rng, p);
     let cohort = format!("{p}-cohort");
     let cohort = rng.chance(80).then_some(cohort.as_str());
     let nq = if cohort.is_some() { rng.range(1, 3) } else { 1 };
+    // Drawn from a stream of its own, so that every other draw of a scenario is as it was before
+    // hierarchies were generated (the documented runs stay reproducible for the flat scenarios).
+    let mut shape = Rng(rng.0 ^ 0x6869_6572_6172_6368);
+    let children = match cohort {
+        Some(root) if shape.chance(35) => add_cohort_tree(setup, &mut shape, &flavors, root),
+        _ => Vec::new(),
+    };
     for c in 0..nq {
         let cq = format!("{p}-cq{c}");
-        setup.cluster_queues.push(Object {
+        // In a hierarchy the ClusterQueues alternate between the two child cohorts.
+        let parent = children.get(c as usize % 2).map(String::as_str).or(cohort);
+        setup.cluster_queues.push(KueueObject {
             metadata: meta(&cq, None),
-            spec: cluster_queue(rng, &flavors, cohort),
+            spec: cluster_queue(rng, &flavors, parent),
         });
-        setup.local_queues.push(Object {
+        setup.local_queues.push(KueueObject {
             metadata: meta(&format!("lq{c}"), Some(p)),
             spec: LocalQueueSpec {
                 cluster_queue: cq,
