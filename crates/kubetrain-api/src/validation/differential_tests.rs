@@ -394,6 +394,10 @@ mod legacy {
 
     use crate::error::FieldError;
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one rule table checked against kube-cel, case by case"
+    )]
     pub(super) fn check(
         schema: &Value,
         value: &Value,

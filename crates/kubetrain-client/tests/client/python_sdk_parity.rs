@@ -151,6 +151,10 @@ fn named(name: &str) -> TrainOptions {
 }
 
 /// The Rust side of every case of parity.py.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table test: one case per row, read top to bottom"
+)]
 fn cases() -> Vec<(
     &'static str,
     &'static str,

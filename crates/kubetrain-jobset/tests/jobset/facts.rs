@@ -179,6 +179,10 @@ fn mpi_job(runtime: &str, trainer: &str) -> String {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario's facts from upstream's test, asserted in order"
+)]
 fn deepspeed_mpi_objects() {
     let r = render_yaml(&mpi_job(
         "deepspeed-distributed",
@@ -858,6 +862,10 @@ fn env_table(js: &JobSet) -> Vec<EnvRow> {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario's facts from upstream's test, asserted in order"
+)]
 fn empty_env_is_omitted_where_upstream_omits_it() {
     // Upstream upserts the TrainJob env into a nil slice (which stays nil) and applies an apply configuration
     // whose `env` is `omitempty`: no container of the applied JobSet ever has `env: []`.

@@ -54,6 +54,10 @@ fn secret(r: &kubetrain_jobset::Rendered) -> &Secret {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario's facts from upstream's test, asserted in order"
+)]
 fn pod_spec_gets_the_flux_view_volumes_mounts_and_init_container() {
     let r = render_yaml(&flux_job(
         "{numNodes: 2, numProcPerNode: 4, image: lmp:1, command: [lmp, -in, in.reaxc], env: [{name: FLUX_VIEW_IMAGE, value: view:rocky}]}",

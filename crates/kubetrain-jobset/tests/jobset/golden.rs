@@ -92,6 +92,10 @@ fn check_invariants(job: &TrainJob, r: &Rendered) {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "per-example facts of upstream's examples, one match arm each"
+)]
 fn specific_facts(job: &TrainJob, r: &Rendered) {
     let js = jobset(r);
     match job.name() {

@@ -82,6 +82,10 @@ fn state(s: &Scheduler, key: &str) -> (Phase, String, String) {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table test: one case per row, read top to bottom"
+)]
 fn pending_messages_table() {
     let cases: Vec<(&str, String, &str, &str)> = vec![
         (

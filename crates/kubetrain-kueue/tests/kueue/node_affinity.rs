@@ -70,6 +70,10 @@ fn affinity(terms: &str) -> String {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table test: one case per row, read top to bottom"
+)]
 fn required_node_affinity_table() {
     struct Case {
         upstream: &'static str,

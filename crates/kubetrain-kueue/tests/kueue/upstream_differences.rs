@@ -440,6 +440,10 @@ fn workloads_created_before_kueue_starts_arrive_together() {
 /// docs/e2e.md); given that order, the model gives Kueue's outcome exactly: w2 partially admitted on
 /// f1, w1 on f0 after preempting w5 by fair sharing, w4 on f1, w0 and w3 pending.
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario replayed in both orders, step by step as Kueue ran it"
+)]
 fn a_cohort_queued_late_reclaims_by_fair_sharing_as_kueue_did() {
     use kubetrain_kueue::sim::engine::simulate;
     use kubetrain_kueue::sim::report::workloads;
