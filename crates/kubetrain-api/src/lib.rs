@@ -65,9 +65,6 @@ pub mod validation;
 pub use catalog::{RuntimeCatalog, RuntimeEntry};
 pub use document::{Document, LocatedDocument, ParseError, parse_documents, parse_value, to_yaml};
 pub use error::{FieldError, Severity};
-/// Document splitting, the 3 MiB limit and located syntax errors, as [`parse_documents`] uses them. Re-exported
-/// from `kubetrain-yaml`, their home (`kubetrain_yaml::split_documents` and so on are the canonical paths).
-pub use kubetrain_yaml::{MAX_DOCUMENT_BYTES, document_too_large, split_documents, yaml_error};
 pub use patch::{
     ContainerPatch, JobSetSpecPatch, JobSetTemplatePatch, JobSpecPatch, JobTemplatePatch,
     PodSpecPatch, PodTemplatePatch, ReplicatedJobPatch, RuntimePatch, TrainingRuntimeSpecPatch,

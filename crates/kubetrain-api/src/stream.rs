@@ -2,28 +2,17 @@
 //! stays flat in the number of documents, and a document larger than the API server accepts is skipped, not
 //! kept.
 //!
-//! The splitting itself is `kubetrain-yaml`'s: [`DocumentStream`] and [`TooLarge`] are re-exported from it (their
-//! home; `kubetrain_yaml::DocumentStream` is the canonical path), and `kubetrain_yaml::parse_stream` reads any
-//! YAML stream as JSON data.
-//!
-//! ```
-//! use kubetrain_api::stream::DocumentStream;
-//!
-//! let input = "a: 1\n---\nb: 2\n";
-//! let mut documents = DocumentStream::new(input.as_bytes());
-//! assert_eq!(documents.next().unwrap().unwrap().unwrap(), "a: 1\n");
-//! assert_eq!(documents.next().unwrap().unwrap().unwrap(), "b: 2\n");
-//! assert_eq!((documents.number(), documents.start_line(), documents.text_line()), (2, 2, 3));
-//! assert!(documents.next().is_none());
-//! ```
+//! The splitting itself is `kubetrain-yaml`'s (`kubetrain_yaml::DocumentStream`; [`TooLarge`], which a
+//! [`StreamError`] carries, is re-exported from it), and `kubetrain_yaml::parse_stream` reads any YAML stream
+//! as JSON data.
 
 use std::io::{self, BufRead};
 
 use crate::{LocatedDocument, ParseError};
 
-/// The streaming document splitter, re-exported from `kubetrain-yaml` (its home).
-pub use kubetrain_yaml::DocumentStream;
-/// A document over [`crate::MAX_DOCUMENT_BYTES`], re-exported from `kubetrain-yaml` (its home).
+use kubetrain_yaml::DocumentStream;
+/// A document over `kubetrain_yaml::MAX_DOCUMENT_BYTES` (3 MiB), re-exported from `kubetrain-yaml` (its home):
+/// [`StreamError::TooLarge`] carries it.
 pub use kubetrain_yaml::TooLarge;
 
 /// Why a document of a stream could not be read.
@@ -33,7 +22,7 @@ pub enum StreamError {
     /// The stream could not be read (or is not UTF-8).
     #[error("reading the stream: {0}")]
     Io(#[from] io::Error),
-    /// A document over [`crate::MAX_DOCUMENT_BYTES`], skipped; the documents after it are still read.
+    /// A document over `kubetrain_yaml::MAX_DOCUMENT_BYTES`, skipped; the documents after it are still read.
     #[error(transparent)]
     TooLarge(#[from] TooLarge),
     /// A document is not valid YAML or not a valid object; the documents after it are still read.

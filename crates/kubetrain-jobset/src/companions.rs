@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kubetrain_api::constants::{LAUNCHER, NODE, VOLCANO_QUEUE_ANNOTATION};
 use kubetrain_api::podgroup::{coscheduling, volcano};
+use kubetrain_api::quantity::Amount;
 use kubetrain_api::{
     CoschedulingPodGroupPolicySource, MLPolicySource, NetworkTopologyMode, TrainJob,
     VolcanoPodGroupPolicySource,
@@ -16,7 +17,6 @@ use kubetrain_merge::Info;
 use kubetrain_merge::plugins::mpi::{
     HOSTFILE_NAME, hostfile_config_map_name, ssh_auth_secret_name,
 };
-use kubetrain_merge::quantity::Amount;
 
 use crate::builder::endpoints;
 use crate::object::child_meta;

@@ -22,8 +22,6 @@ pub mod upsert;
 
 pub use error::MergeError;
 pub use info::{Info, PodSet, Scheduler};
-/// Kubernetes quantities: the one implementation lives in `kubetrain-api` (this path is kept for callers).
-pub use kubetrain_api::quantity;
 
 /// Builds the runtime info and runs the enforce phases of the built-in plugins: the merge stage of the render
 /// pipeline.

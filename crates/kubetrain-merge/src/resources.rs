@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::quantity::Amount;
 use crate::smp::{self, Schema};
+use kubetrain_api::quantity::Amount;
 
 /// Requests of one pod, by resource name.
 pub type ResourceList = BTreeMap<String, Amount>;
