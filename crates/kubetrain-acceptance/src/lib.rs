@@ -28,18 +28,22 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod chart;
 pub mod cluster;
 pub mod cost;
 mod error;
 pub mod local;
 pub mod metrics;
 pub mod outdir;
+mod page;
 pub mod plan;
 pub mod report;
 mod runner;
 pub mod s3store;
 mod steps;
+mod ticks;
 mod trainjob;
+mod units;
 
 pub use error::Error;
 
@@ -62,7 +66,7 @@ pub fn write_report(report: &report::Report, dir: &Path) -> std::io::Result<()> 
             .collect();
         std::fs::write(dir.join("labels.txt"), text)?;
     }
-    std::fs::write(dir.join("acceptance.html"), report::html(report))
+    std::fs::write(dir.join("acceptance.html"), page::render(report))
 }
 
 // The README's example is compiled and run with the doctests.

@@ -215,7 +215,8 @@ async fn enqueue(plan: &Plan, bench_plan: &JobPlan, stop: &Stop) -> (Option<Tick
     let admitted = ticket.as_ref().map(|_| {
         let waited = pending_reasons.first().map(|r| format!("; waited: {r}"));
         format!(
-            "admitted by ClusterQueue local (flavor this-machine) after {wait:.1}s{}",
+            "admitted by ClusterQueue local (flavor this-machine) after {}{}",
+            crate::units::duration(wait),
             waited.unwrap_or_default()
         )
     });

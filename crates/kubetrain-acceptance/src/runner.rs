@@ -228,7 +228,7 @@ async fn staging<B: Backend>(
         (false, None) => min
             .map(|min| ThresholdCheck {
                 threshold: "spec.thresholds.minStagingMbps".into(),
-                wanted: format!("≥ {min} MB/s"),
+                wanted: format!("≥ {}", crate::units::mbps(min)),
                 measured: "not reported (the trainer reports dataset_bytes and model_bytes; kubetrain collective bench does)".into(),
                 pass: false,
             })
@@ -270,9 +270,10 @@ async fn benchmark<B: Backend>(
         (backend.bench_failure(&b, wrong), Vec::new())
     } else {
         let msg = format!(
-            "all_reduce over {} pods: busbw {busbw:.3} GB/s at {} bytes, {} sizes, 0 wrong",
+            "all_reduce over {} pods: busbw {} at {}, {} sizes, 0 wrong",
             plan.num_nodes(),
-            last.map_or(0, |r| r.size),
+            crate::units::gbps(busbw),
+            crate::units::bytes(last.map_or(0, |r| r.size)),
             b.rows.len()
         );
         let min = plan.spec.thresholds.min_busbw_gbps;
@@ -459,15 +460,14 @@ fn cost_step(
     .into_iter()
     .collect();
     let msg = format!(
-        "{:.4} {} per {} (total {:.4} over {:.3} units) vs {} at {:.4}: {:.2}× the baseline",
-        breakdown.effective_cost_per_unit,
-        breakdown.currency,
+        "{} per {} (total {} over {} units) vs {} at {}: {}× the baseline",
+        crate::units::money(breakdown.effective_cost_per_unit, &breakdown.currency),
         breakdown.unit,
-        breakdown.total,
-        breakdown.accepted_units,
+        crate::units::money(breakdown.total, &breakdown.currency),
+        crate::units::number(breakdown.accepted_units),
         breakdown.baseline_name,
-        breakdown.baseline_per_unit,
-        breakdown.ratio_to_baseline
+        crate::units::money(breakdown.baseline_per_unit, &breakdown.currency),
+        crate::units::number(breakdown.ratio_to_baseline)
     );
     let measurements = json!({"usage": usage, "breakdown": breakdown, "formula": "(compute + network + storage + support + idle + failed_runs + operations) / accepted_workload_units"});
     steps.finish(t, msg, measurements, checks, false);
@@ -617,7 +617,7 @@ mod tests {
         assert!(report.passed, "{lines:?}");
         assert_eq!(
             lines[2],
-            "[3/7] benchmark: PASS — all_reduce over 2 pods: busbw 5.000 GB/s at 1024 bytes, 1 sizes, 0 wrong"
+            "[3/7] benchmark: PASS — all_reduce over 2 pods: busbw 5.00 GB/s at 1 KiB, 1 sizes, 0 wrong"
         );
         assert_eq!(report.labels["kubetrain.io/queue"], "canned");
         let labels = std::fs::read_to_string(backend.out_dir.path().join("labels.txt")).unwrap();
@@ -643,7 +643,7 @@ mod tests {
         );
         assert!(
             lines[2]
-                .ends_with("; spec.thresholds.minBusbwGbps wants ≥ 2 GB/s, measured 0.500 GB/s"),
+                .ends_with("; spec.thresholds.minBusbwGbps wants ≥ 2.00 GB/s, measured 0.500 GB/s"),
             "{}",
             lines[2]
         );

@@ -113,6 +113,12 @@ impl<'a> Steps<'a> {
     }
 }
 
+/// `v` in `unit` as the report shows it everywhere; a unit that is neither a time nor a rate is the
+/// plan's currency (the cost threshold).
+fn human(v: f64, unit: &str) -> String {
+    crate::units::quantity(v, unit, unit)
+}
+
 /// `measured ≤ max` when the plan sets `max` (the field path `threshold`).
 pub(crate) fn check_max(
     threshold: &str,
@@ -122,8 +128,8 @@ pub(crate) fn check_max(
 ) -> Option<ThresholdCheck> {
     max.map(|m| ThresholdCheck {
         threshold: threshold.into(),
-        wanted: format!("≤ {m} {unit}"),
-        measured: format!("{measured:.3} {unit}"),
+        wanted: format!("≤ {}", human(m, unit)),
+        measured: human(measured, unit),
         pass: measured <= m,
     })
 }
@@ -137,8 +143,8 @@ pub(crate) fn check_min(
 ) -> Option<ThresholdCheck> {
     min.map(|m| ThresholdCheck {
         threshold: threshold.into(),
-        wanted: format!("≥ {m} {unit}"),
-        measured: format!("{measured:.3} {unit}"),
+        wanted: format!("≥ {}", human(m, unit)),
+        measured: human(measured, unit),
         pass: measured >= m,
     })
 }

@@ -123,7 +123,10 @@ pub(super) async fn submit(
     Ok(Queued {
         since,
         wait,
-        admitted: admitted.map(|_| format!("TrainJob {ns}/{bench} {admission} after {wait:.1}s")),
+        admitted: admitted.map(|_| {
+            let wait = crate::units::duration(wait);
+            format!("TrainJob {ns}/{bench} {admission} after {wait}")
+        }),
         measurements,
     })
 }

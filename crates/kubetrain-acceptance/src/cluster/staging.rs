@@ -191,10 +191,18 @@ fn staged(
     let inits = inits.join(" and ");
     let message = match mbps {
         Some(mbps) => {
-            format!("{total_bytes} bytes staged by {inits} in {total_secs:.1}s at {mbps:.1} MB/s")
+            format!(
+                "{} staged by {inits} in {} at {}",
+                crate::units::bytes(total_bytes),
+                crate::units::duration(total_secs),
+                crate::units::mbps(mbps)
+            )
         }
         None => {
-            format!("{inits} complete after {total_secs:.1}s (bytes not reported by the trainer)")
+            format!(
+                "{inits} complete after {} (bytes not reported by the trainer)",
+                crate::units::duration(total_secs)
+            )
         }
     };
     Staged {

@@ -289,8 +289,11 @@ fn events(w: &Watched) -> Vec<TrainEvent> {
             kind: "checkpoint".into(),
             label: format!(
                 "checkpoint step {step}{}{}",
-                bytes.map(|b| format!(", {b} bytes")).unwrap_or_default(),
-                ms.map(|m| format!(", {m:.1} ms")).unwrap_or_default()
+                bytes
+                    .map(|b| format!(", {}", crate::units::bytes(b)))
+                    .unwrap_or_default(),
+                ms.map(|m| format!(", {}", crate::units::duration(m / 1000.0)))
+                    .unwrap_or_default()
             ),
         })
         .collect();
@@ -370,10 +373,12 @@ fn training_result(ctx: &Ctx<'_>, job: &str, w: &Watched) -> (f64, String, Value
         )
     } else {
         format!(
-            "{final_step} steps, loss {:.3e} → {:.3e}, {sps:.0} samples/s; {} checkpoints reported, the last {ckpt_bytes} bytes",
-            first_loss.unwrap_or(0.0),
-            last_loss.unwrap_or(0.0),
-            log.checkpoints.len()
+            "{final_step} steps, loss {} → {}, {}; {} checkpoints reported, the last {}",
+            crate::units::number(first_loss.unwrap_or(0.0)),
+            crate::units::number(last_loss.unwrap_or(0.0)),
+            crate::units::samples_per_second(sps),
+            log.checkpoints.len(),
+            crate::units::bytes(ckpt_bytes)
         )
     };
     (sps, message, measurements, failed)
@@ -400,11 +405,11 @@ fn restore_result(w: &Watched) -> Restored {
         }
     }
     let message = format!(
-        "deleted pod {} after checkpoint step {}; restarted and resumed_from_step {} (not 0), stepping again after {:.1}s",
+        "deleted pod {} after checkpoint step {}; restarted and resumed_from_step {} (not 0), stepping again after {}",
         w.victim,
         w.ckpt_before.unwrap_or(0),
         resumed_step.unwrap_or(0),
-        seconds.unwrap_or(0.0)
+        crate::units::duration(seconds.unwrap_or(0.0))
     );
     let measurements = json!({
         "deletedPod": w.victim,

@@ -137,9 +137,10 @@ pub(super) async fn stage_all(plan: &Plan, workspace: &Path, scratch: &Path) -> 
     let message = match &failure {
         Some(e) => format!("storage unreachable or refused: {e}"),
         None => format!(
-            "{} bytes in {} files at {mbps:.1} MB/s into the job's /workspace",
-            total_bytes,
-            staged.iter().map(|s| s.files).sum::<u64>()
+            "{} in {} files at {} into the job's /workspace",
+            crate::units::bytes(total_bytes),
+            staged.iter().map(|s| s.files).sum::<u64>(),
+            crate::units::mbps(mbps)
         ),
     };
     Staged {

@@ -286,7 +286,11 @@ fn events(log: &TrainingLog, victim: &str) -> Vec<TrainEvent> {
         .map(|(t, step, bytes, ms, name)| TrainEvent {
             t: *t,
             kind: "checkpoint".into(),
-            label: format!("{name} (step {step}, {bytes} bytes, {ms:.1} ms)"),
+            label: format!(
+                "{name} (step {step}, {}, {})",
+                crate::units::bytes(*bytes),
+                crate::units::duration(ms / 1000.0)
+            ),
         })
         .collect();
     if let Some(k) = log.kill_at {
@@ -366,10 +370,13 @@ fn training_result(
         )
     } else {
         format!(
-            "{steps} steps, loss {:.3e} → {:.3e}, {sps:.0} samples/s; {} checkpoints of {ckpt_bytes} bytes, {mean_ms:.1} ms each",
-            first_loss.unwrap_or(0.0),
-            last_loss.unwrap_or(0.0),
-            log.checkpoints.len()
+            "{steps} steps, loss {} → {}, {}; {} checkpoints of {}, {} each",
+            crate::units::number(first_loss.unwrap_or(0.0)),
+            crate::units::number(last_loss.unwrap_or(0.0)),
+            crate::units::samples_per_second(sps),
+            log.checkpoints.len(),
+            crate::units::bytes(ckpt_bytes),
+            crate::units::duration(mean_ms / 1000.0)
         )
     };
     (sps, message, measurements, failed)
@@ -456,11 +463,11 @@ fn restore_result(plan: &Plan, run: &TrainingRun, points: &[TrainPoint]) -> Rest
         "restarts": run.summary.restarts,
     });
     let message = format!(
-        "deleted pod {} after checkpoint step {}; restarted and resumed_from_step {} (not 0) in {:.1}s",
+        "deleted pod {} after checkpoint step {}; restarted and resumed_from_step {} (not 0) in {}",
         run.victim,
         newest.unwrap_or(0),
         resumed_step.unwrap_or(0),
-        seconds.unwrap_or(0.0)
+        crate::units::duration(seconds.unwrap_or(0.0))
     );
     Restored {
         seconds,

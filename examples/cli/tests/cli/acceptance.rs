@@ -160,27 +160,104 @@ fn a_short_plan_passes_every_step_and_proves_the_restore() {
     check_html_in_chromium(&r.dir.path().join("report/latest/acceptance.html"));
 }
 
-/// Loads the page in headless Chromium and reads what its charts drew. Without Chromium the test says
-/// so loudly and passes, except under CI (`.ci/run` installs Debian's `chromium`).
+/// Checks the laid-out page in headless Chromium and takes a screenshot of it
+/// (`$CARGO_TARGET_TMPDIR/acceptance-report.png`). Without Chromium the test says so loudly and passes,
+/// except under CI (`.ci/run` installs Debian's `chromium`), where it fails.
 fn check_html_in_chromium(html: &Path) {
     let page = std::fs::read_to_string(html).unwrap();
     assert!(
         !page.contains("http://") && !page.contains("https://"),
         "the page loads nothing from elsewhere"
     );
-    let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let Some(chromium) = chromium else {
-        let msg = "!!! chromium not found: acceptance.html was NOT checked in a browser (apt-get install chromium)";
+    assert!(!page.contains("<script"), "the report has no script");
+    let Some(chromium) = chromium() else {
+        let msg = "!!! chromium not found (looked for /usr/bin/chromium, /usr/bin/chromium-browser and chromium on PATH): acceptance.html was NOT checked in a browser (apt-get install chromium)";
         if std::env::var_os("CI").is_some() {
             panic!("{msg}");
         }
         eprintln!("{msg}");
         return;
     };
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(chromium)
+    // The page has no script of its own: the check runs in a copy with LAYOUT_CHECK added.
+    let work = tempfile::tempdir().unwrap();
+    let copy = work.path().join("checked.html");
+    std::fs::write(
+        &copy,
+        page.replace(
+            "</body>",
+            &format!("<script>{LAYOUT_CHECK}</script></body>"),
+        ),
+    )
+    .unwrap();
+    for width in [1280, 760] {
+        let dom = chromium_run(
+            &chromium,
+            work.path(),
+            &copy,
+            &["--dump-dom".into(), format!("--window-size={width},900")],
+        );
+        let dom = text(&dom.stdout);
+        let report = dom
+            .split("<pre id=\"layout-check\">")
+            .nth(1)
+            .and_then(|r| r.split("</pre>").next())
+            .unwrap_or_else(|| panic!("the layout check did not run at {width} px: {dom}"));
+        assert!(report.contains("checked "), "{report}");
+        assert!(!report.contains("problem:"), "at {width} px:\n{report}");
+        for chart in [
+            "chart-queue",
+            "chart-staging",
+            "chart-busbw",
+            "chart-loss",
+            "chart-throughput",
+            "chart-cost",
+            "chart-cost-vs-baseline",
+        ] {
+            let drawn: u32 = report
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{chart}=")))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{chart} missing: {report}"));
+            assert!(drawn > 0, "{chart} drew nothing: {report}");
+        }
+        assert!(dom.contains("id=\"verdict\">PASSED"), "verdict in the page");
+    }
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("acceptance-report.png");
+    let _ = std::fs::remove_file(&shot);
+    let out = chromium_run(
+        &chromium,
+        work.path(),
+        html,
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1280,4800".into(),
+        ],
+    );
+    let size = std::fs::metadata(&shot).map_or(0, |m| m.len());
+    assert!(
+        size > 20_000,
+        "no screenshot ({size} bytes): {}",
+        text(&out.stderr)
+    );
+    eprintln!("screenshot of acceptance.html: {}", shot.display());
+}
+
+/// Debian's Chromium, where it is.
+fn chromium() -> Option<std::path::PathBuf> {
+    let fixed = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(std::path::PathBuf::from);
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("chromium"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    fixed.into_iter().chain(on_path).find(|p| p.is_file())
+}
+
+/// Chromium, headless and offline, on `page` with `args`, its profile under `work`.
+fn chromium_run(chromium: &Path, work: &Path, page: &Path, args: &[String]) -> Output {
+    Command::new(chromium)
         .args([
             "--headless",
             "--no-sandbox",
@@ -190,39 +267,63 @@ fn check_html_in_chromium(html: &Path) {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
-            "--dump-dom",
+            "--hide-scrollbars",
         ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("file://{}", html.display()))
+        .args(args)
+        .arg(format!(
+            "--user-data-dir={}",
+            work.join("profile").display()
+        ))
+        .arg(format!("file://{}", page.display()))
         .output()
-        .expect("chromium runs");
-    let dom = text(&out.stdout);
-    let line = dom
-        .lines()
-        .find(|l| l.contains("id=\"selfcheck\""))
-        .unwrap_or_else(|| panic!("no selfcheck in the DOM: {}", text(&out.stderr)));
-    assert!(
-        line.contains("rendered: "),
-        "the page's script did not run: {line}"
-    );
-    for chart in [
-        "chart-queue",
-        "chart-staging",
-        "chart-busbw",
-        "chart-loss",
-        "chart-throughput",
-        "chart-cost",
-        "chart-cost-vs-baseline",
-    ] {
-        let drawn: u32 = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(&format!("{chart}=")))
-            .and_then(|n| n.trim_end_matches("</p>").parse().ok())
-            .unwrap_or_else(|| panic!("{chart} missing: {line}"));
-        assert!(drawn > 0, "{chart} drew nothing: {line}");
-    }
-    assert!(dom.contains("id=\"verdict\">PASSED"), "verdict in the page");
+        .expect("chromium runs")
 }
+
+/// Once the page is laid out: every chart spans the content width, no text of a chart overlaps another
+/// or is cut by the chart's bounds, the page is no wider than the window, and each chart drew marks.
+/// Writes `checked N charts`, `chart-id=marks` and one `problem: …` line per fault into
+/// `<pre id="layout-check">`.
+const LAYOUT_CHECK: &str = r#"
+window.addEventListener('load', function () {
+  var lines = [], drawn = [], charts = document.querySelectorAll('svg.chart');
+  var doc = document.documentElement, body = document.body, cs = getComputedStyle(body);
+  var content = body.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  if (doc.scrollWidth > doc.clientWidth + 1) {
+    lines.push('problem: the page is ' + doc.scrollWidth + ' px wide in a ' + doc.clientWidth + ' px window');
+  }
+  charts.forEach(function (svg) {
+    var box = svg.getBoundingClientRect();
+    if (box.width < content - 2) {
+      lines.push('problem: ' + svg.id + ' is ' + box.width + ' px wide of ' + content + ' px');
+    }
+    var marks = 0;
+    svg.querySelectorAll('path.series, rect.bar').forEach(function (m) {
+      var b = m.getBBox();
+      if (b.width > 0 || b.height > 0) { marks++; }
+    });
+    drawn.push(svg.id + '=' + marks);
+    var texts = [];
+    svg.querySelectorAll('text').forEach(function (t) {
+      if (t.textContent.trim() !== '') { texts.push({ s: t.textContent, r: t.getBoundingClientRect() }); }
+    });
+    texts.forEach(function (a, i) {
+      var r = a.r;
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5) {
+        lines.push('problem: ' + svg.id + ': "' + a.s + '" is cut by the chart');
+      }
+      texts.slice(i + 1).forEach(function (b) {
+        var w = Math.min(r.right, b.r.right) - Math.max(r.left, b.r.left);
+        var h = Math.min(r.bottom, b.r.bottom) - Math.max(r.top, b.r.top);
+        if (w > 1 && h > 1) { lines.push('problem: ' + svg.id + ': "' + a.s + '" overlaps "' + b.s + '"'); }
+      });
+    });
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'layout-check';
+  pre.textContent = 'checked ' + charts.length + ' charts: ' + drawn.join(' ') + '\n' + lines.join('\n');
+  body.appendChild(pre);
+});
+"#;
 
 #[test]
 fn a_queue_wait_over_the_threshold_stops_the_run_at_step_1() {
@@ -302,7 +403,7 @@ fn busbw_below_the_threshold_fails_the_benchmark_step() {
     let stdout = r.stdout();
     assert!(stdout.contains("[3/7] benchmark: FAIL"), "{}", r.all());
     assert!(
-        stdout.contains("spec.thresholds.minBusbwGbps wants ≥ 100000 GB/s"),
+        stdout.contains("spec.thresholds.minBusbwGbps wants ≥ 100,000 GB/s"),
         "{stdout}"
     );
     let checks = r.step("benchmark")["checks"].as_array().unwrap();
