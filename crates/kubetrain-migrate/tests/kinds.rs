@@ -423,3 +423,21 @@ fn unknown_fields_and_differing_templates_need_a_person() {
     );
     assert!(m.needs_person());
 }
+
+#[test]
+fn pytorch_without_nproc_per_node_keeps_v1s_default_auto() {
+    // v1.8.1 defaults nprocPerNode to "auto": torchrun saw PET_NPROC_PER_NODE=auto (found by
+    // e2e/migrate-compare.sh against the real v1 operator). V2's auto gives torchrun the same with GPUs.
+    let m = migrate("pytorch-full.yaml", &Options::default());
+    let trainer = m.jobs[0].trainjob.spec.trainer.as_ref().unwrap();
+    assert_eq!(trainer.num_proc_per_node, None);
+    assert_eq!(
+        outcome(&m, 0, "spec.nprocPerNode"),
+        Some(Outcome::Changed),
+        "the report says what became of the unset field"
+    );
+    // v1 still counted one process per node in WORLD_SIZE.
+    let world = env_value(env(&m, 0), "WORLD_SIZE").map(str::to_owned);
+    let nodes = trainer.num_nodes.unwrap();
+    assert_eq!(world, Some(nodes.to_string()));
+}

@@ -228,14 +228,23 @@ pub(super) fn procs_per_node(job: &V1Job) -> i32 {
     }
 }
 
-/// PyTorchJob's `nprocPerNode`: an integer is carried; without one, v1 ran one process per node, which the
-/// TrainJob says explicitly (V2's default is one per GPU, or per CPU).
+/// PyTorchJob's `nprocPerNode`: an integer is carried; anything else is left to V2's auto. Unset is v1's
+/// `auto` too: v1.8.1's defaulting sets it, so v1 gave torchrun `PET_NPROC_PER_NODE=auto` (one process per
+/// GPU, else per CPU) and `WORLD_SIZE` as if one process ran per node.
 pub(super) fn num_proc_per_node(job: &V1Job, report: &mut Report) -> Option<i32> {
     let V1Job::PyTorch(j) = job else {
         return None;
     };
     match j.spec.nproc_per_node.as_deref() {
-        None => Some(1),
+        None => {
+            report.changed(
+                "spec.nprocPerNode",
+                "unset, which v1 defaults to \"auto\": spec.trainer.numProcPerNode is left unset, V2's auto: with \
+                 GPUs torchrun gets PET_NPROC_PER_NODE=auto as in v1; without, V2 gives the pod's CPU request (at \
+                 least 1) where v1's torchrun counted the node's CPUs (set nprocPerNode to choose)",
+            );
+            None
+        }
         Some(text) => match text.parse::<i32>() {
             Ok(n) if n >= 1 => {
                 report.exact("spec.nprocPerNode", "spec.trainer.numProcPerNode");
