@@ -654,6 +654,7 @@ impl Cohorts {
         let mut parents: Vec<(NodeId, Option<String>)> = Vec::new();
         for c in &setup.cohorts {
             let n = tree.add_node(&c.metadata.name, false);
+            tree.declared[n] = true;
             cohorts.0.insert(c.metadata.name.clone(), n);
             parents.push((
                 n,

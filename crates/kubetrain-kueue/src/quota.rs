@@ -17,6 +17,9 @@ pub struct Tree {
     pub names: Vec<String>,
     /// Whether the node is a ClusterQueue (leaf).
     pub is_cq: Vec<bool>,
+    /// Whether the node is a Cohort declared by a Cohort object (not implicit): upstream's
+    /// Cohort reconciler then requeues the tree whenever a ClusterQueue below changes status.
+    pub(crate) declared: Vec<bool>,
     /// Parent cohort.
     pub parent: Vec<Option<NodeId>>,
     /// Children (ClusterQueues and Cohorts).
@@ -46,6 +49,7 @@ impl Tree {
         let id = self.names.len();
         self.names.push(name.to_string());
         self.is_cq.push(is_cq);
+        self.declared.push(false);
         self.parent.push(None);
         self.children.push(Vec::new());
         self.height.push(0);
@@ -111,6 +115,11 @@ impl Tree {
     /// Ancestors from the parent up to the root.
     pub fn ancestors(&self, n: NodeId) -> impl Iterator<Item = NodeId> + '_ {
         std::iter::successors(self.parent[n], move |&p| self.parent[p])
+    }
+
+    /// Whether a declared Cohort is above `n`.
+    pub(crate) fn under_declared_cohort(&self, n: NodeId) -> bool {
+        self.ancestors(n).any(|a| self.declared[a])
     }
 
     /// The root of `n`'s tree.

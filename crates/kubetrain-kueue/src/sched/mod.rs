@@ -353,7 +353,23 @@ impl Scheduler {
                     conditions::set_blocked(&mut self.wls[wl].conditions, obs, "Suspended", &msg);
                 }
                 self.enqueue(cq, wl);
+                self.status_changed(cq);
             }
+        }
+    }
+
+    /// `cq`'s status changed (its pending or reserving workloads): under a declared Cohort,
+    /// upstream's ClusterQueue reconciler writes the status, the Cohort reconciler reconciles
+    /// every ancestor (`cohortCqHandler.Generic`), and `Manager.AddOrUpdateCohort` requeues the
+    /// parked workloads of the whole tree (`requeuer.notifyCohort`). Implicit cohorts have no
+    /// object, so their reconcile requeues nothing.
+    fn status_changed(&mut self, cq: CqId) {
+        if self
+            .model
+            .tree
+            .under_declared_cohort(self.model.cqs[cq].node)
+        {
+            self.flush_tree(cq);
         }
     }
 
@@ -489,6 +505,11 @@ impl Scheduler {
             .collect();
         let outcomes = self.process_entries(&mut snap, &entries, &mut result);
         self.requeue_unadmitted(&mut entries, &outcomes, &mut result);
+        for &wl in &result.admitted {
+            if let Some(cq) = self.wls[wl].admission.as_ref().map(|a| a.cq) {
+                self.status_changed(cq);
+            }
+        }
         self.complete_preemptions(&result);
         self.run_timers();
         result
