@@ -8,8 +8,8 @@ use kubetrain_merge::MergeError;
 #[non_exhaustive]
 pub enum RenderError {
     /// The TrainJob breaks rules `kubetrain validate` checks (the CRD schema and its CEL rules in every render
-    /// entry point; also the webhook's rules in [`render_trainjob`]): every error, with its field path, as
-    /// `validate` reports it.
+    /// entry point; also the webhook's rules in [`render_trainjob`](crate::render_trainjob)): every error,
+    /// with its field path, as `validate` reports it.
     #[error("{}", invalid_summary(errors))]
     Invalid {
         /// The errors (never empty; warnings are not among them).

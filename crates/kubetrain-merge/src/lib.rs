@@ -8,7 +8,7 @@
 //! - [`plugins`]: the plugin framework (upstream's extension points as traits, an ordered
 //!   [`plugins::Registry`]) and every built-in ML-policy and pod-group plugin. Writing a plugin:
 //!   [docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md).
-//! - [`quantity`], [`resources`]: Kubernetes quantities and pod requests.
+//! - [`resources`]: pod requests (quantities are `kubetrain_api::quantity`'s).
 //!
 //! The JobSet and its companion objects are built from an [`Info`] by `kubetrain-jobset`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
