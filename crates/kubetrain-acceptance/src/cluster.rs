@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, StepFailure};
 use crate::metrics::{self, TrainerMetrics};
-use crate::plan::{Plan, PlanError, format_duration};
+use crate::plan::{Plan, PlanFieldError, format_duration};
 use crate::report::Report;
 use crate::runner::{self, Backend, Benched, Queued, Staged, Trained};
 use crate::steps::{self, Steps};
@@ -133,10 +133,10 @@ async fn from_kubeconfig(
 }
 
 /// What the cluster mode refuses besides the plan's own rules (field paths as [`Plan::validate`]).
-pub fn validate(plan: &Plan) -> Vec<PlanError> {
+pub fn validate(plan: &Plan) -> Vec<PlanFieldError> {
     let mut errs = Vec::new();
     let mut err = |path: &str, message: &str| {
-        errs.push(PlanError {
+        errs.push(PlanFieldError {
             path: path.into(),
             message: message.into(),
         })

@@ -1,6 +1,6 @@
 //! The acceptance plan: what to run, where the data and checkpoints are, what a pass is.
 //!
-//! Read with [`Plan::from_yaml`], which returns every problem at once as a [`PlanError`] with the
+//! Read with [`Plan::from_yaml`], which returns every problem at once as a [`PlanFieldError`] with the
 //! field path (`spec.thresholds.maxQueueWait: ...`), like the rest of kubetrain. Durations are
 //! strings (`500ms`, `30s`, `5m`, `1h`; a bare number is seconds); sizes are bytes or `K`/`Ki`,
 //! `M`/`Mi`, `G`/`Gi` (binary multiples).
@@ -34,8 +34,8 @@ const MAX_LOOPBACK_BYTES: u64 = 4 << 30;
 /// Largest price or per-run cost.
 const MAX_PRICE: f64 = 1e9;
 
-fn bound(path: &str, message: String) -> PlanError {
-    PlanError {
+fn bound(path: &str, message: String) -> PlanFieldError {
+    PlanFieldError {
         path: path.into(),
         message,
     }
@@ -43,14 +43,14 @@ fn bound(path: &str, message: String) -> PlanError {
 
 /// One problem of a plan: where, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PlanError {
+pub struct PlanFieldError {
     /// Field path, e.g. `spec.training.window`.
     pub path: String,
     /// What is wrong and how to fix it.
     pub message: String,
 }
 
-impl fmt::Display for PlanError {
+impl fmt::Display for PlanFieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.path, self.message)
     }
@@ -58,7 +58,7 @@ impl fmt::Display for PlanError {
 
 /// Every problem found in a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanErrors(pub Vec<PlanError>);
+pub struct PlanErrors(pub Vec<PlanFieldError>);
 
 impl fmt::Display for PlanErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -498,7 +498,7 @@ impl Plan {
     /// Reads and validates a plan; every problem comes back with its field path.
     pub fn from_yaml(text: &str) -> Result<Plan, PlanErrors> {
         let value: Value = serde_saphyr::from_str(text).map_err(|e| {
-            PlanErrors(vec![PlanError {
+            PlanErrors(vec![PlanFieldError {
                 path: "(document)".into(),
                 message: format!("not valid YAML: {e}"),
             }])
@@ -506,7 +506,7 @@ impl Plan {
         let plan: Plan = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
-            PlanErrors(vec![PlanError {
+            PlanErrors(vec![PlanFieldError {
                 path: if path == "." {
                     "(document)".into()
                 } else {
@@ -524,7 +524,7 @@ impl Plan {
     }
 
     /// Checks what the types cannot: names, ranges, URIs, the TrainJob's shape.
-    pub fn validate(&self) -> Vec<PlanError> {
+    pub fn validate(&self) -> Vec<PlanFieldError> {
         let mut errs = Vec::new();
         self.check_identity(&mut errs);
         self.check_job_and_sources(&mut errs);
@@ -536,9 +536,9 @@ impl Plan {
     }
 
     /// `apiVersion`, `kind` and `metadata.name`.
-    fn check_identity(&self, errs: &mut Vec<PlanError>) {
+    fn check_identity(&self, errs: &mut Vec<PlanFieldError>) {
         let mut err = |path: &str, message: String| {
-            errs.push(PlanError {
+            errs.push(PlanFieldError {
                 path: path.into(),
                 message,
             })
@@ -569,9 +569,9 @@ impl Plan {
     }
 
     /// The TrainJob's kind and command; the dataset and model sources.
-    fn check_job_and_sources(&self, errs: &mut Vec<PlanError>) {
+    fn check_job_and_sources(&self, errs: &mut Vec<PlanFieldError>) {
         let mut err = |path: &str, message: String| {
-            errs.push(PlanError {
+            errs.push(PlanFieldError {
                 path: path.into(),
                 message,
             })
@@ -623,9 +623,9 @@ impl Plan {
     }
 
     /// The benchmark, the training window, the checkpoints and the pod deletion.
-    fn check_steps(&self, errs: &mut Vec<PlanError>) {
+    fn check_steps(&self, errs: &mut Vec<PlanFieldError>) {
         let mut err = |path: &str, message: String| {
-            errs.push(PlanError {
+            errs.push(PlanFieldError {
                 path: path.into(),
                 message,
             })
@@ -704,9 +704,9 @@ impl Plan {
     }
 
     /// Prices, the idle share, the unit, the thresholds and the labels.
-    fn check_cost_and_thresholds(&self, errs: &mut Vec<PlanError>) {
+    fn check_cost_and_thresholds(&self, errs: &mut Vec<PlanFieldError>) {
         let mut err = |path: &str, message: String| {
-            errs.push(PlanError {
+            errs.push(PlanFieldError {
                 path: path.into(),
                 message,
             })
@@ -765,7 +765,7 @@ impl Plan {
 
     /// Paths the run writes to that are relative must stay inside its directory once `..` is resolved:
     /// the checkpoint location, and where a loopback source's files are generated (bucket/prefix).
-    fn check_locations(&self) -> Vec<PlanError> {
+    fn check_locations(&self) -> Vec<PlanFieldError> {
         let mut errs = Vec::new();
         let c = &self.spec.checkpoint.location;
         if !c.trim().is_empty()
@@ -773,7 +773,7 @@ impl Plan {
             && !std::path::Path::new(c).is_absolute()
             && let Err(e) = crate::outdir::resolve_inside(c)
         {
-            errs.push(PlanError {
+            errs.push(PlanFieldError {
                 path: "spec.checkpoint.location".into(),
                 message: e,
             });
@@ -785,7 +785,7 @@ impl Plan {
             if let (Some(_), Some(rest)) = (&s.loopback, s.uri.strip_prefix("s3://"))
                 && let Err(e) = crate::outdir::resolve_inside(rest)
             {
-                errs.push(PlanError {
+                errs.push(PlanFieldError {
                     path: path.into(),
                     message: format!(
                         "a loopback source's files are generated under the run directory at bucket/prefix: {e}"
@@ -797,7 +797,7 @@ impl Plan {
     }
 
     /// Upper bounds, so that no value overflows or keeps the run going for ever.
-    fn check_bounds(&self) -> Vec<PlanError> {
+    fn check_bounds(&self) -> Vec<PlanFieldError> {
         let mut errs = Vec::new();
         self.check_duration_bounds(&mut errs);
         self.check_count_bounds(&mut errs);
@@ -807,7 +807,7 @@ impl Plan {
     }
 
     /// Durations at most 24h; the step delay at most the window.
-    fn check_duration_bounds(&self, errs: &mut Vec<PlanError>) {
+    fn check_duration_bounds(&self, errs: &mut Vec<PlanFieldError>) {
         let spec = &self.spec;
         let day = Duration::from_secs(24 * 3600);
         for (path, d) in [
@@ -846,7 +846,7 @@ impl Plan {
     }
 
     /// Counts and sizes of the benchmark, the training and the checkpoints.
-    fn check_count_bounds(&self, errs: &mut Vec<PlanError>) {
+    fn check_count_bounds(&self, errs: &mut Vec<PlanFieldError>) {
         let spec = &self.spec;
         let counts: [(&str, u64, u64); 8] = [
             (
@@ -898,7 +898,7 @@ impl Plan {
     }
 
     /// What a loopback source generates, and prices.
-    fn check_size_and_price_bounds(&self, errs: &mut Vec<PlanError>) {
+    fn check_size_and_price_bounds(&self, errs: &mut Vec<PlanFieldError>) {
         let spec = &self.spec;
         for (path, s) in [("spec.dataset", &spec.dataset), ("spec.model", &spec.model)] {
             if let Some(l) = &s.loopback {
@@ -931,7 +931,7 @@ impl Plan {
 
     /// `spec.queue.capacity`: known resources with readable, non-zero amounts (a zero capacity would
     /// never admit the job).
-    fn check_capacity(&self) -> Vec<PlanError> {
+    fn check_capacity(&self) -> Vec<PlanFieldError> {
         let mut errs = Vec::new();
         for (k, v) in &self.spec.queue.capacity {
             let path = format!("spec.queue.capacity.{k}");

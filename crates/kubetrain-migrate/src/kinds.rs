@@ -11,18 +11,18 @@ use kubetrain_api::{
 // The Job completion index of a pod: its rank among the nodes.
 use kubetrain_merge::plugins::COMPLETION_INDEX_FIELD_PATH as COMPLETION_INDEX;
 
-use crate::v1::{Kind, ReplicaSpecs};
+use crate::v1::{ReplicaSpecs, V1Kind};
 
 /// The replica types whose pods are the trainer's nodes, rank 0 first (v1 ranks Master before Worker).
-pub(crate) fn node_roles(kind: Kind, specs: &ReplicaSpecs) -> Vec<&'static str> {
+pub(crate) fn node_roles(kind: V1Kind, specs: &ReplicaSpecs) -> Vec<&'static str> {
     let present = |role: &&str| specs.contains_key(*role);
     match kind {
-        Kind::PyTorchJob | Kind::XGBoostJob | Kind::PaddleJob => {
+        V1Kind::PyTorchJob | V1Kind::XGBoostJob | V1Kind::PaddleJob => {
             ["Master", "Worker"].into_iter().filter(present).collect()
         }
-        Kind::JAXJob | Kind::MPIJob => ["Worker"].into_iter().filter(present).collect(),
+        V1Kind::JAXJob | V1Kind::MPIJob => ["Worker"].into_iter().filter(present).collect(),
         // TF: the workers train; without workers the chief (or master) is the one node.
-        Kind::TFJob => ["Worker", "Chief", "Master"]
+        V1Kind::TFJob => ["Worker", "Chief", "Master"]
             .into_iter()
             .filter(present)
             .take(1)
@@ -31,44 +31,44 @@ pub(crate) fn node_roles(kind: Kind, specs: &ReplicaSpecs) -> Vec<&'static str> 
 }
 
 /// The ML policy of a runtime for `kind`; `None` is PlainML (TFJob, PaddleJob).
-pub(crate) fn ml_policy(kind: Kind, slots_per_worker: Option<i32>) -> Option<MLPolicySource> {
+pub(crate) fn ml_policy(kind: V1Kind, slots_per_worker: Option<i32>) -> Option<MLPolicySource> {
     match kind {
-        Kind::PyTorchJob => Some(MLPolicySource::Torch(TorchMLPolicySource::default())),
-        Kind::XGBoostJob => Some(MLPolicySource::Xgboost(XGBoostMLPolicySource {})),
-        Kind::JAXJob => Some(MLPolicySource::Jax(JAXMLPolicySource {})),
-        Kind::MPIJob => Some(MLPolicySource::Mpi(MPIMLPolicySource {
+        V1Kind::PyTorchJob => Some(MLPolicySource::Torch(TorchMLPolicySource::default())),
+        V1Kind::XGBoostJob => Some(MLPolicySource::Xgboost(XGBoostMLPolicySource {})),
+        V1Kind::JAXJob => Some(MLPolicySource::Jax(JAXMLPolicySource {})),
+        V1Kind::MPIJob => Some(MLPolicySource::Mpi(MPIMLPolicySource {
             num_proc_per_node: Some(slots_per_worker.unwrap_or(1)),
             mpi_implementation: Some(MPIImplementation::OpenMPI),
             ssh_auth_mount_path: None,
             run_launcher_as_node: Some(false),
         })),
-        Kind::TFJob | Kind::PaddleJob => None,
+        V1Kind::TFJob | V1Kind::PaddleJob => None,
     }
 }
 
 /// The built-in ClusterTrainingRuntime a job of `kind` with a plain template can use.
-pub(crate) fn builtin_runtime(kind: Kind) -> Option<&'static str> {
+pub(crate) fn builtin_runtime(kind: V1Kind) -> Option<&'static str> {
     match kind {
-        Kind::PyTorchJob => Some("torch-distributed"),
-        Kind::XGBoostJob => Some("xgboost-distributed"),
-        Kind::JAXJob => Some("jax-distributed"),
+        V1Kind::PyTorchJob => Some("torch-distributed"),
+        V1Kind::XGBoostJob => Some("xgboost-distributed"),
+        V1Kind::JAXJob => Some("jax-distributed"),
         _ => None,
     }
 }
 
 /// Env names the V2 plugin of `kind` owns: a TrainJob may not set them.
-pub(crate) fn reserved_env(kind: Kind) -> &'static [&'static str] {
+pub(crate) fn reserved_env(kind: V1Kind) -> &'static [&'static str] {
     match kind {
-        Kind::PyTorchJob => &TORCH_RESERVED_ENV,
-        Kind::XGBoostJob => &XGBOOST_RESERVED_ENV,
-        Kind::MPIJob => &MPI_RESERVED_ENV,
+        V1Kind::PyTorchJob => &TORCH_RESERVED_ENV,
+        V1Kind::XGBoostJob => &XGBOOST_RESERVED_ENV,
+        V1Kind::MPIJob => &MPI_RESERVED_ENV,
         _ => &[],
     }
 }
 
 /// The world a job runs in, as the v1 operator computed it.
 pub(crate) struct World<'a> {
-    pub(crate) kind: Kind,
+    pub(crate) kind: V1Kind,
     /// The TrainJob's (and the v1 job's) name.
     pub(crate) name: &'a str,
     /// Pods of the node roles.
@@ -94,7 +94,7 @@ impl World<'_> {
         let nodes = self.nodes.to_string();
         let rank = || field(COMPLETION_INDEX);
         match self.kind {
-            Kind::PyTorchJob => (
+            V1Kind::PyTorchJob => (
                 vec![
                     value("PYTHONUNBUFFERED", "1"),
                     value("MASTER_ADDR", &master),
@@ -110,7 +110,7 @@ impl World<'_> {
                  completion index), and the torch plugin sets torchrun's PET_NNODES, PET_NPROC_PER_NODE, \
                  PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT (port 29500)",
             ),
-            Kind::XGBoostJob => {
+            V1Kind::XGBoostJob => {
                 let mut env = vec![
                     value("PYTHONUNBUFFERED", "1"),
                     value("MASTER_ADDR", &master),
@@ -133,7 +133,7 @@ impl World<'_> {
                      Rabit tracker",
                 )
             }
-            Kind::PaddleJob => (
+            V1Kind::PaddleJob => (
                 vec![
                     value("PYTHONUNBUFFERED", "1"),
                     value("PADDLE_JOB_ID", self.name),
@@ -143,7 +143,7 @@ impl World<'_> {
                 "v1 set PADDLE_JOB_ID, PADDLE_NNODES and PADDLE_MASTER (the master's pod IP on rank 0, \
                  <job>-master-0:<port> elsewhere); the TrainJob sets them with node 0's DNS name on every rank",
             ),
-            Kind::JAXJob => (
+            V1Kind::JAXJob => (
                 vec![
                     value("PYTHONUNBUFFERED", "1"),
                     value("COORDINATOR_ADDRESS", &master),
@@ -155,7 +155,7 @@ impl World<'_> {
                  TrainJob sets the same names for the same world, and the jax plugin adds JAX_COORDINATOR_ADDRESS, \
                  JAX_NUM_PROCESSES and JAX_PROCESS_ID",
             ),
-            Kind::TFJob | Kind::MPIJob => (Vec::new(), ""),
+            V1Kind::TFJob | V1Kind::MPIJob => (Vec::new(), ""),
         }
     }
 }
@@ -163,7 +163,7 @@ impl World<'_> {
 /// The port processes meet on, as v1 chose it: the main container's port named like the kind's default port
 /// (v1's defaulting adds it when absent), else the kind's default.
 pub(crate) fn meeting_port(
-    kind: Kind,
+    kind: V1Kind,
     ports: Option<&[k8s_openapi::api::core::v1::ContainerPort]>,
 ) -> i32 {
     let (name, default) = kind.default_port();

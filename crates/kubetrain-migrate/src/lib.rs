@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use kubetrain_api::{ClusterTrainingRuntime, Document, TrainJob, TrainingRuntime};
 
-pub use report::{Entry, Outcome, Report};
-use v1::{Kind, Parsed, V1Job};
+pub use report::{Entry, MigrationReport, Outcome};
+use v1::{Parsed, V1Job, V1Kind};
 
 /// The label Kueue reads a job's LocalQueue from.
 pub const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
@@ -29,7 +29,7 @@ pub enum RuntimeKind {
 
 /// How to migrate.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Options {
+pub struct MigrateOptions {
     /// The kind of the generated runtimes.
     pub runtime_kind: RuntimeKind,
     /// A Kueue LocalQueue for every TrainJob (`kueue.x-k8s.io/queue-name`), over the jobs' own.
@@ -74,7 +74,7 @@ pub struct MigratedJob {
     /// The TrainJob, referencing a built-in runtime or one of [`Migration::runtimes`].
     pub trainjob: TrainJob,
     /// What became of each v1 field.
-    pub report: Report,
+    pub report: MigrationReport,
 }
 
 /// The result of a migration: the generated runtimes (each once, however many jobs share it) and the jobs.
@@ -96,7 +96,7 @@ impl Migration {
 /// Migrates `jobs` (read with [`V1Job::from_value`]): each becomes a TrainJob; the jobs no built-in runtime
 /// fits share generated runtimes, one per shape (the name is `<kind>-<hash of the runtime spec>`).
 /// An error names the first job that cannot be migrated and its field path.
-pub fn migrate(jobs: &[Parsed], options: &Options) -> Result<Migration, MigrateError> {
+pub fn migrate(jobs: &[Parsed], options: &MigrateOptions) -> Result<Migration, MigrateError> {
     let mut runtimes: BTreeMap<(String, String), Document> = BTreeMap::new();
     let mut migrated = Vec::with_capacity(jobs.len());
     for parsed in jobs {
@@ -130,7 +130,7 @@ pub fn migrate(jobs: &[Parsed], options: &Options) -> Result<Migration, MigrateE
 /// Reads and migrates JSON values (one v1 job each): [`V1Job::from_value`] then [`migrate`].
 pub fn migrate_values(
     values: &[serde_json::Value],
-    options: &Options,
+    options: &MigrateOptions,
 ) -> Result<Migration, MigrateError> {
     let parsed = values
         .iter()
@@ -140,11 +140,11 @@ pub fn migrate_values(
 }
 
 fn runtime_document(
-    kind: Kind,
+    kind: V1Kind,
     name: &str,
     namespace: Option<String>,
     spec: kubetrain_api::TrainingRuntimeSpec,
-    options: &Options,
+    options: &MigrateOptions,
 ) -> Document {
     let labels = shape::runtime_labels(kind);
     match options.runtime_kind {

@@ -42,20 +42,20 @@ pub struct Entry {
 /// The report of one v1 job.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub struct MigrationReport {
     /// The v1 job, `Kind/namespace/name`.
     pub source: String,
     /// The TrainJob made from it, `namespace/name`.
     pub trainjob: String,
     /// The runtime it references, `Kind/name`, and whether it is a built-in one.
     pub runtime: String,
-    /// Whether [`Report::runtime`] is one of the built-in ClusterTrainingRuntimes.
+    /// Whether [`MigrationReport::runtime`] is one of the built-in ClusterTrainingRuntimes.
     pub builtin_runtime: bool,
     /// One entry per field, in the order the converter met them.
     pub entries: Vec<Entry>,
 }
 
-impl Report {
+impl MigrationReport {
     pub(crate) fn push(
         &mut self,
         path: impl Into<String>,

@@ -7,14 +7,14 @@ use kubetrain_api::TrainingRuntimeSpec;
 use kubetrain_api::constants::{ANCESTOR_LABEL, ANCESTOR_TRAINER, FRAMEWORK_LABEL, NODE};
 use sha2::{Digest, Sha256};
 
-use crate::v1::Kind;
+use crate::v1::V1Kind;
 
 /// The label naming the v1 kind a generated runtime was made for.
 pub(crate) const MIGRATED_FROM_LABEL: &str = "kubetrain.io/migrated-from";
 
 /// `<kind>-<first 10 hex digits of the SHA-256 of the spec>`. The trainer container's image is left out: each
 /// TrainJob sets its own, so jobs that differ only there share a runtime.
-pub(crate) fn runtime_name(kind: Kind, spec: &TrainingRuntimeSpec) -> String {
+pub(crate) fn runtime_name(kind: V1Kind, spec: &TrainingRuntimeSpec) -> String {
     let mut shape = spec.clone();
     for job in &mut shape.template.spec.replicated_jobs {
         let trainer = job
@@ -47,14 +47,14 @@ pub(crate) fn runtime_name(kind: Kind, spec: &TrainingRuntimeSpec) -> String {
 }
 
 /// The generated runtime's labels: the framework (as the built-in runtimes have) and the v1 kind.
-pub(crate) fn runtime_labels(kind: Kind) -> BTreeMap<String, String> {
+pub(crate) fn runtime_labels(kind: V1Kind) -> BTreeMap<String, String> {
     let framework = match kind {
-        Kind::PyTorchJob => "torch",
-        Kind::TFJob => "tensorflow",
-        Kind::MPIJob => "mpi",
-        Kind::XGBoostJob => "xgboost",
-        Kind::PaddleJob => "paddle",
-        Kind::JAXJob => "jax",
+        V1Kind::PyTorchJob => "torch",
+        V1Kind::TFJob => "tensorflow",
+        V1Kind::MPIJob => "mpi",
+        V1Kind::XGBoostJob => "xgboost",
+        V1Kind::PaddleJob => "paddle",
+        V1Kind::JAXJob => "jax",
     };
     BTreeMap::from([
         (FRAMEWORK_LABEL.to_owned(), framework.to_owned()),

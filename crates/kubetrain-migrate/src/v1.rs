@@ -20,7 +20,7 @@ pub const API_VERSION: &str = "kubeflow.org/v1";
 
 /// The six kinds of Training Operator v1 jobs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum Kind {
+pub enum V1Kind {
     /// `PyTorchJob`: Master and Worker replicas, torch.distributed env.
     PyTorchJob,
     /// `TFJob`: Chief/Master, PS, Worker and Evaluator replicas, `TF_CONFIG`.
@@ -35,90 +35,90 @@ pub enum Kind {
     JAXJob,
 }
 
-impl Kind {
+impl V1Kind {
     /// Every kind, in documentation order.
-    pub const ALL: [Kind; 6] = [
-        Kind::PyTorchJob,
-        Kind::TFJob,
-        Kind::MPIJob,
-        Kind::XGBoostJob,
-        Kind::PaddleJob,
-        Kind::JAXJob,
+    pub const ALL: [V1Kind; 6] = [
+        V1Kind::PyTorchJob,
+        V1Kind::TFJob,
+        V1Kind::MPIJob,
+        V1Kind::XGBoostJob,
+        V1Kind::PaddleJob,
+        V1Kind::JAXJob,
     ];
 
     /// The kind's name as written in `kind:`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::PyTorchJob => "PyTorchJob",
-            Kind::TFJob => "TFJob",
-            Kind::MPIJob => "MPIJob",
-            Kind::XGBoostJob => "XGBoostJob",
-            Kind::PaddleJob => "PaddleJob",
-            Kind::JAXJob => "JAXJob",
+            V1Kind::PyTorchJob => "PyTorchJob",
+            V1Kind::TFJob => "TFJob",
+            V1Kind::MPIJob => "MPIJob",
+            V1Kind::XGBoostJob => "XGBoostJob",
+            V1Kind::PaddleJob => "PaddleJob",
+            V1Kind::JAXJob => "JAXJob",
         }
     }
 
     /// The kind named `name`, if it is one of the six.
-    pub fn from_name(name: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.as_str() == name)
+    pub fn from_name(name: &str) -> Option<V1Kind> {
+        V1Kind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
     /// The `spec` field holding the replica specs (`pytorchReplicaSpecs`, ...).
     pub fn replica_specs_field(self) -> &'static str {
         match self {
-            Kind::PyTorchJob => "pytorchReplicaSpecs",
-            Kind::TFJob => "tfReplicaSpecs",
-            Kind::MPIJob => "mpiReplicaSpecs",
-            Kind::XGBoostJob => "xgbReplicaSpecs",
-            Kind::PaddleJob => "paddleReplicaSpecs",
-            Kind::JAXJob => "jaxReplicaSpecs",
+            V1Kind::PyTorchJob => "pytorchReplicaSpecs",
+            V1Kind::TFJob => "tfReplicaSpecs",
+            V1Kind::MPIJob => "mpiReplicaSpecs",
+            V1Kind::XGBoostJob => "xgbReplicaSpecs",
+            V1Kind::PaddleJob => "paddleReplicaSpecs",
+            V1Kind::JAXJob => "jaxReplicaSpecs",
         }
     }
 
     /// The replica types the v1 operator accepts for this kind.
     pub fn replica_types(self) -> &'static [&'static str] {
         match self {
-            Kind::PyTorchJob | Kind::XGBoostJob | Kind::PaddleJob => &["Master", "Worker"],
-            Kind::TFJob => &["Chief", "Master", "PS", "Worker", "Evaluator"],
-            Kind::MPIJob => &["Launcher", "Worker"],
-            Kind::JAXJob => &["Worker"],
+            V1Kind::PyTorchJob | V1Kind::XGBoostJob | V1Kind::PaddleJob => &["Master", "Worker"],
+            V1Kind::TFJob => &["Chief", "Master", "PS", "Worker", "Evaluator"],
+            V1Kind::MPIJob => &["Launcher", "Worker"],
+            V1Kind::JAXJob => &["Worker"],
         }
     }
 
     /// The container the v1 operator treats as the job's own (`pytorch`, `tensorflow`, ...).
     pub fn default_container(self) -> &'static str {
         match self {
-            Kind::PyTorchJob => "pytorch",
-            Kind::TFJob => "tensorflow",
-            Kind::MPIJob => "mpi",
-            Kind::XGBoostJob => "xgboost",
-            Kind::PaddleJob => "paddle",
-            Kind::JAXJob => "jax",
+            V1Kind::PyTorchJob => "pytorch",
+            V1Kind::TFJob => "tensorflow",
+            V1Kind::MPIJob => "mpi",
+            V1Kind::XGBoostJob => "xgboost",
+            V1Kind::PaddleJob => "paddle",
+            V1Kind::JAXJob => "jax",
         }
     }
 
     /// The name and number of the v1 operator's default port (its `<kind>-port` container port).
     pub fn default_port(self) -> (&'static str, i32) {
         match self {
-            Kind::PyTorchJob => ("pytorchjob-port", 23456),
-            Kind::TFJob => ("tfjob-port", 2222),
-            Kind::MPIJob => ("mpi-port", 9999),
-            Kind::XGBoostJob => ("xgboostjob-port", 9999),
-            Kind::PaddleJob => ("master", 36543),
-            Kind::JAXJob => ("jaxjob-port", 6666),
+            V1Kind::PyTorchJob => ("pytorchjob-port", 23456),
+            V1Kind::TFJob => ("tfjob-port", 2222),
+            V1Kind::MPIJob => ("mpi-port", 9999),
+            V1Kind::XGBoostJob => ("xgboostjob-port", 9999),
+            V1Kind::PaddleJob => ("master", 36543),
+            V1Kind::JAXJob => ("jaxjob-port", 6666),
         }
     }
 
     /// The restart policy the v1 operator gives replicas that set none.
     pub fn default_restart_policy(self) -> RestartPolicy {
         match self {
-            Kind::PyTorchJob | Kind::PaddleJob => RestartPolicy::OnFailure,
+            V1Kind::PyTorchJob | V1Kind::PaddleJob => RestartPolicy::OnFailure,
             _ => RestartPolicy::Never,
         }
     }
 }
 
-impl std::fmt::Display for Kind {
+impl std::fmt::Display for V1Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
@@ -458,7 +458,7 @@ impl V1Job {
             .and_then(Value::as_str)
             .unwrap_or("");
         let kind_name = value.get("kind").and_then(Value::as_str).unwrap_or("");
-        let Some(kind) = Kind::from_name(kind_name) else {
+        let Some(kind) = V1Kind::from_name(kind_name) else {
             if kind_name == "MXJob" {
                 return Err(fail(
                     "kind",
@@ -481,12 +481,12 @@ impl V1Job {
             ));
         }
         let job = match kind {
-            Kind::PyTorchJob => V1Job::PyTorch(typed(value, &identity)?),
-            Kind::TFJob => V1Job::TF(typed(value, &identity)?),
-            Kind::MPIJob => V1Job::Mpi(typed(value, &identity)?),
-            Kind::XGBoostJob => V1Job::XGBoost(typed(value, &identity)?),
-            Kind::PaddleJob => V1Job::Paddle(typed(value, &identity)?),
-            Kind::JAXJob => V1Job::Jax(typed(value, &identity)?),
+            V1Kind::PyTorchJob => V1Job::PyTorch(typed(value, &identity)?),
+            V1Kind::TFJob => V1Job::TF(typed(value, &identity)?),
+            V1Kind::MPIJob => V1Job::Mpi(typed(value, &identity)?),
+            V1Kind::XGBoostJob => V1Job::XGBoost(typed(value, &identity)?),
+            V1Kind::PaddleJob => V1Job::Paddle(typed(value, &identity)?),
+            V1Kind::JAXJob => V1Job::Jax(typed(value, &identity)?),
         };
         let mut unknown_fields = Vec::new();
         lost_paths(value, &job.to_value(), "", &mut unknown_fields);
@@ -497,14 +497,14 @@ impl V1Job {
     }
 
     /// The job's kind.
-    pub fn kind(&self) -> Kind {
+    pub fn kind(&self) -> V1Kind {
         match self {
-            V1Job::PyTorch(_) => Kind::PyTorchJob,
-            V1Job::TF(_) => Kind::TFJob,
-            V1Job::Mpi(_) => Kind::MPIJob,
-            V1Job::XGBoost(_) => Kind::XGBoostJob,
-            V1Job::Paddle(_) => Kind::PaddleJob,
-            V1Job::Jax(_) => Kind::JAXJob,
+            V1Job::PyTorch(_) => V1Kind::PyTorchJob,
+            V1Job::TF(_) => V1Kind::TFJob,
+            V1Job::Mpi(_) => V1Kind::MPIJob,
+            V1Job::XGBoost(_) => V1Kind::XGBoostJob,
+            V1Job::Paddle(_) => V1Kind::PaddleJob,
+            V1Job::Jax(_) => V1Kind::JAXJob,
         }
     }
 

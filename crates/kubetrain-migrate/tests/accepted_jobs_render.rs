@@ -6,8 +6,8 @@ mod support;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use kubetrain_migrate::v1::Kind;
-use kubetrain_migrate::{Options, RuntimeKind, migrate_values};
+use kubetrain_migrate::v1::V1Kind;
+use kubetrain_migrate::{MigrateOptions, RuntimeKind, migrate_values};
 
 fn name() -> impl Strategy<Value = String> {
     "[a-z][a-z0-9]{0,8}"
@@ -149,8 +149,8 @@ fn run_policy() -> impl Strategy<Value = Value> {
 
 /// A v1 job of any kind, with any subset of its replica types (plus, sometimes, one it does not have).
 fn v1_job() -> impl Strategy<Value = Value> {
-    (0..Kind::ALL.len()).prop_flat_map(|k| {
-        let kind = Kind::ALL[k];
+    (0..V1Kind::ALL.len()).prop_flat_map(|k| {
+        let kind = V1Kind::ALL[k];
         let main = kind.default_container();
         let roles: Vec<&'static str> = kind
             .replica_types()
@@ -185,12 +185,12 @@ fn v1_job() -> impl Strategy<Value = Value> {
                         job["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": q});
                     }
                     match kind {
-                        Kind::PyTorchJob => {
+                        V1Kind::PyTorchJob => {
                             if let Some(n) = nproc {
                                 job["spec"]["nprocPerNode"] = json!(n);
                             }
                         }
-                        Kind::MPIJob => {
+                        V1Kind::MPIJob => {
                             if let Some(s) = slots {
                                 job["spec"]["slotsPerWorker"] = json!(s);
                             }
@@ -212,7 +212,7 @@ proptest! {
         namespaced in any::<bool>(),
         queue in proptest::option::of(name()),
     ) {
-        let options = Options {
+        let options = MigrateOptions {
             runtime_kind: if namespaced { RuntimeKind::TrainingRuntime } else { RuntimeKind::ClusterTrainingRuntime },
             queue,
         };
@@ -234,14 +234,14 @@ proptest! {
 
 /// A v1 job the v1 operator would run: its kind's training replica types, at least one pod each.
 fn well_formed_job() -> impl Strategy<Value = Value> {
-    (0..Kind::ALL.len(), name(), prop::collection::vec(1..4i32, 3), run_policy()).prop_flat_map(
+    (0..V1Kind::ALL.len(), name(), prop::collection::vec(1..4i32, 3), run_policy()).prop_flat_map(
         |(k, name, counts, run)| {
-            let kind = Kind::ALL[k];
+            let kind = V1Kind::ALL[k];
             let roles: &[&str] = match kind {
-                Kind::MPIJob => &["Launcher", "Worker"],
-                Kind::TFJob => &["PS", "Worker"],
-                Kind::PyTorchJob | Kind::XGBoostJob | Kind::PaddleJob => &["Master", "Worker"],
-                Kind::JAXJob => &["Worker"],
+                V1Kind::MPIJob => &["Launcher", "Worker"],
+                V1Kind::TFJob => &["PS", "Worker"],
+                V1Kind::PyTorchJob | V1Kind::XGBoostJob | V1Kind::PaddleJob => &["Master", "Worker"],
+                V1Kind::JAXJob => &["Worker"],
             };
             prop::collection::vec(template(kind.default_container()), roles.len()).prop_map(move |templates| {
                 let mut specs = serde_json::Map::new();
@@ -264,7 +264,7 @@ proptest! {
     /// The property above is not vacuous: jobs the v1 operator would run are accepted.
     #[test]
     fn well_formed_jobs_are_accepted(job in well_formed_job()) {
-        let migration = migrate_values(std::slice::from_ref(&job), &Options::default());
+        let migration = migrate_values(std::slice::from_ref(&job), &MigrateOptions::default());
         prop_assert!(migration.is_ok(), "{job}: {}", migration.unwrap_err());
         let migration = migration.unwrap();
         support::validated(&migration);

@@ -5,10 +5,10 @@ mod support;
 
 use k8s_openapi::api::core::v1::EnvVar;
 use kubetrain_api::Document;
-use kubetrain_migrate::{Migration, Options, Outcome, RuntimeKind, migrate_values};
+use kubetrain_migrate::{MigrateOptions, Migration, Outcome, RuntimeKind, migrate_values};
 use support::{env_value, fixture, rendered, validated};
 
-fn migrate(name: &str, options: &Options) -> Migration {
+fn migrate(name: &str, options: &MigrateOptions) -> Migration {
     let migration = migrate_values(&fixture(name), options).expect("the fixture migrates");
     validated(&migration);
     migration
@@ -35,7 +35,7 @@ fn outcome(migration: &Migration, job: usize, path: &str) -> Option<Outcome> {
 
 #[test]
 fn pytorch_with_a_plain_template_uses_the_builtin_runtime() {
-    let m = migrate("pytorch-plain.yaml", &Options::default());
+    let m = migrate("pytorch-plain.yaml", &MigrateOptions::default());
     assert!(m.runtimes.is_empty());
     let job = &m.jobs[0].trainjob;
     assert_eq!(job.spec.runtime_ref.name, "torch-distributed");
@@ -72,7 +72,7 @@ fn pytorch_with_a_plain_template_uses_the_builtin_runtime() {
 
 #[test]
 fn pytorch_jobs_of_one_shape_share_a_generated_runtime() {
-    let m = migrate("pytorch-full.yaml", &Options::default());
+    let m = migrate("pytorch-full.yaml", &MigrateOptions::default());
     assert_eq!(m.runtimes.len(), 1, "one shape, one runtime");
     let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
         panic!("a ClusterTrainingRuntime by default")
@@ -178,7 +178,7 @@ fn pytorch_jobs_of_one_shape_share_a_generated_runtime() {
 
 #[test]
 fn training_runtimes_live_in_each_jobs_namespace() {
-    let options = Options {
+    let options = MigrateOptions {
         runtime_kind: RuntimeKind::TrainingRuntime,
         queue: Some("batch".to_owned()),
     };
@@ -205,7 +205,7 @@ fn training_runtimes_live_in_each_jobs_namespace() {
 
 #[test]
 fn tfjob_roles_become_replicated_jobs_and_tf_config_needs_a_person() {
-    let m = migrate("tfjob.yaml", &Options::default());
+    let m = migrate("tfjob.yaml", &MigrateOptions::default());
     let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
         panic!()
     };
@@ -238,7 +238,7 @@ fn tfjob_roles_become_replicated_jobs_and_tf_config_needs_a_person() {
 
 #[test]
 fn mpijob_becomes_an_mpi_runtime_with_the_launcher_as_trainer() {
-    let m = migrate("mpijob.yaml", &Options::default());
+    let m = migrate("mpijob.yaml", &MigrateOptions::default());
     let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
         panic!()
     };
@@ -275,7 +275,7 @@ fn mpijob_becomes_an_mpi_runtime_with_the_launcher_as_trainer() {
 
 #[test]
 fn xgboostjob_keeps_never_in_a_generated_runtime_and_the_rabit_env() {
-    let m = migrate("xgboostjob.yaml", &Options::default());
+    let m = migrate("xgboostjob.yaml", &MigrateOptions::default());
     assert_eq!(
         m.runtimes.len(),
         1,
@@ -292,7 +292,7 @@ fn xgboostjob_keeps_never_in_a_generated_runtime_and_the_rabit_env() {
 
 #[test]
 fn paddlejob_is_plain_ml_with_paddle_env() {
-    let m = migrate("paddlejob.yaml", &Options::default());
+    let m = migrate("paddlejob.yaml", &MigrateOptions::default());
     assert_eq!(m.runtimes.len(), 1);
     assert_eq!(
         env_value(env(&m, 0), "PADDLE_MASTER"),
@@ -304,7 +304,7 @@ fn paddlejob_is_plain_ml_with_paddle_env() {
 
 #[test]
 fn jaxjob_on_failure_uses_the_builtin_runtime() {
-    let m = migrate("jaxjob.yaml", &Options::default());
+    let m = migrate("jaxjob.yaml", &MigrateOptions::default());
     assert!(m.runtimes.is_empty());
     assert_eq!(m.jobs[0].trainjob.spec.runtime_ref.name, "jax-distributed");
     assert_eq!(
@@ -372,7 +372,7 @@ fn bad_input_is_an_error_with_the_field_path() {
         ),
     ];
     for (value, path) in cases {
-        let error = migrate_values(&[value], &Options::default()).unwrap_err();
+        let error = migrate_values(&[value], &MigrateOptions::default()).unwrap_err();
         assert_eq!(error.path, path, "{error}");
     }
 }
@@ -391,7 +391,7 @@ fn unknown_fields_and_differing_templates_need_a_person() {
             },
         },
     });
-    let m = migrate_values(&[job], &Options::default()).unwrap();
+    let m = migrate_values(&[job], &MigrateOptions::default()).unwrap();
     validated(&m);
     for (path, want) in [
         ("spec.runPolicy.managedBy", Outcome::NotCarried),
@@ -428,7 +428,7 @@ fn unknown_fields_and_differing_templates_need_a_person() {
 fn pytorch_without_nproc_per_node_keeps_v1s_default_auto() {
     // v1.8.1 defaults nprocPerNode to "auto": torchrun saw PET_NPROC_PER_NODE=auto (found by
     // e2e/migrate-compare.sh against the real v1 operator). V2's auto gives torchrun the same with GPUs.
-    let m = migrate("pytorch-full.yaml", &Options::default());
+    let m = migrate("pytorch-full.yaml", &MigrateOptions::default());
     let trainer = m.jobs[0].trainjob.spec.trainer.as_ref().unwrap();
     assert_eq!(trainer.num_proc_per_node, None);
     assert_eq!(

@@ -11,9 +11,9 @@ use kubetrain_api::constants::{LAUNCHER, MAX_MPI_HOSTS, TRAINING_RUNTIME_KIND};
 use kubetrain_api::{RuntimeRef, TrainJob, TrainJobSpec, Trainer};
 
 use crate::kinds::{self, World};
-use crate::report::Report;
-use crate::v1::{Identity, Kind, Parsed, ReplicaSpec, RunPolicy, V1Job};
-use crate::{MigrateError, Options, RuntimeKind};
+use crate::report::MigrationReport;
+use crate::v1::{Identity, Parsed, ReplicaSpec, RunPolicy, V1Job, V1Kind};
+use crate::{MigrateError, MigrateOptions, RuntimeKind};
 use role::Role;
 
 /// What one v1 job became.
@@ -21,7 +21,7 @@ pub(crate) struct Converted {
     pub(crate) trainjob: TrainJob,
     /// The runtime spec to generate; `None` when the TrainJob references a built-in runtime.
     pub(crate) runtime: Option<kubetrain_api::TrainingRuntimeSpec>,
-    pub(crate) report: Report,
+    pub(crate) report: MigrationReport,
 }
 
 /// A role that is not a trainer node: its replicated job's name, its template and its pod count.
@@ -33,7 +33,10 @@ struct Extra {
 
 /// Converts one job. The TrainJob's `runtimeRef.name` is filled in by the caller for generated runtimes (it
 /// depends on the runtime's shape).
-pub(crate) fn convert(parsed: &Parsed, options: &Options) -> Result<Converted, MigrateError> {
+pub(crate) fn convert(
+    parsed: &Parsed,
+    options: &MigrateOptions,
+) -> Result<Converted, MigrateError> {
     let job = &parsed.job;
     let kind = job.kind();
     let meta = job.metadata();
@@ -47,10 +50,10 @@ pub(crate) fn convert(parsed: &Parsed, options: &Options) -> Result<Converted, M
     let nodes = count_nodes(kind, job, &roles, &fail)?;
 
     let namespace = meta.namespace.as_deref().unwrap_or("default");
-    let mut report = Report {
+    let mut report = MigrationReport {
         source: format!("{kind}/{namespace}/{name}"),
         trainjob: format!("{namespace}/{name}"),
-        ..Report::default()
+        ..MigrationReport::default()
     };
     let mut carried = Carried::default();
     policies::metadata(meta, options, job.run_policy(), &mut report, &mut carried);
@@ -73,7 +76,7 @@ pub(crate) fn convert(parsed: &Parsed, options: &Options) -> Result<Converted, M
     };
     let trainer_role = match kind {
         // check_replicas made sure the launcher is there.
-        Kind::MPIJob => extra
+        V1Kind::MPIJob => extra
             .iter_mut()
             .find(|e| e.name == LAUNCHER)
             .map(|e| &mut e.role),
@@ -128,7 +131,7 @@ pub(crate) fn convert(parsed: &Parsed, options: &Options) -> Result<Converted, M
 /// have, a queue that cannot be a label. Returns the name.
 fn check_input(
     job: &V1Job,
-    options: &Options,
+    options: &MigrateOptions,
     fail: &dyn Fn(&str, &str) -> MigrateError,
 ) -> Result<String, MigrateError> {
     let kind = job.kind();
@@ -195,7 +198,7 @@ fn is_label_value(value: &str) -> bool {
 
 /// The pods of the trainer's node roles, at least one.
 fn count_nodes(
-    kind: Kind,
+    kind: V1Kind,
     job: &V1Job,
     roles: &[&str],
     fail: &dyn Fn(&str, &str) -> MigrateError,
@@ -242,7 +245,7 @@ fn build_roles(
     job: &V1Job,
     roles: &[&str],
     fail: &dyn Fn(&str, &str) -> MigrateError,
-    report: &mut Report,
+    report: &mut MigrationReport,
 ) -> Result<(Role, Vec<Extra>), MigrateError> {
     let kind = job.kind();
     let field = kind.replica_specs_field();
@@ -272,7 +275,7 @@ fn build_roles(
 }
 
 /// A built-in ClusterTrainingRuntime by name, or the generated runtime (named by the caller) of `options`' kind.
-fn runtime_ref(builtin: Option<&str>, options: &Options) -> RuntimeRef {
+fn runtime_ref(builtin: Option<&str>, options: &MigrateOptions) -> RuntimeRef {
     match (builtin, options.runtime_kind) {
         (Some(builtin), _) => RuntimeRef::cluster(builtin),
         (None, RuntimeKind::ClusterTrainingRuntime) => RuntimeRef::cluster(String::new()),
@@ -315,17 +318,17 @@ struct Carried {
     backoff_limit: Option<i32>,
 }
 
-fn node_roles_wanted(kind: Kind) -> &'static str {
+fn node_roles_wanted(kind: V1Kind) -> &'static str {
     match kind {
-        Kind::PyTorchJob | Kind::XGBoostJob | Kind::PaddleJob => "Master or Worker",
-        Kind::TFJob => "Worker, Chief or Master",
-        Kind::MPIJob | Kind::JAXJob => "Worker",
+        V1Kind::PyTorchJob | V1Kind::XGBoostJob | V1Kind::PaddleJob => "Master or Worker",
+        V1Kind::TFJob => "Worker, Chief or Master",
+        V1Kind::MPIJob | V1Kind::JAXJob => "Worker",
     }
 }
 
 /// Replica types the kind knows, non-negative counts, a Launcher for MPI.
 fn check_replicas(
-    kind: Kind,
+    kind: V1Kind,
     job: &V1Job,
     fail: &dyn Fn(&str, &str) -> MigrateError,
 ) -> Result<(), MigrateError> {
@@ -347,7 +350,7 @@ fn check_replicas(
             ));
         }
     }
-    if kind == Kind::MPIJob && !job.replica_specs().contains_key("Launcher") {
+    if kind == V1Kind::MPIJob && !job.replica_specs().contains_key("Launcher") {
         return Err(fail(
             &format!("spec.{field}"),
             "an MPIJob needs a Launcher replica spec",
@@ -362,7 +365,7 @@ fn same_template(
     other: &ReplicaSpec,
     first_role: &str,
     path: &str,
-    report: &mut Report,
+    report: &mut MigrationReport,
 ) {
     if first.template == other.template && first.restart_policy == other.restart_policy {
         report.exact(
@@ -386,7 +389,7 @@ fn report_replicas(
     roles: &[&str],
     nodes: i32,
     field: &str,
-    report: &mut Report,
+    report: &mut MigrationReport,
 ) {
     for role in roles {
         let path = format!("spec.{field}.{role}.replicas");

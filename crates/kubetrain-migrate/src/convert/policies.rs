@@ -3,16 +3,16 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Carried;
-use crate::report::Report;
+use crate::report::MigrationReport;
 use crate::v1::{CleanPodPolicy, Parsed, ReplicaSpec, RunPolicy, V1Job};
-use crate::{Options, QUEUE_LABEL};
+use crate::{MigrateOptions, QUEUE_LABEL};
 
 /// Labels, annotations and the Kueue queue.
 pub(super) fn metadata(
     meta: &ObjectMeta,
-    options: &Options,
+    options: &MigrateOptions,
     run: &RunPolicy,
-    report: &mut Report,
+    report: &mut MigrationReport,
     carried: &mut Carried,
 ) {
     report.exact("metadata.name", "metadata.name");
@@ -99,7 +99,7 @@ pub(super) fn metadata(
 
 /// Everything at the job level but the metadata: the status, `runPolicy`, the kind's own fields and the
 /// fields the types do not know.
-pub(super) fn job_level(parsed: &Parsed, report: &mut Report, carried: &mut Carried) {
+pub(super) fn job_level(parsed: &Parsed, report: &mut MigrationReport, carried: &mut Carried) {
     let job = &parsed.job;
     if job.status().is_some() {
         report.changed(
@@ -118,7 +118,7 @@ pub(super) fn job_level(parsed: &Parsed, report: &mut Report, carried: &mut Carr
 }
 
 /// `runPolicy` (and MPIJob's deprecated `cleanPodPolicy`).
-fn run_policy(job: &V1Job, report: &mut Report, carried: &mut Carried) {
+fn run_policy(job: &V1Job, report: &mut MigrationReport, carried: &mut Carried) {
     let run = job.run_policy();
     let p = "spec.runPolicy";
     let clean = match job {
@@ -194,7 +194,7 @@ fn run_policy(job: &V1Job, report: &mut Report, carried: &mut Carried) {
 }
 
 /// Fields only some kinds have.
-fn kind_specific(job: &V1Job, report: &mut Report) {
+fn kind_specific(job: &V1Job, report: &mut MigrationReport) {
     match job {
         V1Job::PyTorch(j) if j.spec.elastic_policy.is_some() => report.not_carried(
             "spec.elasticPolicy",

@@ -9,8 +9,8 @@ use kubetrain_api::constants::NODE;
 
 use crate::MigrateError;
 use crate::kinds::{self, World};
-use crate::report::Report;
-use crate::v1::{Kind, ReplicaSpec, RestartPolicy, V1Job};
+use crate::report::MigrationReport;
+use crate::v1::{ReplicaSpec, RestartPolicy, V1Job, V1Kind};
 
 /// One replica type's pod template, made into a runtime's: the main container named `node`, the restart
 /// policy on the pod, the retryable exit codes of `ExitCode` as a pod failure policy.
@@ -27,12 +27,12 @@ pub(super) struct Role {
 
 impl Role {
     pub(super) fn build(
-        kind: Kind,
+        kind: V1Kind,
         spec: &ReplicaSpec,
         path: &str,
         main_name: Option<&str>,
         fail: &dyn Fn(&str, &str) -> MigrateError,
-        report: &mut Report,
+        report: &mut MigrationReport,
     ) -> Result<Role, MigrateError> {
         let mut template = spec.template.clone();
         let pod = template.spec.get_or_insert_with(PodSpec::default);
@@ -105,7 +105,7 @@ fn restart_policy(
     explicit: bool,
     path: &str,
     pod: &mut PodSpec,
-    report: &mut Report,
+    report: &mut MigrationReport,
 ) -> Option<PodFailurePolicy> {
     let (pod_policy, note) = match policy {
         RestartPolicy::OnFailure | RestartPolicy::Never => (policy.as_str(), None),
@@ -154,10 +154,10 @@ fn restart_policy(
 /// The TrainJob's trainer: the image, command, args, env and resources of the trainer role's main container
 /// (moved out of the runtime so that jobs of the same shape share it), plus v1's rendezvous env.
 pub(super) fn trainer(
-    kind: Kind,
+    kind: V1Kind,
     role: &mut Role,
     world: &World<'_>,
-    report: &mut Report,
+    report: &mut MigrationReport,
 ) -> Trainer {
     let path = format!("{}.template.spec.containers[{}]", role.path, role.main);
     let Some(container) = role.main_mut() else {
@@ -177,7 +177,7 @@ pub(super) fn trainer(
         report.exact(format!("{path}.args"), "spec.trainer.args");
     }
     // MPI: the launcher's resources stay on the launcher (TrainJob resources would apply to the workers too).
-    if kind != Kind::MPIJob {
+    if kind != V1Kind::MPIJob {
         trainer.resources_per_node = container.resources.take();
         if trainer.resources_per_node.is_some() {
             report.exact(format!("{path}.resources"), "spec.trainer.resourcesPerNode");
@@ -231,7 +231,7 @@ pub(super) fn procs_per_node(job: &V1Job) -> i32 {
 /// PyTorchJob's `nprocPerNode`: an integer is carried; anything else is left to V2's auto. Unset is v1's
 /// `auto` too: v1.8.1's defaulting sets it, so v1 gave torchrun `PET_NPROC_PER_NODE=auto` (one process per
 /// GPU, else per CPU) and `WORLD_SIZE` as if one process ran per node.
-pub(super) fn num_proc_per_node(job: &V1Job, report: &mut Report) -> Option<i32> {
+pub(super) fn num_proc_per_node(job: &V1Job, report: &mut MigrationReport) -> Option<i32> {
     let V1Job::PyTorch(j) = job else {
         return None;
     };

@@ -14,12 +14,12 @@ use kubetrain_api::{JobSetTemplateSpec, MLPolicy, TrainingRuntimeSpec};
 use super::role::Role;
 use super::{Carried, Extra};
 use crate::kinds;
-use crate::v1::{Kind, V1Job};
+use crate::v1::{V1Job, V1Kind};
 
 /// The runtime spec: the ML policy and one replicated job per role group, with the JobSet policies that make
 /// it end when v1 ended it.
 pub(super) fn runtime_spec(
-    kind: Kind,
+    kind: V1Kind,
     job: &V1Job,
     node: Role,
     extra: Vec<Extra>,
@@ -31,13 +31,13 @@ pub(super) fn runtime_spec(
     };
     let mut jobs = vec![replicated_job(
         NODE,
-        kind != Kind::MPIJob,
+        kind != V1Kind::MPIJob,
         node,
         None,
         carried,
     )];
     for Extra { name, role, count } in extra {
-        let launcher = kind == Kind::MPIJob && name == LAUNCHER;
+        let launcher = kind == V1Kind::MPIJob && name == LAUNCHER;
         let mut rjob = replicated_job(&name, launcher, role, Some(count), carried);
         if launcher {
             // As the built-in deepspeed runtime: mpirun starts once every worker's sshd is ready.
@@ -56,7 +56,7 @@ pub(super) fn runtime_spec(
         replicated_jobs: jobs,
         ..JobSetSpec::default()
     };
-    if kind == Kind::MPIJob {
+    if kind == V1Kind::MPIJob {
         spec.network = Some(Network {
             publish_not_ready_addresses: Some(true),
             ..Network::default()

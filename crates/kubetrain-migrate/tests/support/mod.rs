@@ -123,7 +123,7 @@ pub fn env_value<'a>(env: &'a [EnvVar], name: &str) -> Option<&'a str> {
 /// number of training pods and the image of the container that starts training.
 pub fn v1_world(job: &Value) -> (i32, String) {
     let kind = job["kind"].as_str().unwrap_or_default();
-    let field = kubetrain_migrate::v1::Kind::from_name(kind)
+    let field = kubetrain_migrate::v1::V1Kind::from_name(kind)
         .expect("a v1 kind")
         .replica_specs_field();
     let specs = &job["spec"][field];
@@ -151,7 +151,7 @@ pub fn v1_world(job: &Value) -> (i32, String) {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let main_name = kubetrain_migrate::v1::Kind::from_name(kind)
+    let main_name = kubetrain_migrate::v1::V1Kind::from_name(kind)
         .unwrap()
         .default_container();
     let main = containers

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use kubetrain_acceptance::cluster::{self, ClusterRun};
 use kubetrain_acceptance::local::{self, LocalRun};
 use kubetrain_acceptance::outdir;
-use kubetrain_acceptance::plan::{Plan, PlanError};
+use kubetrain_acceptance::plan::{Plan, PlanFieldError};
 
 /// Arguments of `kubetrain acceptance`.
 #[derive(Debug, Args)]
@@ -68,7 +68,7 @@ fn read_plan(path: &Path) -> anyhow::Result<Plan> {
 }
 
 /// Every problem of the plan at `file`, one per line: `<plan file>: <field.path>: <message>`.
-fn plan_errors(file: &Path, errors: &[PlanError]) -> anyhow::Error {
+fn plan_errors(file: &Path, errors: &[PlanFieldError]) -> anyhow::Error {
     let name = if file == Path::new("-") {
         "(stdin)".to_string()
     } else {

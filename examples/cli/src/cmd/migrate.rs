@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use kubetrain_api::Document;
-use kubetrain_migrate::{Migration, Options, RuntimeKind};
+use kubetrain_migrate::{MigrateOptions, Migration, RuntimeKind};
 use serde_json::Value;
 
 use super::input;
@@ -58,7 +58,7 @@ enum Kind {
 const NEEDS_PERSON: u8 = 2;
 
 pub(crate) fn run(args: MigrateArgs) -> Result<ExitCode> {
-    let options = Options {
+    let options = MigrateOptions {
         runtime_kind: match args.runtime_kind {
             Kind::TrainingRuntime => RuntimeKind::TrainingRuntime,
             Kind::ClusterTrainingRuntime => RuntimeKind::ClusterTrainingRuntime,
