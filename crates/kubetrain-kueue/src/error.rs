@@ -5,7 +5,7 @@ use std::fmt;
 /// One problem in one object, printed as `<Kind>/<name>: <field.path>: <message>` like
 /// `kubetrain validate`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
+pub struct SetupFieldError {
     /// Object kind, e.g. `ClusterQueue`.
     pub kind: String,
     /// Object name (`namespace/name` for namespaced objects).
@@ -16,7 +16,7 @@ pub struct FieldError {
     pub message: String,
 }
 
-impl fmt::Display for FieldError {
+impl fmt::Display for SetupFieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -50,10 +50,10 @@ pub enum LoadError {
     },
     /// One or more objects break the API schema or Kueue's webhook rules.
     #[error("{}", join_errors(.0))]
-    Invalid(Vec<FieldError>),
+    Invalid(Vec<SetupFieldError>),
 }
 
-fn join_errors(errors: &[FieldError]) -> String {
+fn join_errors(errors: &[SetupFieldError]) -> String {
     errors
         .iter()
         .map(ToString::to_string)

@@ -79,7 +79,7 @@ pub mod trainjob;
 pub mod validate;
 
 pub use admit::{AdmissionVerdict, admit_workload};
-pub use error::{FieldError, LoadError};
+pub use error::{LoadError, SetupFieldError};
 pub use explain::{Explanation, explain};
 pub use load::Setup;
 pub use model::Model;

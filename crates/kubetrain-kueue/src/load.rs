@@ -13,7 +13,7 @@ use crate::api::{
     LocalQueueSpec, ObjectMeta, PodSet, PodTemplateSpec, ResourceFlavorSpec, TopologySpec,
     WorkloadPriorityClass, WorkloadSpec, WorkloadStatus,
 };
-use crate::error::{FieldError, LoadError};
+use crate::error::{LoadError, SetupFieldError};
 use crate::sim::generator::GeneratorConfig;
 use crate::sim::scenario::ScenarioSpec;
 
@@ -331,7 +331,7 @@ fn object<S: DeserializeOwned + Default>(
 fn typed<T: DeserializeOwned>(kind: &str, name: &str, value: Value) -> Result<T, LoadError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        LoadError::Invalid(vec![FieldError {
+        LoadError::Invalid(vec![SetupFieldError {
             kind: kind.to_string(),
             name: name.to_string(),
             path: if path == "." {
@@ -408,7 +408,7 @@ fn jobset_workload(name: &str, doc: &Value) -> Result<WorkloadObject, LoadError>
                 .unwrap_or(Value::Null),
         )
         .map_err(|e| {
-            LoadError::Invalid(vec![FieldError {
+            LoadError::Invalid(vec![SetupFieldError {
                 kind: "JobSet".to_string(),
                 name: name.to_string(),
                 path: format!(

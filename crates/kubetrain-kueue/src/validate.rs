@@ -6,19 +6,19 @@ use crate::api::{
     ClusterQueueSpec, CohortSpec, FairSharing, FlavorFungibility, LocalQueueSpec, PodSet,
     Preemption, ResourceFlavorSpec, ResourceGroup, ResourceQuota,
 };
-use crate::error::FieldError;
+use crate::error::SetupFieldError;
 use crate::load::Setup;
 use crate::quantity::Quantity;
 
 struct Ctx<'a> {
     kind: &'a str,
     name: String,
-    errors: &'a mut Vec<FieldError>,
+    errors: &'a mut Vec<SetupFieldError>,
 }
 
 impl Ctx<'_> {
     fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(FieldError {
+        self.errors.push(SetupFieldError {
             kind: self.kind.to_string(),
             name: self.name.clone(),
             path: path.into(),
@@ -42,7 +42,7 @@ fn one_of(ctx: &mut Ctx<'_>, path: &str, value: Option<&str>, allowed: &[&str]) 
 }
 
 /// Checks every object of `setup`; returns all problems found.
-pub fn validate(setup: &Setup) -> Vec<FieldError> {
+pub fn validate(setup: &Setup) -> Vec<SetupFieldError> {
     let mut errors = Vec::new();
     for f in &setup.flavors {
         let mut ctx = Ctx {

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::Taint;
-use crate::error::{FieldError, LoadError};
+use crate::error::{LoadError, SetupFieldError};
 use crate::quantity::Quantity;
 
 /// A node as the model reads it from a `v1` `Node` document.
@@ -49,7 +49,7 @@ impl Node {
     /// Reads the parts of a `Node` document TAS uses; other fields are ignored.
     pub fn from_document(name: &str, doc: &Value) -> Result<Node, LoadError> {
         let err = |path: &str, message: String| {
-            LoadError::Invalid(vec![FieldError {
+            LoadError::Invalid(vec![SetupFieldError {
                 kind: "Node".to_string(),
                 name: name.to_string(),
                 path: path.to_string(),
