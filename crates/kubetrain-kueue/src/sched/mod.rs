@@ -691,6 +691,29 @@ impl Scheduler {
             .all(|&(fr, v)| v <= self.model.tree.available(u, node, fr))
     }
 
+    /// Whether `usage` fits in the entry's queue once every victim claimed so far this cycle and the
+    /// entry's own targets are taken out (their usage is put back after).
+    fn fits_without_victims(
+        &mut self,
+        snap: &mut Usage,
+        e: &Entry,
+        preempted: &HashSet<WlId>,
+        usage: &[(FrId, Count)],
+    ) -> bool {
+        let mut removed = Vec::new();
+        for &v in preempted.iter().chain(e.targets.iter().map(|t| &t.wl)) {
+            if self.wls[v].admission.is_some() && !removed.contains(&v) {
+                self.remove_wl_usage(snap, v);
+                removed.push(v);
+            }
+        }
+        let fits = self.fits(snap, e.cq, usage);
+        for &v in &removed {
+            self.add_wl_usage(snap, v);
+        }
+        fits
+    }
+
     fn process_entry(
         &mut self,
         snap: &mut Usage,
@@ -736,19 +759,7 @@ impl Scheduler {
                 RequeueReason::FailedAfterNomination,
             ));
         }
-        // Fits after simulating the removal of every victim claimed so far and our own.
-        let mut removed = Vec::new();
-        for &v in preempted.iter().chain(e.targets.iter().map(|t| &t.wl)) {
-            if self.wls[v].admission.is_some() && !removed.contains(&v) {
-                self.remove_wl_usage(snap, v);
-                removed.push(v);
-            }
-        }
-        let fits = self.fits(snap, cq, &a.usage);
-        for &v in &removed {
-            self.add_wl_usage(snap, v);
-        }
-        if !fits {
+        if !self.fits_without_victims(snap, e, preempted, &a.usage) {
             return Some((
                 "WaitingForQuota".to_string(),
                 "Workload no longer fits after processing another workload".to_string(),
