@@ -256,39 +256,19 @@ mod tests {
     use kube::runtime::controller::Action;
     use kubetrain_api::{ClusterTrainingRuntime, TrainingRuntime};
     use kubetrain_test_support::FakeApiServer;
-    use kubetrain_test_support::fixtures::{TRAINER_API_VERSION, runtime_with_finalizers};
+    use kubetrain_test_support::fixtures::{
+        TRAINER_API_VERSION, runtime_with_finalizers, runtimes_with_legacy_finalizer,
+        stored_finalizers,
+    };
 
     const OTHER: &str = "example.com/keep-me";
 
     fn server() -> FakeApiServer {
-        let server = FakeApiServer::start();
-        for object in [
-            runtime_with_finalizers(
-                "ClusterTrainingRuntime",
-                "legacy",
-                None,
-                &[RESOURCE_IN_USE_FINALIZER, OTHER],
-            ),
-            runtime_with_finalizers("ClusterTrainingRuntime", "clean", None, &[OTHER]),
-            runtime_with_finalizers(
-                "TrainingRuntime",
-                "legacy",
-                Some("team-a"),
-                &[RESOURCE_IN_USE_FINALIZER],
-            ),
-        ] {
-            server.insert(object);
-        }
-        server
+        runtimes_with_legacy_finalizer(RESOURCE_IN_USE_FINALIZER, OTHER)
     }
 
     fn finalizers(server: &FakeApiServer, plural: &str, namespace: &str, name: &str) -> Value {
-        server
-            .get(TRAINER_API_VERSION, plural, namespace, name)
-            .expect("runtime stored")["metadata"]
-            .get("finalizers")
-            .cloned()
-            .unwrap_or(Value::Null)
+        stored_finalizers(server, plural, namespace, name)
     }
 
     fn stored<T: serde::de::DeserializeOwned>(

@@ -51,6 +51,36 @@ pub fn runtime_with_finalizers(
     })
 }
 
+/// An in-memory API server holding the runtimes of the legacy-finalizer tests: ClusterTrainingRuntime `legacy`
+/// with the finalizers `legacy` and `other`, ClusterTrainingRuntime `clean` with `other` only, and
+/// TrainingRuntime `team-a/legacy` with `legacy` only.
+pub fn runtimes_with_legacy_finalizer(legacy: &str, other: &str) -> crate::FakeApiServer {
+    let server = crate::FakeApiServer::start();
+    for object in [
+        runtime_with_finalizers("ClusterTrainingRuntime", "legacy", None, &[legacy, other]),
+        runtime_with_finalizers("ClusterTrainingRuntime", "clean", None, &[other]),
+        runtime_with_finalizers("TrainingRuntime", "legacy", Some("team-a"), &[legacy]),
+    ] {
+        server.insert(object);
+    }
+    server
+}
+
+/// The stored `metadata.finalizers` of the runtime `plural`/`namespace`/`name` (`null` when it has none).
+pub fn stored_finalizers(
+    server: &crate::FakeApiServer,
+    plural: &str,
+    namespace: &str,
+    name: &str,
+) -> Value {
+    server
+        .get(TRAINER_API_VERSION, plural, namespace, name)
+        .expect("runtime stored")["metadata"]
+        .get("finalizers")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
 impl TrainJobFixture {
     /// `metadata.namespace`.
     pub fn namespace(self, namespace: &str) -> Self {

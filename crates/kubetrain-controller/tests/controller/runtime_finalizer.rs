@@ -8,7 +8,7 @@ use std::time::Duration;
 use kubetrain_controller::runtime_finalizer::RESOURCE_IN_USE_FINALIZER;
 use kubetrain_controller::{Leadership, Settings};
 use kubetrain_test_support::FakeApiServer;
-use kubetrain_test_support::fixtures::{TRAINER_API_VERSION, runtime_with_finalizers};
+use kubetrain_test_support::fixtures::{runtimes_with_legacy_finalizer, stored_finalizers};
 use serde_json::{Value, json};
 
 use crate::support::wait_for;
@@ -16,34 +16,11 @@ use crate::support::wait_for;
 const OTHER: &str = "example.com/keep-me";
 
 fn server() -> FakeApiServer {
-    let server = FakeApiServer::start();
-    for object in [
-        runtime_with_finalizers(
-            "ClusterTrainingRuntime",
-            "legacy",
-            None,
-            &[RESOURCE_IN_USE_FINALIZER, OTHER],
-        ),
-        runtime_with_finalizers("ClusterTrainingRuntime", "clean", None, &[OTHER]),
-        runtime_with_finalizers(
-            "TrainingRuntime",
-            "legacy",
-            Some("team-a"),
-            &[RESOURCE_IN_USE_FINALIZER],
-        ),
-    ] {
-        server.insert(object);
-    }
-    server
+    runtimes_with_legacy_finalizer(RESOURCE_IN_USE_FINALIZER, OTHER)
 }
 
 fn finalizers(server: &FakeApiServer, plural: &str, namespace: &str, name: &str) -> Value {
-    server
-        .get(TRAINER_API_VERSION, plural, namespace, name)
-        .expect("runtime stored")["metadata"]
-        .get("finalizers")
-        .cloned()
-        .unwrap_or(Value::Null)
+    stored_finalizers(server, plural, namespace, name)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
