@@ -15,7 +15,7 @@ use kubetrain_api::validation::validate_trainjob;
 use kubetrain_api::{Document, FieldError, RuntimeCatalog, TrainJob};
 use kubetrain_jobset::ssh::{ChaCha20Rng, KeyPool, seed_from_text, seeded_rng};
 use kubetrain_jobset::{
-    Object, Observed, RenderOptions, TrainJobStatusOptions, render_with, resolve,
+    Object, Observed, RenderError, RenderOptions, TrainJobStatusOptions, render_with, resolve,
 };
 use kubetrain_yaml::DocumentStream;
 use serde_json::Value;
@@ -354,7 +354,11 @@ fn render_job(
             &mut seeded_rng_for(job, *seed),
         ),
     }
-    .map_err(|e| fail(e.field_path(), e.message()))?;
+    .map_err(|e| match e {
+        // What the API server would refuse (reached with --no-validate): every error, as `validate` prints it.
+        RenderError::Invalid { errors } => errors,
+        e => fail(e.field_path(), e.message()),
+    })?;
     Ok(rendered.objects)
 }
 

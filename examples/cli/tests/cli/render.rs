@@ -134,3 +134,36 @@ fn mpi_ssh_keys_are_random_unless_seeded() {
         ))
     );
 }
+
+/// With `--no-validate` the renderer still refuses what the API server would refuse, and the CLI prints
+/// every error at its field path, as `validate` does (not one summary line).
+#[test]
+fn no_validate_still_refuses_what_the_api_server_refuses_with_every_field_path() {
+    let input = "apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: bad, namespace: default}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {numNodes: -1, numProcPerNode: 0}
+";
+    for flags in [
+        &["render", "--no-validate", "-f", "-"][..],
+        &["render", "-f", "-"][..],
+    ] {
+        let out = kubetrain(flags, Some(input));
+        assert!(!out.status.success(), "{flags:?}");
+        assert!(out.stdout.is_empty(), "{flags:?}: nothing rendered");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(
+                "TrainJob/bad: spec.trainer.numNodes: Invalid value: -1: should be greater than or equal to 0"
+            ),
+            "{flags:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("spec.trainer.numProcPerNode"),
+            "{flags:?}: {stderr}"
+        );
+        assert!(!stderr.contains("more error"), "{flags:?}: {stderr}");
+    }
+}
