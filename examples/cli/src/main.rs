@@ -47,6 +47,10 @@ enum Command {
     // subcommands: acceptance (issue 17)
     /// Training Operator v1 jobs (PyTorchJob, TFJob, MPIJob, ...) to TrainJobs and runtimes, with a report.
     Migrate(cmd::migrate::MigrateArgs),
+    /// Hyperparameter search: run an OptimizationJob on a cluster or on this machine, with a report.
+    Optimize(cmd::optimize::OptimizeArgs),
+    /// Multi-tenancy guard rails: check a cluster against the GPU-cluster guide, onboard a team.
+    Tenancy(cmd::tenancy::TenancyArgs),
 }
 
 /// The exit status of a process that wrote into a closed pipe: what a shell reports for one killed by SIGPIPE
@@ -106,6 +110,8 @@ fn main() -> ExitCode {
         Command::Acceptance(args) => cmd::acceptance::run(args),
         // dispatch: acceptance (issue 17)
         Command::Migrate(args) => cmd::migrate::run(args),
+        Command::Optimize(args) => cmd::optimize::run(args),
+        Command::Tenancy(args) => cmd::tenancy::run(args),
     };
     match result {
         Ok(code) => code,

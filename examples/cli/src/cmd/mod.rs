@@ -18,6 +18,8 @@ pub(crate) mod jobs;
 pub(crate) mod acceptance;
 // modules: acceptance (issue 17)
 pub(crate) mod migrate;
+pub(crate) mod optimize;
+pub(crate) mod tenancy;
 
 /// Reads a whole input file, or stdin for `-`.
 pub(crate) fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
