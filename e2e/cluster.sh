@@ -122,6 +122,7 @@ start_apiserver() {
         --service-cluster-ip-range 10.0.0.0/24 \
         --authorization-mode Node,RBAC \
         --allow-privileged=true --profiling="${KUBETRAIN_E2E_PROFILING:-false}" \
+        --audit-policy-file "$E2E_DIR/audit-policy.yaml" --audit-log-path "$E2E_STATE/audit.log" \
         --cert-dir "$E2E_STATE/apiserver-certs"
     wait_ready kube-apiserver "https://127.0.0.1:$API_PORT/readyz" --cacert "$PKI/ca.crt" \
         --cert "$PKI/admin.crt" --key "$PKI/admin.key"
@@ -249,7 +250,11 @@ YAML
         mkdir -p "$metrics_certs" 2>/dev/null && cp "$PKI/webhook-certs/tls.crt" "$PKI/webhook-certs/tls.key" "$metrics_certs/" ||
             die "Kueue needs its metrics certificate in $metrics_certs (a fixed path); run as root or create it writable"
     fi
-    component kueue env KUBECONFIG="$ADMIN_KUBECONFIG" "$(KUEUE_BIN)/kueue" --config "$E2E_STATE/kueue-config.yaml"
+    # More flags (kueue-compare.sh raises the log level to see each Cohort reconciled); split on spaces.
+    local extra=()
+    read -r -a extra <<<"${KUBETRAIN_E2E_KUEUE_ARGS:-}"
+    component kueue env KUBECONFIG="$ADMIN_KUBECONFIG" "$(KUEUE_BIN)/kueue" --config "$E2E_STATE/kueue-config.yaml" \
+        "${extra[@]}"
     wait_ready kueue "http://127.0.0.1:$KUEUE_PROBE_PORT/readyz"
 }
 
@@ -340,7 +345,8 @@ cmd_up() {
     local t0=$SECONDS components=(k8s kwok jobset kueue venv)
     [[ $operator == upstream ]] && components+=(trainer)
     "$E2E_DIR/build.sh" "${components[@]}"
-    build_kubetrain
+    # KUBETRAIN_E2E_CARGO_BUILD=0 starts the kubetrain binaries already built (a tree being edited elsewhere).
+    [[ ${KUBETRAIN_E2E_CARGO_BUILD:-1} == 0 ]] || build_kubetrain
     local built=$((SECONDS - t0))
 
     rm -rf "$E2E_STATE" && mkdir -p "$E2E_STATE" "$LOGS" "$PIDS"

@@ -13,6 +13,17 @@
         for `kubetrain queue simulate`; --order N shuffles the Workloads' and ClusterQueues' documents (seed N).
     kueue_compare.py fair-weights --scenarios FILE [--seed S] --out FILE
         The scenarios with a fair-sharing weight on every ClusterQueue (0.5, 1 or 2), for --fair-sharing.
+    kueue_compare.py gate --scenarios FILE --out FILE
+        The scenarios with every ClusterQueue's namespaceSelector also requiring the label GATE_LABEL, which
+        no scenario namespace has yet: Kueue can load everything but admit nothing until `open`.
+    kueue_compare.py wait-cache --scenarios FILE --log KUEUE.LOG --pid-file FILE --exe KUEUE [--timeout S]
+        Waits until Kueue's caches hold the whole of every scenario: each Cohort object reconciled (its V(2)
+        log line), and in the dump Kueue writes on SIGUSR2 (pkg/debugger) every ClusterQueue under its
+        cohort, every cohort, and every Workload queued (pending or inadmissible). The process is signalled
+        only while /proc/PID/exe is the Kueue binary given.
+    kueue_compare.py open --kubectl KUBECTL --scenarios FILE
+        Labels every scenario namespace with GATE_LABEL in one command: Kueue moves each namespace's
+        Workloads back to its queues together, with the whole cohort tree in its cache.
     kueue_compare.py compare cluster.json model.json [--alternatives MODEL.json...] [--report FILE]
         Per Workload: admitted or not, the ClusterQueue and flavors of an admission, whether it was
         preempted, and the QuotaReserved reason of a pending one. A scenario (namespace) agrees when
@@ -24,7 +35,9 @@
 import argparse
 import datetime
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +45,8 @@ import time
 import yaml
 
 WORKLOADS = "workloads.v1beta2.kueue.x-k8s.io"
+# Held off every ClusterQueue's namespaceSelector until Kueue's caches hold every scenario whole (`open`).
+GATE_LABEL = "kueue-compare.kubetrain.dev/open"
 
 
 def kubectl(k, *args, stdin=None):
@@ -165,10 +180,18 @@ def model_input(args):
         yaml.safe_dump_all(out, f, sort_keys=False)
 
 
+# What Kueue writes on a Workload tried while its namespace was still gated (`gate`): the gate's mark, not an
+# outcome. A Workload Kueue never tried again after `open` (it skips one equal to a Workload that did not fit)
+# keeps it, where the model, which never gated, wrote nothing.
+GATE_MESSAGE = "workload namespace doesn't match ClusterQueue selector"
+
+
 def outcome_cluster(w):
     st = w.get("status", {})
     adm = st.get("admission")
     qr = cond(w, "QuotaReserved")
+    if qr and qr.get("message") == GATE_MESSAGE:
+        qr = None
     return {
         "admitted": bool(adm) and bool(qr) and qr["status"] == "True",
         "clusterQueue": adm.get("clusterQueue") if adm else None,
@@ -261,6 +284,121 @@ def compare(args):
     print(summary)
 
 
+def read_docs(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def gate(args):
+    docs = read_docs(args.scenarios)
+    for d in docs:
+        if d.get("kind") == "ClusterQueue":
+            selector = d["spec"].get("namespaceSelector") or {}
+            selector.setdefault("matchLabels", {})[GATE_LABEL] = "true"
+            d["spec"]["namespaceSelector"] = selector
+    with open(args.out, "w") as f:
+        yaml.safe_dump_all(docs, f, sort_keys=False)
+
+
+def expected_state(docs):
+    """What Kueue's caches must hold: ClusterQueue -> cohort, every cohort, the declared Cohorts, the Workloads."""
+    queues = {d["metadata"]["name"]: d["spec"].get("cohortName") for d in docs if d.get("kind") == "ClusterQueue"}
+    declared = {d["metadata"]["name"] for d in docs if d.get("kind") == "Cohort"}
+    parents = {d["spec"]["parentName"] for d in docs if d.get("kind") == "Cohort" and d["spec"].get("parentName")}
+    cohorts = declared | parents | {c for c in queues.values() if c}
+    workloads = {f'{d["metadata"]["namespace"]}/{d["metadata"]["name"]}' for d in docs if d.get("kind") == "Workload"}
+    return queues, cohorts, declared, workloads
+
+
+def kueue_pid(pid_file, exe):
+    """Kueue's pid, only while that process is the Kueue binary (a pid alone may have been reused)."""
+    with open(pid_file) as f:
+        pid = int(f.read().strip())
+    try:
+        running = os.path.realpath(f"/proc/{pid}/exe")
+    except OSError:
+        running = None
+    if running != os.path.realpath(exe):
+        sys.exit(f"kueue_compare: process {pid} of {pid_file} is {running}, not Kueue ({exe})")
+    return pid
+
+
+def log_lines(path, offset):
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    out = []
+    for raw in data.splitlines():
+        try:
+            out.append(json.loads(raw))
+        except ValueError:
+            continue
+    return out
+
+
+def ref_name(value):
+    return value.get("name") if isinstance(value, dict) else value
+
+
+def dump(args, pid):
+    """Signals Kueue for a dump of its caches and returns its lines (waits for the "Ended dump" line)."""
+    offset = os.path.getsize(args.log)
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        lines = [l for l in log_lines(args.log, offset) if l.get("logger", "").endswith("dumper")]
+        if any(l.get("msg") == "Ended dump" for l in lines):
+            return lines
+        time.sleep(0.2)
+    sys.exit("kueue_compare: Kueue wrote no dump within 30 s of SIGUSR2")
+
+
+def cache_gaps(docs, log_path, lines):
+    queues, cohorts, declared, workloads = expected_state(docs)
+    # The Cohort reconciler's line just before it puts the Cohort (with its parent edge) into the cache.
+    reconciled = {l.get("name") for l in log_lines(log_path, 0)
+                  if l.get("msg") == "Cohort is being created or updated"}
+    seen_queues, seen_cohorts, queued = {}, set(), set()
+    for l in lines:
+        if l.get("msg") == "Found ClusterQueue":
+            cohort = l.get("cohort")
+            seen_queues[ref_name(l.get("clusterQueue"))] = None if cohort == "<none>" else cohort
+        elif l.get("msg") == "Found cohort":
+            seen_cohorts.add(l.get("cohort"))
+        elif l.get("msg") == "Found pending and inadmissible workloads in ClusterQueue":
+            queued.update(l.get("pending") or [])
+            queued.update(l.get("inadmissible") or [])
+    gaps = []
+    gaps += [f"Cohort {c} not reconciled" for c in sorted(declared - reconciled)]
+    gaps += [f"ClusterQueue {q} not under {c}" for q, c in sorted(queues.items()) if seen_queues.get(q, "?") != c]
+    gaps += [f"cohort {c} not in the cache" for c in sorted(cohorts - seen_cohorts)]
+    gaps += [f"Workload {w} not queued" for w in sorted(workloads - queued)]
+    return gaps
+
+
+def wait_cache(args):
+    docs = read_docs(args.scenarios)
+    deadline = time.monotonic() + args.timeout
+    while True:
+        pid = kueue_pid(args.pid_file, args.exe)
+        gaps = cache_gaps(docs, args.log, dump(args, pid))
+        if not gaps:
+            print("kueue caches hold every scenario", file=sys.stderr)
+            return
+        if time.monotonic() > deadline:
+            sys.exit(f"kueue_compare: after {args.timeout} s Kueue's caches still lack: "
+                     + "; ".join(gaps[:10]) + (f" (and {len(gaps) - 10} more)" if len(gaps) > 10 else ""))
+        time.sleep(1)
+
+
+def open_gate(args):
+    namespaces = [d["metadata"]["name"] for d in read_docs(args.scenarios) if d.get("kind") == "Namespace"]
+    r = subprocess.run([args.kubectl, "label", "namespace", *namespaces, f"{GATE_LABEL}=true"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"kueue_compare: labelling the namespaces failed: {r.stderr.strip()}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -282,6 +420,21 @@ def main():
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--out", required=True)
     w.set_defaults(fn=fair_weights)
+    g = sub.add_parser("gate")
+    g.add_argument("--scenarios", required=True)
+    g.add_argument("--out", required=True)
+    g.set_defaults(fn=gate)
+    wc = sub.add_parser("wait-cache")
+    wc.add_argument("--scenarios", required=True)
+    wc.add_argument("--log", required=True)
+    wc.add_argument("--pid-file", required=True)
+    wc.add_argument("--exe", required=True)
+    wc.add_argument("--timeout", type=float, default=180)
+    wc.set_defaults(fn=wait_cache)
+    o = sub.add_parser("open")
+    o.add_argument("--kubectl", required=True)
+    o.add_argument("--scenarios", required=True)
+    o.set_defaults(fn=open_gate)
     c = sub.add_parser("compare")
     c.add_argument("cluster")
     c.add_argument("model")
