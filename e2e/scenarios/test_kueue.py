@@ -1,8 +1,11 @@
 """Kueue: a TrainJob labelled with a LocalQueue is held suspended by the real Kueue until quota frees."""
 
+import json
+import subprocess
+
 import pytest
 
-from conftest import apply, condition, eventually, get, kubectl, trainjob, wait
+from conftest import KUBETRAIN, apply, condition, eventually, get, kubectl, trainjob, wait
 
 pytestmark = pytest.mark.kubetrain
 
@@ -90,3 +93,57 @@ def test_trainjob_waits_for_quota_then_runs(queue):
     wait("jobset/second", "jsonpath={.status.replicatedJobsStatus[0].active}=1", ns)
     admitted = condition(get("workload", wl["metadata"]["name"], ns), "Admitted")
     assert admitted["status"] == "True"
+
+
+EXPORTED_KINDS = "workloads,clusterqueues,localqueues,resourceflavors,cohorts,admissionchecks,topologies,nodes"
+
+
+def model(kind, snapshot, *args):
+    """`kubetrain queue KIND -f SNAPSHOT ARGS... -o json`, parsed."""
+    out = subprocess.run([str(KUBETRAIN), "queue", kind, "-f", str(snapshot), *args, "-o", "json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"kubetrain queue {kind} failed: {out.stderr}"
+    return json.loads(out.stdout)
+
+
+def test_exported_cluster_reads_whole(queue, tmp_path):
+    """Issue 37, item 1: `kubectl get ... -A -o yaml` of the live cluster, fed to `queue simulate` and
+    `queue explain`, gives the live admitted set and the live pending reasons."""
+    ns = queue
+    apply(queued("big", gpus_per_node=4), ns)
+    wait("trainjob/big", "jsonpath={.spec.suspend}=false", ns)
+    # Different shapes: Kueue v0.19 never evaluates (and writes nothing on) a Workload equal to one that did
+    # not fit, and the model does the same with v0.19's gates.
+    for name, gpus in (("small", 2), ("late", 3)):
+        apply(queued(name, gpus_per_node=gpus), ns)
+    live = {}
+    for name in ("small", "late"):
+        wl = eventually(lambda n=name: [w for w in get("workloads", namespace=ns)["items"]
+                                        if w["metadata"]["ownerReferences"][0]["name"] == n], f"{name}'s Workload")[0]
+        reserved = eventually(lambda w=wl: condition(get("workload", w["metadata"]["name"], ns), "QuotaReserved"),
+                              f"Kueue to evaluate {name}'s Workload")
+        assert reserved["status"] == "False", reserved
+        live[wl["metadata"]["name"]] = reserved["message"]
+    workloads = get("workloads", namespace=ns)["items"]
+    admitted_live = sorted(w["metadata"]["name"] for w in workloads
+                           if (condition(w, "Admitted") or {}).get("status") == "True")
+    assert len(admitted_live) == 1, admitted_live
+
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "cluster.yaml").write_text(kubectl("get", EXPORTED_KINDS, "-A", "-o", "yaml"))
+    # The e2e's Kueue is v0.19.2; the model defaults to v0.20's gates (docs/kueue.md).
+    (snapshot / "kueue-v0.19.yaml").write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "featureGates: {UnadmittedWorkloadsObservability: false}\n")
+    report = model("simulate", snapshot, "--until", "0")
+    mine = {w["key"].split("/", 1)[1]: w for w in report["workloads"] if w["key"].startswith(ns + "/")}
+    assert sorted(mine) == sorted(w["metadata"]["name"] for w in workloads), \
+        "every exported Workload of the namespace is in the report"
+    admitted_model = sorted(name for name, w in mine.items() if w["state"] == "Admitted")
+    assert admitted_model == admitted_live, (admitted_model, admitted_live, mine)
+    for name, message in live.items():
+        reserved = next(c for c in mine[name]["conditions"] if c["type"] == "QuotaReserved")
+        assert reserved["message"] == message, (mine[name], message)
+        explained = model("explain", snapshot, "--until", "0", f"{ns}/{name}")
+        assert explained["message"] == message, (explained, message)

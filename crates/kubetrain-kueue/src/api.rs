@@ -34,6 +34,10 @@ pub struct ObjectMeta {
     /// Workload's queue-order timestamp (never its arrival: it exists already).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
+    /// `metadata.deletionTimestamp` of an exported object being deleted: a ClusterQueue that has one is
+    /// terminating and admits nothing new (Kueue's `TerminateClusterQueue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
 }
 
 /// A node taint, as on a ResourceFlavor.

@@ -704,7 +704,15 @@ fn cluster_queue(
     let stop = policy(s.stop_policy.as_deref(), "None");
     let all_flavors: Vec<FlavorId> = groups.iter().flat_map(|g| g.flavors.clone()).collect();
     let checks = cq_checks(i.model, s);
-    let inactive = inactive_reason(i.model, stop != "None", &missing, s, &all_flavors);
+    let inactive = if cq.metadata.deletion_timestamp.is_some() {
+        // Kueue's cache keeps a deleted queue's status `terminating` whatever else holds.
+        Some((
+            "Terminating".to_string(),
+            "Can't admit new workloads; clusterQueue is terminating".to_string(),
+        ))
+    } else {
+        inactive_reason(i.model, stop != "None", &missing, s, &all_flavors)
+    };
     let tas_only = !all_flavors.is_empty()
         && all_flavors
             .iter()

@@ -347,9 +347,30 @@ pub fn simulate(s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) 
     )
 }
 
+/// The cycles Kueue runs back to back at the stop instant: a cycle that parks its heads makes the next
+/// ones heads, so a snapshot taken at `now` has every queued head evaluated (each cycle would otherwise move
+/// the clock past `now`). Bounded by the workload count (each cycle pops at least one head, and a head is
+/// popped again only after something changed) and by the cycles left; returns the cycles run.
+fn catch_up(s: &mut Scheduler, run: &mut Run, now: i64, cycles_left: Option<u64>) -> u64 {
+    let bound = u64::try_from(s.model.workloads.len())
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    let bound = cycles_left.map_or(bound, |left| left.min(bound));
+    let mut ran = 0;
+    while ran < bound {
+        let r = s.cycle();
+        ran += 1;
+        run.record_cycle(s, &r, now);
+        if r.heads == 0 {
+            break;
+        }
+    }
+    ran
+}
+
 /// [`simulate`] that also stops at a virtual time: with `stop.until_ms`, the report is the state
-/// at that time (arrivals, finishes and timers due by then are applied; a cycle due later is
-/// not run).
+/// at that time (arrivals, finishes and timers due by then are applied, then the cycles Kueue runs
+/// back to back at that instant, until every queued head was evaluated; a cycle due later is not run).
 pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> SimOutcome {
     let max_cycles = stop.cycles;
     s.heads_per_cycle = scenario.heads_per_cycle.max(1);
@@ -368,6 +389,12 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
             run.finish_due(&mut s, now);
             s.run_due_flushes();
             s.run_timers();
+            cycles += catch_up(
+                &mut s,
+                &mut run,
+                now,
+                max_cycles.map(|m| m.saturating_sub(cycles)),
+            );
             break;
         }
         s.now_ms = now;

@@ -555,3 +555,39 @@ fn kubectl_list_export_loads_whole() {
     assert_eq!(running.admitted_ms, Some(-59_000));
     assert!(running.life.pods_ready);
 }
+
+/// kueue `pkg/cache/scheduler/cache_test.go` TestClusterQueueReadiness, "terminating": a
+/// ClusterQueue exported while being deleted (`metadata.deletionTimestamp`, held by Kueue's
+/// finalizer while it has admitted workloads) admits nothing new; its admitted workload stays.
+/// Found by the e2e snapshot scenario (`test_exported_cluster_reads_whole`).
+#[test]
+fn terminating_cluster_queue_admits_nothing_new() {
+    let admitted = admitted_status(
+        &(cond("QuotaReserved", "True", "QuotaReserved", -5)
+            + &cond("Admitted", "True", "Admitted", -5)),
+        "",
+    );
+    let yaml = setup(
+        4,
+        "",
+        &(wl("running", 0, &created(-10), &admitted) + &wl("waiting", 0, &created(-1), "")),
+    )
+    .replace(
+        "metadata: {name: cq}",
+        &format!("metadata: {{name: cq, deletionTimestamp: \"{}\"}}", at(-2)),
+    );
+    let o = until(&yaml, 0);
+    let s = &o.sched;
+    assert_eq!(
+        s.model().cqs[0].inactive,
+        Some((
+            "Terminating".to_string(),
+            "Can't admit new workloads; clusterQueue is terminating".to_string()
+        ))
+    );
+    assert_eq!(s.phase(id(s, "running")), Phase::Admitted);
+    assert_eq!(s.phase(id(s, "waiting")), Phase::Pending);
+    let waiting = find(&s.state(id(s, "waiting")).conditions, "QuotaReserved")
+        .expect("the waiting workload is told why");
+    assert_eq!(waiting.message, "ClusterQueue cq is inactive");
+}

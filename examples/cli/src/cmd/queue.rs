@@ -62,7 +62,8 @@ struct SetupArgs {
     #[arg(long)]
     cycles: Option<u64>,
     /// The state at this virtual time (e.g. `90s`, `1h30m`; 0 is the snapshot): every arrival,
-    /// finish and timeout due by then applied. With `--cycles`, whichever comes first.
+    /// finish and timeout due by then applied and every queued head evaluated. With `--cycles`,
+    /// whichever comes first.
     #[arg(long, value_name = "DURATION", value_parser = parse_until)]
     until: Option<i64>,
 }
