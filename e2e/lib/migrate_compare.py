@@ -370,11 +370,26 @@ def view(job, side, key, v2):
         if kind == "PaddleJob" and env.get("PADDLE_MASTER"):
             v["env PADDLE_MASTER port"] = env["PADDLE_MASTER"].rsplit(":", 1)[-1]
         if kind == "TFJob":
-            v["env TF_CONFIG"] = json.loads(env["TF_CONFIG"]) if env.get("TF_CONFIG") else None
+            v["env TF_CONFIG"] = tf_config(side, env.get("TF_CONFIG"))
         v["user env"] = {k: env.get(k) for k in user_env_names(job)}
     if kind == "MPIJob" and key[0] == "launcher":
         v["hostfile"] = hostfile(side, pod)
     return v
+
+
+def tf_config(side, text):
+    """TF_CONFIG with each cluster address replaced by the pod it reaches and its port (the two operators name
+    pods differently: v1's `<job>-<type>-<i>.<ns>.svc`, V2's JobSet DNS names)."""
+    if not text:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return f"not JSON: {text}"
+    cluster = config.get("cluster") or {}
+    config["cluster"] = {role: [[side.reach(a), a.rsplit(":", 1)[-1]] for a in addresses]
+                         for role, addresses in cluster.items()}
+    return config
 
 
 def user_env_names(job):

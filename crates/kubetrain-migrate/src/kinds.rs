@@ -1,6 +1,8 @@
 //! What differs between the six kinds: which replica types become the trainer's nodes, the ML policy and
 //! built-in runtime, and the env the v1 operator gave every process, rebuilt for the same world.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
 use kubetrain_api::constants::{MPI_RESERVED_ENV, TORCH_RESERVED_ENV, XGBOOST_RESERVED_ENV};
 use kubetrain_api::{
@@ -79,6 +81,31 @@ pub(crate) struct World<'a> {
     pub(crate) port: i32,
     /// Whether the job had a Master replica (v1 sets the master env only then for XGBoost).
     pub(crate) has_master: bool,
+    /// TFJob: the cluster spec of `TF_CONFIG` (None: one pod in all, where v1 sets no `TF_CONFIG`) and the
+    /// task type of the trainer's nodes.
+    pub(crate) tf: Option<(&'a TfCluster, &'a str)>,
+}
+
+/// TFJob's `TF_CONFIG` task index: the pod's Job completion index, defined before `TF_CONFIG` so that the
+/// kubelet expands `$(KUBETRAIN_TF_TASK_INDEX)` in it (a pod's template cannot hold a per-pod value).
+pub(crate) const TF_TASK_INDEX: &str = "KUBETRAIN_TF_TASK_INDEX";
+
+/// The cluster spec of a TFJob's `TF_CONFIG`: each replica type (lower case, as v1 writes it) to its pods'
+/// `host:port`, the hosts being the JobSet's DNS names.
+pub(crate) type TfCluster = BTreeMap<String, Vec<String>>;
+
+/// The env that gives a TFJob pod of `task_type` the `TF_CONFIG` v1 wrote: the same cluster spec (with
+/// V2's DNS names), its task type and index, and v1's `environment: cloud`.
+pub(crate) fn tf_config_env(cluster: &TfCluster, task_type: &str) -> Vec<EnvVar> {
+    // A map of strings to string lists always serialises.
+    let cluster = serde_json::to_string(cluster).unwrap_or_default();
+    let config = format!(
+        r#"{{"cluster":{cluster},"task":{{"type":"{task_type}","index":$({TF_TASK_INDEX})}},"environment":"cloud"}}"#
+    );
+    vec![
+        named(TF_TASK_INDEX, field(COMPLETION_INDEX)),
+        value("TF_CONFIG", &config),
+    ]
 }
 
 impl World<'_> {
@@ -155,7 +182,17 @@ impl World<'_> {
                  TrainJob sets the same names for the same world, and the jax plugin adds JAX_COORDINATOR_ADDRESS, \
                  JAX_NUM_PROCESSES and JAX_PROCESS_ID",
             ),
-            V1Kind::TFJob | V1Kind::MPIJob => (Vec::new(), ""),
+            V1Kind::TFJob => match self.tf {
+                Some((cluster, task_type)) => (
+                    tf_config_env(cluster, task_type),
+                    "v1 wrote TF_CONFIG (cluster spec, task type and index) into every pod's tensorflow container; \
+                     the TrainJob writes the same into every pod, with the JobSet's DNS names \
+                     <job>-<replicatedJob>-0-<index>.<job> and the task index from the Job completion index \
+                     (KUBETRAIN_TF_TASK_INDEX, expanded by the kubelet)",
+                ),
+                None => (Vec::new(), ""),
+            },
+            V1Kind::MPIJob => (Vec::new(), ""),
         }
     }
 }

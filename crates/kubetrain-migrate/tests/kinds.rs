@@ -204,7 +204,7 @@ fn training_runtimes_live_in_each_jobs_namespace() {
 }
 
 #[test]
-fn tfjob_roles_become_replicated_jobs_and_tf_config_needs_a_person() {
+fn tfjob_roles_become_replicated_jobs_with_v1s_tf_config() {
     let m = migrate("tfjob.yaml", &MigrateOptions::default());
     let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
         panic!()
@@ -226,10 +226,31 @@ fn tfjob_roles_become_replicated_jobs_and_tf_config_needs_a_person() {
         m.jobs[0].trainjob.spec.trainer.as_ref().unwrap().num_nodes,
         Some(2)
     );
-    assert_eq!(
-        outcome(&m, 0, "(v1 operator env) TF_CONFIG"),
-        Some(Outcome::NotCarried)
-    );
+    assert_eq!(outcome(&m, 0, "(v1 operator env)"), Some(Outcome::Changed));
+    // Every pod gets v1's TF_CONFIG: the cluster spec with the JobSet's DNS names and v1's port, its own
+    // task type, and the index the kubelet expands from the Job completion index.
+    let cluster = serde_json::json!({
+        "chief": ["dist-mnist-chief-0-0.dist-mnist:2222"],
+        "ps": ["dist-mnist-ps-0-0.dist-mnist:2222"],
+        "worker": ["dist-mnist-node-0-0.dist-mnist:2222", "dist-mnist-node-0-1.dist-mnist:2222"],
+    });
+    let tf_config = |vars: &[EnvVar], index: &str| -> serde_json::Value {
+        let at = |name: &str| vars.iter().position(|e| e.name == name).unwrap();
+        assert!(
+            at("KUBETRAIN_TF_TASK_INDEX") < at("TF_CONFIG"),
+            "defined before it is expanded"
+        );
+        let value = vars[at("TF_CONFIG")].value.as_deref().unwrap();
+        serde_json::from_str(&value.replace("$(KUBETRAIN_TF_TASK_INDEX)", index)).unwrap()
+    };
+    let expected = |task: &str, index: u32| serde_json::json!({"cluster": cluster, "task": {"type": task, "index": index}, "environment": "cloud"});
+    assert_eq!(tf_config(env(&m, 0), "1"), expected("worker", 1));
+    for (at, task) in [(1, "chief"), (2, "ps")] {
+        let job = &runtime.spec.template.spec.replicated_jobs[at].template;
+        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let vars = pod.containers[0].env.as_deref().unwrap();
+        assert_eq!(tf_config(vars, "0"), expected(task, 0));
+    }
     // AllWorkers: the JobSet succeeds when the workers do, not when the PS (which never ends) does.
     assert_eq!(outcome(&m, 0, "spec.successPolicy"), Some(Outcome::Exact));
     let success = runtime.spec.template.spec.success_policy.as_ref().unwrap();

@@ -7,7 +7,7 @@ mod runtime;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kubetrain_api::constants::{LAUNCHER, MAX_MPI_HOSTS, TRAINING_RUNTIME_KIND};
+use kubetrain_api::constants::{LAUNCHER, MAX_MPI_HOSTS, NODE, TRAINING_RUNTIME_KIND};
 use kubetrain_api::{RuntimeRef, TrainJob, TrainJobSpec, Trainer};
 
 use crate::kinds::{self, World};
@@ -66,6 +66,16 @@ pub(crate) fn convert(
         &mut report,
     );
 
+    let tf_cluster = tf_cluster(job, roles[0], &name);
+    let node_type = roles[0].to_lowercase();
+    if let Some(cluster) = &tf_cluster {
+        for e in extra
+            .iter_mut()
+            .filter(|e| has_tf_container(job, &e.role.path))
+        {
+            e.role.append_env(kinds::tf_config_env(cluster, &e.name));
+        }
+    }
     let world = World {
         kind,
         name: &name,
@@ -73,6 +83,10 @@ pub(crate) fn convert(
         procs_per_node: role::procs_per_node(job),
         port: kinds::meeting_port(kind, node.main().and_then(|c| c.ports.as_deref())),
         has_master: job.replica_specs().contains_key("Master"),
+        tf: tf_cluster
+            .as_ref()
+            .filter(|_| has_tf_container(job, &node.path))
+            .map(|c| (c, node_type.as_str())),
     };
     let trainer_role = match kind {
         // check_replicas made sure the launcher is there.
@@ -272,6 +286,61 @@ fn build_roles(
         extra.push(Extra { name, role, count });
     }
     Ok((node, extra))
+}
+
+/// The cluster spec of a TFJob's `TF_CONFIG`, as v1's `genClusterSpec` builds it (every replica type, each
+/// pod as `host:port`, the port from the `tensorflow` container's `tfjob-port`, else 2222), with the JobSet's
+/// DNS names: the trainer's nodes are replicated job `node`, other types their lower-case name. `None` for
+/// other kinds and for a job of one pod, where v1 writes no `TF_CONFIG` (`isDistributed`).
+fn tf_cluster(job: &V1Job, node_role: &str, name: &str) -> Option<kinds::TfCluster> {
+    let V1Job::TF(tf) = job else {
+        return None;
+    };
+    let specs = &tf.spec.replica_specs;
+    if specs
+        .values()
+        .map(ReplicaSpec::replicas_or_default)
+        .sum::<i32>()
+        == 1
+    {
+        return None;
+    }
+    let cluster = specs
+        .iter()
+        .map(|(role, spec)| {
+            let task_type = role.to_lowercase();
+            let replicated_job = if role == node_role {
+                NODE
+            } else {
+                task_type.as_str()
+            };
+            let port = kinds::meeting_port(
+                V1Kind::TFJob,
+                tf_container(spec).and_then(|c| c.ports.as_deref()),
+            );
+            let hosts = (0..spec.replicas_or_default())
+                .map(|i| format!("{name}-{replicated_job}-0-{i}.{name}:{port}"))
+                .collect();
+            (task_type, hosts)
+        })
+        .collect();
+    Some(cluster)
+}
+
+/// The container v1 writes `TF_CONFIG` into: the one named `tensorflow`.
+fn tf_container(spec: &ReplicaSpec) -> Option<&k8s_openapi::api::core::v1::Container> {
+    let pod = spec.template.spec.as_ref()?;
+    pod.containers
+        .iter()
+        .find(|c| c.name == V1Kind::TFJob.default_container())
+}
+
+/// Whether the replica spec at `path` (`spec.tfReplicaSpecs.<Role>`) has a `tensorflow` container.
+fn has_tf_container(job: &V1Job, path: &str) -> bool {
+    let role = path.rsplit('.').next().unwrap_or_default();
+    job.replica_specs()
+        .get(role)
+        .is_some_and(|spec| tf_container(spec).is_some())
 }
 
 /// A built-in ClusterTrainingRuntime by name, or the generated runtime (named by the caller) of `options`' kind.

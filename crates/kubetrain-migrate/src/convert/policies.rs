@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Carried;
 use crate::report::MigrationReport;
-use crate::v1::{CleanPodPolicy, Parsed, ReplicaSpec, RunPolicy, V1Job};
+use crate::v1::{CleanPodPolicy, Parsed, RunPolicy, V1Job};
 use crate::{MigrateOptions, QUEUE_LABEL};
 
 /// Labels, annotations and the Kueue queue.
@@ -205,15 +205,6 @@ fn kind_specific(job: &V1Job, report: &mut MigrationReport) {
             "TrainJobs have no Paddle elastic: the node count is fixed at numNodes",
         ),
         V1Job::TF(j) => {
-            let pods: i32 = j.spec.replica_specs.values().map(ReplicaSpec::replicas_or_default).sum();
-            if pods > 1 {
-                report.not_carried(
-                    "(v1 operator env) TF_CONFIG",
-                    "v1 wrote TF_CONFIG (cluster spec and task) into every pod; V2 has no TensorFlow policy: build \
-                     TF_CONFIG in the command from the JobSet's DNS names <job>-<replicatedJob>-0-<index>.<job> and \
-                     JOB_COMPLETION_INDEX",
-                );
-            }
             let chief = ["Chief", "Master"].iter().any(|r| j.spec.replica_specs.contains_key(*r));
             let others = j.spec.replica_specs.len() > 1;
             match j.spec.success_policy.as_deref().filter(|s| !s.is_empty()) {

@@ -96,6 +96,13 @@ impl Role {
         let main = self.main;
         self.pod().containers.get_mut(main)
     }
+
+    /// Appends `vars` to the main container's env (after the user's, as the v1 operator appended its own).
+    pub(super) fn append_env(&mut self, vars: Vec<EnvVar>) {
+        if let Some(container) = self.main_mut() {
+            container.env.get_or_insert_with(Vec::new).extend(vars);
+        }
+    }
 }
 
 /// Sets the pod's restart policy from v1's; `ExitCode` also gives the pod failure policy that fails the job
