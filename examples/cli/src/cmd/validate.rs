@@ -24,9 +24,88 @@ pub(crate) struct ValidateArgs {
     /// The built-in runtimes are used for names no file defines.
     #[arg(long = "runtime", value_name = "FILE|DIR")]
     runtimes: Vec<PathBuf>,
+    /// Also apply this training policy (a `kubetrain.dev/v1alpha1` TrainingPolicy, or a ConfigMap holding
+    /// one under `policy.yaml`), as the operator's webhook does: TrainJobs are judged with the runtime they
+    /// reference (from the inputs or the built-in runtimes). See docs/training-policy.md.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// With --policy: the labels every namespace is taken to have, for exceptions with a
+    /// `namespaceSelector` (offline there is no namespace to read); repeatable.
+    #[arg(long = "namespace-label", value_name = "KEY=VALUE", requires = "policy", value_parser = parse_label)]
+    namespace_labels: Vec<(String, String)>,
     /// Output format of the findings.
     #[arg(short, long, value_enum, default_value_t = Format::Text)]
     output: Format,
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
+/// The training policy's findings about every document, attributed to it, as the webhook reports them.
+fn policy_findings(
+    path: &std::path::Path,
+    labels: &[(String, String)],
+    checked: &input::Checked,
+) -> anyhow::Result<Vec<kubetrain_api::FieldError>> {
+    use kubetrain_api::Document;
+    use kubetrain_api::catalog::DEFAULT_NAMESPACE;
+    use kubetrain_tenancy::policy::TrainingPolicy;
+
+    let text = input::read(path)?;
+    let policy = TrainingPolicy::from_yaml(&text)
+        .map_err(|e| anyhow::anyhow!("--policy {}: {e}", input::display_name(path)))?;
+    let labels = (!labels.is_empty()).then(|| labels.iter().cloned().collect());
+    let mut findings = Vec::new();
+    for sourced in &checked.documents {
+        let document = &sourced.document;
+        let denials = match document {
+            Document::TrainJob(job) => {
+                let namespace = job
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .unwrap_or(DEFAULT_NAMESPACE);
+                let runtime = checked
+                    .catalog
+                    .lookup(&job.spec.runtime_ref, namespace)
+                    .ok();
+                policy.evaluate_trainjob(job, runtime, labels.as_ref())
+            }
+            Document::TrainingRuntime(runtime) => {
+                let namespace = runtime
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .unwrap_or(DEFAULT_NAMESPACE);
+                let kind = document.kind();
+                policy.evaluate_runtime(
+                    kind,
+                    document.name(),
+                    Some(namespace),
+                    &runtime.spec,
+                    labels.as_ref(),
+                )
+            }
+            Document::ClusterTrainingRuntime(runtime) => policy.evaluate_runtime(
+                document.kind(),
+                document.name(),
+                None,
+                &runtime.spec,
+                labels.as_ref(),
+            ),
+            _ => Vec::new(),
+        };
+        findings.extend(
+            denials
+                .into_iter()
+                .map(|d| d.on(document.kind(), document.name())),
+        );
+    }
+    Ok(findings)
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -38,7 +117,11 @@ enum Format {
 pub(crate) fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let files = input::expand(&args.files)?;
     let runtimes = input::expand(&args.runtimes)?;
-    let checked = input::check(&files, &runtimes)?;
+    let mut checked = input::check(&files, &runtimes)?;
+    if let Some(policy) = &args.policy {
+        let findings = policy_findings(policy, &args.namespace_labels, &checked)?;
+        checked.findings.extend(findings);
+    }
     match args.output {
         Format::Text => {
             checked.report();
