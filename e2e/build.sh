@@ -2,8 +2,8 @@
 # Builds the real components of the e2e cluster from their Go modules, once, into the cache
 # (${XDG_CACHE_HOME:-~/.cache}/kubetrain-e2e/<component>-<version>-<hash>/bin). A warm cache makes this a no-op.
 #
-#   e2e/build.sh [k8s|kwok|jobset|kueue|trainer|training-operator|venv|all]...   (default: everything `cluster.sh up`
-#   needs; training-operator, the v1 operator of e2e/migrate-compare.sh, only when named)
+#   e2e/build.sh [k8s|kwok|jobset|kueue|trainer|training-operator|helm|venv|all]...   (default: everything `cluster.sh up`
+#   needs; training-operator, the v1 operator of e2e/migrate-compare.sh, and helm, the chart's CLI, only when named)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -54,6 +54,10 @@ build_kueue() { build kueue "$KUEUE_VERSION" "-X sigs.k8s.io/kueue/pkg/version.G
 build_trainer() {
     build trainer "$TRAINER_VERSION" "" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 }
+build_helm() {
+    build helm "$HELM_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+        helm.sh/helm/v4/cmd/helm
+}
 build_training_operator() {
     build training-operator "$TRAINING_OPERATOR_VERSION" "" \
         github.com/kubeflow/training-operator/cmd/training-operator.v1
@@ -76,13 +80,13 @@ build_venv() {
 
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(k8s kwok jobset kueue venv)
-[[ " ${targets[*]} " == *" all "* ]] && targets=(k8s kwok jobset kueue trainer training-operator venv)
+[[ " ${targets[*]} " == *" all "* ]] && targets=(k8s kwok jobset kueue trainer training-operator helm venv)
 start=$SECONDS
 for t in "${targets[@]}"; do
     case $t in
-        k8s | kwok | jobset | kueue | trainer | venv) "build_$t" ;;
+        k8s | kwok | jobset | kueue | trainer | helm | venv) "build_$t" ;;
         training-operator) build_training_operator ;;
-        *) die "unknown component '$t' (k8s, kwok, jobset, kueue, trainer, training-operator, venv, all)" ;;
+        *) die "unknown component '$t' (k8s, kwok, jobset, kueue, trainer, training-operator, helm, venv, all)" ;;
     esac
 done
 log "components ready in $((SECONDS - start)) s; cache: $E2E_CACHE ($(du -sh "$E2E_CACHE" 2>/dev/null | cut -f1))"
