@@ -2,6 +2,7 @@
 # A real Kubernetes control plane on 127.0.0.1, built from the components' own Go modules (see docs/e2e.md).
 #
 #   e2e/cluster.sh up [--operator kubetrain|upstream|none]   build (once) and start everything; returns when ready
+#                     [--install kustomize|helm]              how kubetrain is installed (helm: charts/kubetrain)
 #   e2e/cluster.sh env                                        `export KUBECONFIG=...` lines for a shell
 #   e2e/cluster.sh down                                       stop every process `up` started
 #   e2e/cluster.sh status                                     which components are running
@@ -280,7 +281,7 @@ install_kubetrain_api() {
     kubectl_admin apply --server-side -f "$REPO_DIR/examples/manifests/deploy/namespace.yaml" >/dev/null
     "$KUBETRAIN_BIN/kubetrain" crd -o yaml | kubectl_admin apply --server-side -f - >/dev/null
     established trainjobs.trainer.kubeflow.org trainingruntimes.trainer.kubeflow.org \
-        clustertrainingruntimes.trainer.kubeflow.org
+        clustertrainingruntimes.trainer.kubeflow.org optimizationjobs.trainer.kubeflow.org
     kubectl_admin apply --server-side -f "$REPO_DIR/examples/manifests/deploy/rbac.yaml" >/dev/null
 }
 
@@ -296,8 +297,11 @@ operator_kubeconfig() {
 operator_start() {
     local name=$1 webhook=$2 metrics=$3 probe=$4
     shift 4
+    # --install helm: the Configuration the chart rendered (e2e/lib/helm.sh); the flags below override it.
+    local config=()
+    [[ -f "$E2E_STATE/config.yaml" ]] && config=(--config "$E2E_STATE/config.yaml")
     start "$name" env RUST_LOG="${RUST_LOG:-info}" POD_NAME="$name" \
-        "$KUBETRAIN_BIN/${KUBETRAIN_E2E_OPERATOR_BINARY:-kubetrain-operator}" \
+        "$KUBETRAIN_BIN/${KUBETRAIN_E2E_OPERATOR_BINARY:-kubetrain-operator}" "${config[@]}" \
         --kubeconfig "$(operator_kubeconfig)" --log-format text \
         --webhook-port "$webhook" --webhook-cert-dir "$PKI/webhook-certs" \
         --status-server-port $((OPERATOR_STATUS_PORT + webhook - OPERATOR_WEBHOOK_PORT)) \
@@ -307,15 +311,18 @@ operator_start() {
 }
 
 install_kubetrain_webhooks() {
+    # --force-conflicts: with --install helm, helm owns the configurations' fields until a scenario re-points them.
     manifests webhooks --url "https://127.0.0.1:$1" --ca "$PKI/ca.crt" \
-        "$REPO_DIR/examples/manifests/deploy/webhooks.yaml" | kubectl_admin apply --server-side -f - >/dev/null
+        "$REPO_DIR/examples/manifests/deploy/webhooks.yaml" |
+        kubectl_admin apply --server-side --force-conflicts -f - >/dev/null
 }
 
 start_kubetrain() {
     install_kubetrain_webhooks "$OPERATOR_WEBHOOK_PORT"
     operator_start kubetrain-operator "$OPERATOR_WEBHOOK_PORT" "$OPERATOR_METRICS_PORT" "$OPERATOR_PROBE_PORT"
-    # The built-in runtimes go through our runtime webhook, as in a real install.
-    kubectl_admin apply --server-side -f "$REPO_DIR/examples/manifests/deploy/runtimes/runtimes.yaml" >/dev/null
+    # The built-in runtimes go through our runtime webhook, as in a real install (the chart installed them).
+    [[ -f "$E2E_STATE/config.yaml" ]] ||
+        kubectl_admin apply --server-side -f "$REPO_DIR/examples/manifests/deploy/runtimes/runtimes.yaml" >/dev/null
     log "kubetrain-operator ready; $(kubectl_admin get clustertrainingruntimes --no-headers | wc -l) ClusterTrainingRuntimes installed"
 }
 
@@ -323,6 +330,8 @@ start_kubetrain() {
 
 # shellcheck source=lib/upstream.sh
 source "$E2E_DIR/lib/upstream.sh"
+# shellcheck source=lib/helm.sh
+source "$E2E_DIR/lib/helm.sh"
 
 # --- commands -------------------------------------------------------------------------------------------
 
@@ -330,9 +339,11 @@ ALL=(kubetrain-operator-2 kubetrain-operator upstream-trainer kueue jobset kwok 
     kube-controller-manager kube-apiserver etcd)
 
 cmd_up() {
-    local operator=kubetrain
+    local operator=kubetrain install=kustomize
     while [[ $# -gt 0 ]]; do
         case $1 in
+            --install) install=${2:?--install needs kustomize or helm}; shift 2 ;;
+            --install=*) install=${1#*=}; shift ;;
             --operator) operator=${2:?--operator needs kubetrain, upstream or none}; shift 2 ;;
             --operator=*) operator=${1#*=}; shift ;;
             *) die "up: unknown argument '$1'" ;;
@@ -344,6 +355,7 @@ cmd_up() {
     fi
     local t0=$SECONDS components=(k8s kwok jobset kueue venv)
     [[ $operator == upstream ]] && components+=(trainer)
+    case $install in kustomize) ;; helm) components+=(helm) ;; *) die "--install must be kustomize or helm" ;; esac
     "$E2E_DIR/build.sh" "${components[@]}"
     # KUBETRAIN_E2E_CARGO_BUILD=0 starts the kubetrain binaries already built (a tree being edited elsewhere).
     [[ ${KUBETRAIN_E2E_CARGO_BUILD:-1} == 0 ]] || build_kubetrain
@@ -359,7 +371,7 @@ cmd_up() {
     start_kwok
     install_podgroup_crd
     case $operator in
-        kubetrain) install_kubetrain_api ;;
+        kubetrain) if [[ $install == helm ]]; then install_kubetrain_helm; else install_kubetrain_api; fi ;;
         upstream) upstream_install_api ;;
     esac
     start_jobset

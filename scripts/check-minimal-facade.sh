@@ -26,5 +26,5 @@ fi
 versions=latest,earliest,v1_33,v1_34,v1_35,v1_36,v1_37
 cargo hack check -p kubetrain --feature-powerset --depth 3 \
     --mutually-exclusive-features "$versions" --at-least-one-of "$versions" \
-    --include-features latest,render,yaml,kueue,collective,initializer,migrate,client,controller,cel,nccl,ring,aws-lc-rs
+    --include-features latest,render,yaml,kueue,collective,initializer,migrate,tenancy,optimize,client,controller,cel,nccl,ring,aws-lc-rs
 echo "ok: every combination of up to two facade features checks with the latest Kubernetes version"

@@ -37,7 +37,9 @@ CRATES = [
     "kubetrain_merge",
     "kubetrain_migrate",
     "kubetrain_nccl_sys",
+    "kubetrain_optimize",
     "kubetrain_quantity",
+    "kubetrain_tenancy",
     "kubetrain_yaml",
 ]
 # all.html sections: heading id -> the kind word used in the listing.
@@ -57,7 +59,8 @@ KINDS = {
 }
 # The facade re-exports whole crates as modules; those are pinned in their own listings, not again here.
 FACADE_CRATE_MODULES = {
-    "api", "merge", "jobset", "yaml", "kueue", "collective", "initializer", "migrate", "client", "controller",
+    "api", "merge", "jobset", "yaml", "kueue", "collective", "initializer", "migrate", "tenancy", "optimize",
+    "client", "controller",
 }
 MEMBER_IDS = re.compile(r'id="((?:method|tymethod|structfield|variant|associatedtype|associatedconstant)\.[A-Za-z0-9_]+)"')
 CODE_HEADER = re.compile(r'<h3 class="code-header">(.*?)</h3>', re.S)

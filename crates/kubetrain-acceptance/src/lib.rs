@@ -29,6 +29,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod chart;
+pub mod checkpoint_advice;
 pub mod cluster;
 pub mod cost;
 mod error;

@@ -27,6 +27,7 @@ pub(crate) fn render(report: &Report) -> String {
     training_charts(&mut out, report);
     cost_charts(&mut out, report);
     tables(&mut out, report);
+    checkpoint_advice(&mut out, report);
     out.push_str("</body></html>\n");
     out
 }
@@ -285,6 +286,55 @@ fn cost_charts(out: &mut String, report: &Report) {
         &per_unit,
         &money,
     ));
+}
+
+/// The checkpoint interval that costs least (`checkpointAdvice`): one table, the current interval against the
+/// optimal one.
+fn checkpoint_advice(out: &mut String, report: &Report) {
+    let Some(a) = &report.checkpoint_advice else {
+        return;
+    };
+    let currency = &report.plan.spec.cost.currency;
+    let _ = writeln!(
+        out,
+        "<h2>Checkpoint interval</h2>\n<p>{} interruptions per node-hour × {} nodes: one every {}; a checkpoint \
+takes {}, a restart {} (Young/Daly, docs/acceptance.md). Young's interval {}, Daly's {}.</p>",
+        units::number(a.interruptions_per_node_hour),
+        a.nodes,
+        units::duration(a.mtbf_seconds),
+        units::duration(a.checkpoint_seconds),
+        units::duration(a.restart_seconds),
+        units::duration(a.young_interval_seconds),
+        units::duration(a.daly_interval_seconds),
+    );
+    out.push_str("<table id=\"checkpoint-advice\"><tr><th></th><th class=\"num\">interval</th><th class=\"num\">time lost</th><th class=\"num\">GPU-hours lost per week</th><th class=\"num\">cost per week</th></tr>\n");
+    let cost = |v: Option<f64>| v.map_or_else(|| "—".to_owned(), |v| units::money(v, currency));
+    for (label, interval, share, hours, money) in [
+        (
+            "current",
+            a.current_interval_seconds,
+            a.lost_share.current,
+            a.lost_gpu_hours_per_week.current,
+            a.lost_cost_per_week.map(|c| c.current),
+        ),
+        (
+            "optimal",
+            a.optimal_interval_seconds,
+            a.lost_share.optimal,
+            a.lost_gpu_hours_per_week.optimal,
+            a.lost_cost_per_week.map(|c| c.optimal),
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            r#"<tr><td>{label}</td><td class="num">{}</td><td class="num">{} %</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            units::duration(interval),
+            units::number(share * 100.0),
+            units::number(hours),
+            cost(money)
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 /// The benchmark table and the exported labels.

@@ -33,6 +33,8 @@ const MAX_GPUS_PER_NODE: u64 = 64;
 const MAX_LOOPBACK_BYTES: u64 = 4 << 30;
 /// Largest price or per-run cost.
 const MAX_PRICE: f64 = 1e9;
+/// Largest `spec.checkpoint.interruptionRatePerNodeHour` (ten per node-hour: no training survives more).
+const MAX_INTERRUPTION_RATE: f64 = 10.0;
 
 fn bound(path: &str, message: String) -> PlanFieldError {
     PlanFieldError {
@@ -269,6 +271,11 @@ pub struct CheckpointSpec {
     /// Checkpoints kept.
     #[serde(default = "default_keep")]
     pub keep: u32,
+    /// Interruptions (spot reclaims, lost nodes) per node-hour of the capacity the job will run on, in
+    /// `(0, 10]`: with it the report carries `checkpointAdvice`, the interval that costs least
+    /// ([`crate::checkpoint_advice`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_rate_per_node_hour: Option<f64>,
 }
 
 fn default_keep() -> u32 {
@@ -684,6 +691,17 @@ impl Plan {
                 "must be at least 1 (0 would keep nothing to restore)".into(),
             );
         }
+        if let Some(rate) = c.interruption_rate_per_node_hour
+            && !(rate > 0.0 && rate <= MAX_INTERRUPTION_RATE)
+        {
+            err(
+                "spec.checkpoint.interruptionRatePerNodeHour",
+                format!(
+                    "{rate} must be in (0, {MAX_INTERRUPTION_RATE}] interruptions per node-hour \
+(e.g. 0.05: one spot reclaim per 20 node-hours); leave it out for no checkpoint advice"
+                ),
+            );
+        }
         let d = &self.spec.pod_deletion;
         if u64::from(d.pod_index) >= nodes {
             err(
@@ -1077,7 +1095,7 @@ spec:
     /// Values that would overflow, never finish or write outside the run directory: refused before
     /// anything starts, each with its field path.
     /// Bad plans: (what MINIMAL says, what the bad plan says instead, the error's path, a part of its message).
-    const BAD_PLANS: [(&str, &str, &str, &str); 24] = [
+    const BAD_PLANS: [(&str, &str, &str, &str); 26] = [
         (
             "location: ckpt",
             "location: ../ckpt",
@@ -1149,6 +1167,18 @@ spec:
             "everySteps: 5, keep: 4294967295",
             "spec.checkpoint.keep",
             "over the limit of 1000",
+        ),
+        (
+            "everySteps: 5",
+            "everySteps: 5, interruptionRatePerNodeHour: 0",
+            "spec.checkpoint.interruptionRatePerNodeHour",
+            "must be in (0, 10]",
+        ),
+        (
+            "everySteps: 5",
+            "everySteps: 5, interruptionRatePerNodeHour: 11",
+            "spec.checkpoint.interruptionRatePerNodeHour",
+            "must be in (0, 10]",
         ),
         (
             "afterCheckpoints: 1",

@@ -205,6 +205,10 @@ pub struct Report {
     pub interrupted: bool,
     /// The cost breakdown.
     pub cost: Option<CostBreakdown>,
+    /// The checkpoint interval that costs least, when the plan gives an interruption rate
+    /// (`spec.checkpoint.interruptionRatePerNodeHour`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_advice: Option<crate::checkpoint_advice::Advice>,
     /// Labels exported.
     pub labels: std::collections::BTreeMap<String, String>,
     /// The plan as read.
@@ -294,9 +298,52 @@ mod tests {
             queue_wait_seconds: Some(0.2),
             interrupted: false,
             cost: Some(cost),
+            checkpoint_advice: crate::checkpoint_advice::advise(
+                &crate::checkpoint_advice::Inputs {
+                    interruptions_per_node_hour: 0.05,
+                    nodes: 2,
+                    gpus_per_node: 8,
+                    checkpoint_seconds: 30.0,
+                    restart_seconds: 60.0,
+                    current_interval_seconds: 600.0,
+                    gpu_hour_price: 2.5,
+                },
+            )
+            .ok(),
             labels: [("a".to_string(), "b".to_string())].into(),
             plan,
         }
+    }
+
+    #[test]
+    fn checkpoint_advice_is_in_the_json_and_on_the_page() {
+        let report = sample();
+        let json = serde_json::to_value(&report).unwrap();
+        let advice = &json["checkpointAdvice"];
+        for key in [
+            "currentIntervalSeconds",
+            "optimalIntervalSeconds",
+            "mtbfSeconds",
+        ] {
+            assert!(advice[key].is_f64(), "{key}: {advice}");
+        }
+        let lost = &advice["lostGpuHoursPerWeek"];
+        assert!(lost["optimal"].as_f64().unwrap() <= lost["current"].as_f64().unwrap());
+        let page = html(&report);
+        assert!(
+            page.contains("id=\"checkpoint-advice\""),
+            "the advice table"
+        );
+        assert!(page.contains("GPU-hours lost per week"));
+        // Without a rate in the plan the key is absent.
+        let mut plain = report;
+        plain.checkpoint_advice = None;
+        assert!(
+            serde_json::to_value(&plain)
+                .unwrap()
+                .get("checkpointAdvice")
+                .is_none()
+        );
     }
 
     #[test]

@@ -308,6 +308,8 @@ async fn training<B: Backend>(
         }
     };
     let th = &plan.spec.thresholds;
+    report.checkpoint_advice =
+        crate::checkpoint_advice::from_run(plan, &trained.measurements, trained.restore.seconds);
     report.training = trained.points;
     report.events.extend(trained.events);
     let checks: Vec<ThresholdCheck> = check_min(

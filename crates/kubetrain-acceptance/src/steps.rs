@@ -176,6 +176,7 @@ pub(crate) fn new_report(plan: &Plan, mode: &str, mut versions: Value) -> Report
         queue_wait_seconds: None,
         interrupted: false,
         cost: None,
+        checkpoint_advice: None,
         labels: BTreeMap::new(),
         plan: plan.clone(),
     }

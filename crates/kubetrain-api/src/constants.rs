@@ -12,6 +12,8 @@ pub const API_VERSION: &str = "trainer.kubeflow.org/v1alpha1";
 
 /// Kind of a TrainJob.
 pub const TRAINJOB_KIND: &str = "TrainJob";
+/// Kind of a hyperparameter search (upstream master, not yet in a release).
+pub const OPTIMIZATIONJOB_KIND: &str = "OptimizationJob";
 /// Kind of a namespaced training runtime.
 pub const TRAINING_RUNTIME_KIND: &str = "TrainingRuntime";
 /// Kind of a cluster-scoped training runtime.

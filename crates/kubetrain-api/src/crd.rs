@@ -16,9 +16,12 @@ use schemars::JsonSchema;
 use serde_json::{Value, json};
 
 use crate::constants::{
-    CLUSTER_TRAINING_RUNTIME_KIND, GROUP, TRAINING_RUNTIME_KIND, TRAINJOB_KIND, VERSION,
+    CLUSTER_TRAINING_RUNTIME_KIND, GROUP, OPTIMIZATIONJOB_KIND, TRAINING_RUNTIME_KIND,
+    TRAINJOB_KIND, VERSION,
 };
-use crate::{TrainJobSpec, TrainJobStatus, TrainingRuntimeSpec};
+use crate::{
+    OptimizationJobSpec, OptimizationJobStatus, TrainJobSpec, TrainJobStatus, TrainingRuntimeSpec,
+};
 
 /// The OpenAPI v3 schema of `T` in the structural form Kubernetes requires, as JSON.
 pub fn structural_schema<T: JsonSchema>() -> Value {
@@ -77,6 +80,18 @@ pub fn runtime_schema() -> &'static Value {
     })
 }
 
+/// The `openAPIV3Schema` of an OptimizationJob (upstream master's `optimizationjob_types.go`).
+pub fn optimizationjob_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        object_schema(
+            "OptimizationJob is the Schema for the optimizationjobs API.",
+            structural_schema::<OptimizationJobSpec>(),
+            Some(structural_schema::<OptimizationJobStatus>()),
+        )
+    })
+}
+
 /// The TrainJob schema as validation reads it: [`trainjob_schema`] without descriptions, embedded at build
 /// time. Generating the schema (schemars plus kube's structural rewriter over the whole PodSpec) costs about
 /// 0.1 s per process, which a `kubetrain render` of 10,000 TrainJobs would otherwise spend before the first
@@ -93,7 +108,14 @@ pub(crate) fn runtime_validation_schema() -> &'static Value {
     SCHEMA.get_or_init(|| embedded(EMBEDDED_RUNTIME, runtime_schema))
 }
 
+/// The OptimizationJob schema as validation reads it; see [`trainjob_validation_schema`].
+pub(crate) fn optimizationjob_validation_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| embedded(EMBEDDED_OPTIMIZATIONJOB, optimizationjob_schema))
+}
+
 const EMBEDDED_TRAINJOB: &str = include_str!("schemas/trainjob.json");
+const EMBEDDED_OPTIMIZATIONJOB: &str = include_str!("schemas/optimizationjob.json");
 const EMBEDDED_RUNTIME: &str = include_str!("schemas/runtime.json");
 
 /// Parses an embedded schema; should the file ever fail to parse, generating it is slower but correct.
@@ -154,6 +176,34 @@ pub fn trainjob_crd() -> CustomResourceDefinition {
     crd
 }
 
+/// The OptimizationJob CRD (namespaced, status subresource; `State`, `Best` and `Age` columns, which upstream's
+/// CRD does not declare).
+pub fn optimizationjob_crd() -> CustomResourceDefinition {
+    let mut crd = crd(
+        OPTIMIZATIONJOB_KIND,
+        "optimizationjobs",
+        "Namespaced",
+        optimizationjob_schema(),
+    );
+    let version = &mut crd.spec.versions[0];
+    version.subresources = Some(CustomResourceSubresources {
+        status: Some(CustomResourceSubresourceStatus(json!({}))),
+        scale: None,
+    });
+    let column = |name: &str, type_: &str, json_path: &str| CustomResourceColumnDefinition {
+        name: name.into(),
+        type_: type_.into(),
+        json_path: json_path.into(),
+        ..Default::default()
+    };
+    version.additional_printer_columns = Some(vec![
+        column("State", "string", ".status.conditions[-1:].type"),
+        column("Best", "string", ".status.result.trainJobName"),
+        column("Age", "date", ".metadata.creationTimestamp"),
+    ]);
+    crd
+}
+
 /// The TrainingRuntime CRD (namespaced).
 pub fn training_runtime_crd() -> CustomResourceDefinition {
     crd(
@@ -174,12 +224,13 @@ pub fn cluster_training_runtime_crd() -> CustomResourceDefinition {
     )
 }
 
-/// The three CRDs, in the order `kubetrain crd` prints them.
+/// The four CRDs, in the order `kubetrain crd` prints them.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         cluster_training_runtime_crd(),
         training_runtime_crd(),
         trainjob_crd(),
+        optimizationjob_crd(),
     ]
 }
 
@@ -234,7 +285,7 @@ const CORE_TYPES: &[(&str, &str)] = &[
     ("time", "Time"),
 ];
 
-/// A Markdown reference of the three CRDs: every field with its type, default and validation rules, generated
+/// A Markdown reference of the four CRDs: every field with its type, default and validation rules, generated
 /// from the same schemas as the CRDs (docs/crd-reference.md is this output).
 pub fn reference_markdown() -> String {
     let mut out = String::from(
@@ -246,6 +297,7 @@ pub fn reference_markdown() -> String {
     for (kind, schema) in [
         ("TrainJob", trainjob_schema()),
         ("TrainingRuntime / ClusterTrainingRuntime", runtime_schema()),
+        ("OptimizationJob", optimizationjob_schema()),
     ] {
         out.push_str(&format!("\n## {kind}\n\n| Field | Type | Default | Validation | Description |\n|---|---|---|---|---|\n"));
         for root in ["spec", "status"] {
@@ -442,6 +494,15 @@ impl CrdSchema for crate::TrainJob {
     }
 }
 
+impl CrdSchema for crate::OptimizationJob {
+    fn schema() -> &'static Value {
+        optimizationjob_schema()
+    }
+    fn defaulting_schema() -> &'static Value {
+        optimizationjob_validation_schema()
+    }
+}
+
 impl CrdSchema for crate::TrainingRuntime {
     fn schema() -> &'static Value {
         runtime_schema()
@@ -471,6 +532,11 @@ mod embedded_schemas {
         for (file, embedded_text, generated) in [
             ("trainjob.json", EMBEDDED_TRAINJOB, trainjob_schema()),
             ("runtime.json", EMBEDDED_RUNTIME, runtime_schema()),
+            (
+                "optimizationjob.json",
+                EMBEDDED_OPTIMIZATIONJOB,
+                optimizationjob_schema(),
+            ),
         ] {
             let expected = without_descriptions(generated);
             if std::env::var_os("KUBETRAIN_BLESS").is_some() {

@@ -11,10 +11,11 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::constants::{
-    API_VERSION, CLUSTER_TRAINING_RUNTIME_KIND, TRAINING_RUNTIME_KIND, TRAINJOB_KIND,
+    API_VERSION, CLUSTER_TRAINING_RUNTIME_KIND, OPTIMIZATIONJOB_KIND, TRAINING_RUNTIME_KIND,
+    TRAINJOB_KIND,
 };
 use crate::error::FieldError;
-use crate::{ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+use crate::{ClusterTrainingRuntime, OptimizationJob, TrainJob, TrainingRuntime};
 use kubetrain_yaml::kept_keys::is_empty_value;
 use kubetrain_yaml::{MAX_DOCUMENT_BYTES, document_too_large, split_documents, yaml_error};
 
@@ -27,6 +28,8 @@ pub enum Document {
     TrainingRuntime(Box<TrainingRuntime>),
     /// A cluster-scoped runtime.
     ClusterTrainingRuntime(Box<ClusterTrainingRuntime>),
+    /// A hyperparameter search.
+    OptimizationJob(Box<OptimizationJob>),
     /// An object of another API group (a Namespace, a Kueue queue, …), kept as data and not interpreted.
     Other {
         /// Its `apiVersion`.
@@ -45,6 +48,7 @@ impl Document {
             Self::TrainJob(_) => TRAINJOB_KIND,
             Self::TrainingRuntime(_) => TRAINING_RUNTIME_KIND,
             Self::ClusterTrainingRuntime(_) => CLUSTER_TRAINING_RUNTIME_KIND,
+            Self::OptimizationJob(_) => OPTIMIZATIONJOB_KIND,
             Self::Other { kind, .. } => kind,
         }
     }
@@ -55,6 +59,7 @@ impl Document {
             Self::TrainJob(o) => o.name(),
             Self::TrainingRuntime(o) => o.name(),
             Self::ClusterTrainingRuntime(o) => o.name(),
+            Self::OptimizationJob(o) => o.name(),
             Self::Other { name, .. } => name.as_deref().unwrap_or_default(),
         }
     }
@@ -65,6 +70,7 @@ impl Document {
             Self::TrainJob(o) => serde_json::to_value(o),
             Self::TrainingRuntime(o) => serde_json::to_value(o),
             Self::ClusterTrainingRuntime(o) => serde_json::to_value(o),
+            Self::OptimizationJob(o) => serde_json::to_value(o),
             Self::Other {
                 api_version,
                 kind,
@@ -171,13 +177,14 @@ pub fn parse_value(value: Value, index: usize) -> Result<Document, Vec<FieldErro
     if kind.is_empty() {
         return Err(fail(
             "kind",
-            "kind is required (TrainJob, TrainingRuntime or ClusterTrainingRuntime)".into(),
+            "kind is required (TrainJob, TrainingRuntime, ClusterTrainingRuntime or OptimizationJob)".into(),
         ));
     }
     let ours = [
         TRAINJOB_KIND,
         TRAINING_RUNTIME_KIND,
         CLUSTER_TRAINING_RUNTIME_KIND,
+        OPTIMIZATIONJOB_KIND,
     ]
     .contains(&kind.as_str());
     let kubeflow_group = api_version
@@ -201,7 +208,7 @@ pub fn parse_value(value: Value, index: usize) -> Result<Document, Vec<FieldErro
         return Err(fail(
             "kind",
             format!(
-                "kind {kind:?} is not served by {API_VERSION}; use TrainJob, TrainingRuntime or ClusterTrainingRuntime"
+                "kind {kind:?} is not served by {API_VERSION}; use TrainJob, TrainingRuntime, ClusterTrainingRuntime or OptimizationJob"
             ),
         ));
     }
@@ -211,6 +218,10 @@ pub fn parse_value(value: Value, index: usize) -> Result<Document, Vec<FieldErro
         TRAINING_RUNTIME_KIND => {
             typed::<TrainingRuntime>(&value, crate::crd::runtime_validation_schema)
                 .map(|o| Document::TrainingRuntime(Box::new(o)))
+        }
+        OPTIMIZATIONJOB_KIND => {
+            typed::<OptimizationJob>(&value, crate::crd::optimizationjob_validation_schema)
+                .map(|o| Document::OptimizationJob(Box::new(o)))
         }
         _ => typed::<ClusterTrainingRuntime>(&value, crate::crd::runtime_validation_schema)
             .map(|o| Document::ClusterTrainingRuntime(Box::new(o))),

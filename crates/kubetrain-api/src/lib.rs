@@ -51,6 +51,7 @@ pub mod defaulting;
 mod document;
 mod error;
 pub mod jobset;
+pub mod optimizationjob;
 mod patch;
 pub mod podgroup;
 pub mod quantity;
@@ -65,16 +66,23 @@ pub mod validation;
 pub use catalog::{RuntimeCatalog, RuntimeEntry};
 pub use document::{Document, LocatedDocument, ParseError, parse_documents, parse_value, to_yaml};
 pub use error::{FieldError, Severity};
+pub use optimizationjob::{
+    CategoricalSpace, GridAlgorithm, LogUniformSpace, Objective, ObjectiveDirection,
+    OptimizationJob, OptimizationJobSpec, OptimizationJobStatus, OptimizationResult, Parameter,
+    ParameterAssignment, ParameterType, RandomAlgorithm, SearchAlgorithm, SearchSpace,
+    TrainJobTemplateSpec, UniformSpace,
+};
 pub use patch::{
     ContainerPatch, JobSetSpecPatch, JobSetTemplatePatch, JobSpecPatch, JobTemplatePatch,
     PodSpecPatch, PodTemplatePatch, ReplicatedJobPatch, RuntimePatch, TrainingRuntimeSpecPatch,
 };
 pub use runtime::{
     ClusterTrainingRuntime, CoschedulingPodGroupPolicySource, FluxMLPolicySource,
-    JAXMLPolicySource, JobSetTemplateSpec, MLPolicy, MLPolicySource, MPIImplementation,
-    MPIMLPolicySource, NetworkTopology, NetworkTopologyMode, ONLY_ONE_POLICY, PodGroupPolicy,
-    PodGroupPolicySource, TorchEnvInjection, TorchEnvInjectionTarget, TorchMLPolicySource,
-    TrainingRuntime, TrainingRuntimeSpec, VolcanoPodGroupPolicySource, XGBoostMLPolicySource,
+    JAXMLPolicySource, JOB_LIFECYCLE_IN_TEMPLATE, JOBSET_TTL_IN_TEMPLATE, JobSetTemplateSpec,
+    MLPolicy, MLPolicySource, MPIImplementation, MPIMLPolicySource, NetworkTopology,
+    NetworkTopologyMode, ONLY_ONE_POLICY, PodGroupPolicy, PodGroupPolicySource, RunPolicy,
+    TorchEnvInjection, TorchEnvInjectionTarget, TorchMLPolicySource, TrainingRuntime,
+    TrainingRuntimeSpec, VolcanoPodGroupPolicySource, XGBoostMLPolicySource,
 };
 pub use trainjob::{
     DatasetInitializer, Initializer, InitializerSource, JobStatus, Metric, ModelInitializer,

@@ -41,14 +41,53 @@ pub struct TrainingRuntimeSpec {
     /// Gang scheduling of the TrainJob's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_group_policy: Option<PodGroupPolicy>,
+    /// Lifecycle defaults of the TrainJobs that use this runtime (a TrainJob's own fields override them).
+    /// KEP-2899, ahead of upstream v2.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_policy: Option<RunPolicy>,
     /// The JobSet template that TrainJobs are rendered from.
     pub template: JobSetTemplateSpec,
 }
 
+/// Lifecycle defaults of a runtime's TrainJobs (KEP-2899 `RunPolicy`): a TrainJob's
+/// `spec.activeDeadlineSeconds` and `spec.ttlSecondsAfterFinished` override them.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPolicy {
+    /// Default seconds a TrainJob may run (from `status.startTime`) before it fails with `DeadlineExceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
+    /// Default seconds after a TrainJob finished when the controller deletes it (and its children with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+}
+
+/// The message of the rule that refuses `ttlSecondsAfterFinished` in a runtime's JobSet template.
+pub const JOBSET_TTL_IN_TEMPLATE: &str = "ttlSecondsAfterFinished must not be set in the JobSet template: \
+the TrainJob controller owns cleanup, use spec.runPolicy.ttlSecondsAfterFinished";
+/// The message of the rule that refuses `activeDeadlineSeconds` or `ttlSecondsAfterFinished` in a runtime's Job
+/// templates.
+pub const JOB_LIFECYCLE_IN_TEMPLATE: &str = "activeDeadlineSeconds and ttlSecondsAfterFinished must not be set \
+in the Job templates: the TrainJob controller owns them, use spec.runPolicy";
+
 /// A JobSet template: metadata propagated to the JobSet and a full JobSet spec.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+///
+/// Two CEL rules (KEP-2899) keep cleanup and deadlines with the TrainJob controller: no
+/// `spec.ttlSecondsAfterFinished`, and no `activeDeadlineSeconds` or `ttlSecondsAfterFinished` in a Job template.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("minProperties" = 1))]
+#[x_kube(
+    validation = kube::core::Rule::new("!has(self.spec) || !has(self.spec.ttlSecondsAfterFinished)")
+        .message(JOBSET_TTL_IN_TEMPLATE),
+    validation = kube::core::Rule::new(
+        "!has(self.spec) || !has(self.spec.replicatedJobs) || self.spec.replicatedJobs.all(rj, \
+!has(rj.template.spec) || (!has(rj.template.spec.activeDeadlineSeconds) && \
+!has(rj.template.spec.ttlSecondsAfterFinished)))"
+    ).message(JOB_LIFECYCLE_IN_TEMPLATE)
+)]
 pub struct JobSetTemplateSpec {
     /// Labels and annotations copied to the rendered JobSet.
     #[serde(default, skip_serializing_if = "Option::is_none")]

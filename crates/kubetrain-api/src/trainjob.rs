@@ -55,6 +55,14 @@ pub struct TrainJobSpec {
     #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("field is immutable"))]
     pub active_deadline_seconds: Option<i64>,
 
+    /// Seconds after the job finished (`Complete` or `Failed`) when the controller deletes it, its JobSet,
+    /// pods and other children with it; `0` deletes it as soon as it finishes. Unset: the runtime's
+    /// `runPolicy.ttlSecondsAfterFinished`, else never. Mutable: an edit takes effect at the next reconcile,
+    /// counted from `status.completionTime`. KEP-2899 (kubeflow/trainer#4052), ahead of upstream v2.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+
     /// The controller that reconciles the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253), extend("default" = "trainer.kubeflow.org/trainjob-controller"))]
@@ -212,6 +220,15 @@ pub struct TrainJobStatus {
     /// Progress reported by the trainer itself (alpha, feature gate `TrainJobStatus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trainer_status: Option<TrainerStatus>,
+    /// When the job last started running: set when it is first not suspended, reset when it resumes after a
+    /// suspension, cleared while suspended (JobSet's semantics; the active deadline counts from it). KEP-2899,
+    /// ahead of upstream v2.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the job finished, `Complete` or `Failed` (the time that condition became true); the TTL counts
+    /// from it. KEP-2899, ahead of upstream v2.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
 }
 
 /// Job counts of one replicated job.
@@ -294,4 +311,6 @@ pub mod conditions {
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
     /// Message of `Failed=True` after `activeDeadlineSeconds`.
     pub const DEADLINE_EXCEEDED_MESSAGE: &str = "TrainJob exceeded its active deadline";
+    /// Reason of the event the controller records when it deletes a TrainJob whose TTL expired.
+    pub const TTL_EXPIRED: &str = "TTLExpired";
 }

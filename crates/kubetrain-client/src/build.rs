@@ -76,6 +76,13 @@ pub fn build_trainjob(
             "options.active_deadline_seconds: must be a positive integer (minimum 1), got {s}"
         )));
     }
+    if let Some(s) = options.ttl_seconds_after_finished
+        && s < 0
+    {
+        return Err(ClientError::InvalidArgument(format!(
+            "options.ttl_seconds_after_finished: must be 0 or more seconds, got {s}"
+        )));
+    }
     let spec = TrainJobSpec {
         runtime_ref: RuntimeRef {
             name: runtime.name.clone(),
@@ -97,6 +104,7 @@ pub fn build_trainjob(
             })
             .collect(),
         active_deadline_seconds: options.active_deadline_seconds,
+        ttl_seconds_after_finished: options.ttl_seconds_after_finished,
         ..TrainJobSpec::default()
     };
     let name = options.name.clone().unwrap_or_else(generate_name);

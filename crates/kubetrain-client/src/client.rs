@@ -118,6 +118,13 @@ impl<'a, B: Backend> TrainRequest<'a, B> {
         self
     }
 
+    /// `spec.ttlSecondsAfterFinished` (KEP-2899): the operator deletes the job, its JobSet and pods this
+    /// long after it finished (`0`: at once). The local runner keeps its records (docs/local-runner.md).
+    pub fn ttl_seconds_after_finished(mut self, seconds: i32) -> Self {
+        self.options.ttl_seconds_after_finished = Some(seconds);
+        self
+    }
+
     /// Replaces the trainer command (`TrainerCommand`; container trainers only).
     pub fn trainer_command<S: Into<String>, I: IntoIterator<Item = S>>(mut self, c: I) -> Self {
         self.options.trainer_command = Some(c.into_iter().map(Into::into).collect());

@@ -66,6 +66,7 @@ pub mod kubernetes;
 pub mod labels;
 #[cfg(feature = "local")]
 pub mod local;
+pub mod optimize;
 pub mod progress;
 pub mod trainer;
 pub mod types;

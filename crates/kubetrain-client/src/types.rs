@@ -312,6 +312,9 @@ pub struct TrainOptions {
     pub runtime_patch: Option<kubetrain_api::TrainingRuntimeSpecPatch>,
     /// `spec.activeDeadlineSeconds` (at least 1): the job fails with `DeadlineExceeded` after it.
     pub active_deadline_seconds: Option<i64>,
+    /// `spec.ttlSecondsAfterFinished` (at least 0; KEP-2899, ahead of upstream v2.3): the operator deletes the
+    /// finished job this long after it finished. The Python SDK's `ttl_seconds_after_finished`.
+    pub ttl_seconds_after_finished: Option<i32>,
     /// Replaces the trainer command; only with a container trainer (or none), as in the SDK.
     pub trainer_command: Option<Vec<String>>,
     /// Replaces the trainer args; only with a container trainer (or none), as in the SDK.

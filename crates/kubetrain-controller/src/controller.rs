@@ -15,6 +15,8 @@
 //!    has them; render; then, as leader, apply the snapshot (first reconcile only) and every rendered object.
 //! 3. Compute the status; as leader `DELETE` the JobSet after the active deadline and merge-patch the status
 //!    subresource when it changed.
+//! 4. As leader, `DELETE` a finished TrainJob whose `ttlSecondsAfterFinished` (its own, else its runtime's
+//!    `runPolicy` default; KEP-2899) expired, with a `TTLExpired` event; otherwise requeue for when it does.
 //!
 //! Reconciling one TrainJob against the in-memory API server (`kubetrain-test-support`):
 //!
@@ -71,7 +73,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use kubetrain_api::jobset::{JOBSET_API_VERSION, JobSet};
 use kubetrain_api::podgroup::{coscheduling, volcano};
-use kubetrain_api::{ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime};
+use kubetrain_api::{ClusterTrainingRuntime, RunPolicy, TrainJob, TrainJobStatus, TrainingRuntime};
 use kubetrain_jobset::plugins::Registry;
 use kubetrain_jobset::status::is_finished;
 use kubetrain_merge::plugins::mpi::{hostfile_config_map_name, ssh_auth_secret_name};
@@ -85,6 +87,7 @@ use crate::error::{Error, Result};
 use crate::events;
 use crate::leadership::Leadership;
 use crate::metrics::ControllerMetrics;
+use crate::reconcile::lifecycle::Ttl;
 use crate::reconcile::{
     self, FetchedRuntime, PodGroupKind, RuntimeKind, SnapshotRuntime, StatusDecision,
 };
@@ -249,10 +252,18 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         return Ok(Some(OWN_WRITES_RECHECK));
     }
     let mut jobset = read_jobset(ctx, &key, uid).await?;
-    let (unsupported, mut failure) = sync_unless_finished(job, &key, &mut jobset, ctx).await;
+    let synced = sync_unless_finished(job, &key, &mut jobset, ctx).await;
+    let (unsupported, mut failure, run_policy) =
+        (synced.unsupported, synced.failure, synced.run_policy);
 
     let now = Time(Timestamp::now());
-    let decision = reconcile::decide_status(job, jobset.as_ref(), unsupported.as_deref(), &now);
+    let decision = reconcile::decide_status(
+        job,
+        jobset.as_ref(),
+        unsupported.as_deref(),
+        run_policy.as_ref(),
+        &now,
+    );
     if !ctx.leader() {
         // Followers compute (their caches stay warm) and look again later; they never write.
         return follower_outcome(failure, &decision, ctx);
@@ -269,6 +280,10 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     if let Some(error) = failure {
         return Err(error);
     }
+    if decision.ttl == Ttl::Expired {
+        delete_after_ttl(job, ctx, &decision).await?;
+        return Ok(None);
+    }
     if jobset.is_none() && unsupported.is_none() && !is_finished(&decision.status) {
         return Err(Error::JobSetMissing(format!("{namespace}/{name}")));
     }
@@ -284,40 +299,136 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     Ok(decision.requeue_after.map(whole_seconds))
 }
 
-/// Brings the children in line with the TrainJob unless it is finished or names an unsupported runtime kind.
-/// Returns the unsupported kind's registry key, if any, and the sync's failure (reported as an event by the
-/// leader, returned only after the status is written); `jobset` becomes the JobSet as applied.
+/// What [`sync_unless_finished`] found.
+#[derive(Default)]
+struct Synced {
+    /// The registry key of an unsupported runtime kind.
+    unsupported: Option<String>,
+    /// The sync's failure (reported as an event by the leader, returned only after the status is written).
+    failure: Option<Error>,
+    /// The runtime's KEP-2899 `runPolicy`, when the runtime was read.
+    run_policy: Option<RunPolicy>,
+}
+
+/// Brings the children in line with the TrainJob unless it is finished or names an unsupported runtime kind;
+/// `jobset` becomes the JobSet as applied. A finished job gets no new JobSet even when its JobSet is gone
+/// (kubeflow/trainer#3779): only the runtime's `runPolicy` is read, when the job sets no TTL of its own.
 async fn sync_unless_finished(
     job: &TrainJob,
     key: &Key,
     jobset: &mut Option<JobSet>,
     ctx: &Context,
-) -> (Option<String>, Option<Error>) {
+) -> Synced {
     let finished = job.status.as_ref().is_some_and(is_finished);
     match reconcile::runtime_kind(job) {
-        Err(reconcile::UnsupportedRuntime(kind)) => (Some(kind), None),
+        Err(reconcile::UnsupportedRuntime(kind)) => Synced {
+            unsupported: Some(kind),
+            ..Synced::default()
+        },
         // A finished job's opt-in trainerStatus gauges go (crate::platform), and so does what the leader
         // remembers applying: nothing is applied any more.
-        Ok(_) if finished => {
+        Ok(kind) if finished => {
             ctx.metrics.platform.forget(job);
             ctx.memory.forget(key);
-            (None, None)
+            let needs_policy = job.spec.ttl_seconds_after_finished.is_none();
+            Synced {
+                run_policy: if needs_policy {
+                    finished_run_policy(job, kind, ctx, key).await
+                } else {
+                    None
+                },
+                ..Synced::default()
+            }
         }
         Ok(kind) => match sync_children(job, kind, jobset.as_ref(), ctx).await {
-            Ok(applied) => {
+            Ok((applied, run_policy)) => {
                 if let Some(applied) = applied {
                     *jobset = Some(applied);
                 }
-                (None, None)
+                Synced {
+                    run_policy,
+                    ..Synced::default()
+                }
             }
             Err(error) => {
                 if ctx.leader() {
                     let event = events::resources_creation_failed(&error.to_string());
                     events::publish(&ctx.recorder, &event, &job.object_ref(&())).await;
                 }
-                (None, Some(error))
+                Synced {
+                    failure: Some(error),
+                    ..Synced::default()
+                }
             }
         },
+    }
+}
+
+/// The `runPolicy` of the runtime a finished job ran with: its snapshot's, else the live runtime's. A read
+/// that fails leaves the job without a runtime TTL this time (logged; the next reconcile reads again).
+async fn finished_run_policy(
+    job: &TrainJob,
+    kind: RuntimeKind,
+    ctx: &Context,
+    key: &Key,
+) -> Option<RunPolicy> {
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let snapshot_name = reconcile::snapshot_name(job);
+    let from_snapshot = match read_snapshot_map(ctx, key, uid, &snapshot_name).await {
+        Ok(Some(cm)) => ctx
+            .snapshots
+            .get_or_parse(&cm)
+            .map(|parsed| parsed.spec.run_policy.clone())
+            .ok(),
+        Ok(None) => None,
+        Err(error) => {
+            tracing::debug!(%error, "reading the runtime snapshot of a finished TrainJob failed");
+            None
+        }
+    };
+    match from_snapshot {
+        Some(policy) => policy,
+        None => fetch_runtime(job, kind, ctx, &key.0)
+            .await
+            .ok()
+            .and_then(|r| SnapshotRuntime::from(r).spec.run_policy),
+    }
+}
+
+/// Deletes a finished TrainJob whose TTL expired (KEP-2899), with foreground propagation as Kubernetes' TTL
+/// controller and JobSet's do: the TrainJob goes once its JobSet, pods and other children are gone. The
+/// delete is conditioned on the TrainJob's uid, so a new TrainJob of the same name is never the one deleted;
+/// a Normal `TTLExpired` event says why it went.
+async fn delete_after_ttl(job: &TrainJob, ctx: &Context, decision: &StatusDecision) -> Result<()> {
+    let (namespace, name) = key_of(job);
+    let uid = job.metadata.uid.clone();
+    let event = reconcile::lifecycle::ttl_expired_event(
+        &decision.status,
+        decision.effective_ttl.unwrap_or_default(),
+    );
+    events::publish(&ctx.recorder, &event, &job.object_ref(&())).await;
+    let params = DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Foreground),
+        preconditions: Some(kube::api::Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match Api::<TrainJob>::namespaced(ctx.client.clone(), &namespace)
+        .delete(&name, &params)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(trainjob = %format_args!("{namespace}/{name}"), "deleted after its TTL");
+            ctx.memory.forget(&(namespace, name));
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(error) => Err(Error::kube(
+            format!("deleting TrainJob {namespace}/{name} after its TTL"),
+            error,
+        )),
     }
 }
 
@@ -563,13 +674,13 @@ fn whole_seconds(d: Duration) -> Duration {
 }
 
 /// Reads the runtime (snapshot first) and the children's facts, renders, and applies as leader. Returns the
-/// JobSet as stored after the apply, if it was applied.
+/// JobSet as stored after the apply, if it was applied, and the runtime's `runPolicy`.
 async fn sync_children(
     job: &TrainJob,
     kind: RuntimeKind,
     jobset: Option<&JobSet>,
     ctx: &Context,
-) -> Result<Option<JobSet>> {
+) -> Result<(Option<JobSet>, Option<RunPolicy>)> {
     let key = key_of(job);
     let namespace = &key.0;
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
@@ -578,6 +689,7 @@ async fn sync_children(
     let (snapshot_runtime, new_snapshot) =
         snapshot_runtime(job, kind, ctx, &key, &snapshot_name).await?;
     let runtime = &snapshot_runtime.spec;
+    let run_policy = runtime.run_policy.clone();
 
     let reads = reconcile::reads(runtime);
     let ssh_secret_exists = reads.ssh_secret && ssh_secret_exists(ctx, job).await?;
@@ -595,7 +707,7 @@ async fn sync_children(
         kubetrain_jobset::render_with_registry(job, runtime, &observed, &ctx.plugins, &mut OsRng)?;
 
     if !ctx.leader() {
-        return Ok(None);
+        return Ok((None, run_policy));
     }
     // The leader exports the opt-in trainerStatus gauges of a running job (crate::platform).
     ctx.metrics
@@ -615,7 +727,10 @@ async fn sync_children(
             );
         }
     }
-    apply_rendered(job, &rendered.objects, ctx).await
+    Ok((
+        apply_rendered(job, &rendered.objects, ctx).await?,
+        run_policy,
+    ))
 }
 
 /// The runtime this TrainJob renders with: its snapshot ConfigMap's when there is one, after upstream's

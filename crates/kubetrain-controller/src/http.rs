@@ -1,5 +1,6 @@
 //! The operator's plain-HTTP endpoints for the kubelet and Prometheus: `/healthz` (liveness), `/readyz`
-//! (readiness) and `/metrics` (Prometheus text format of a shared registry).
+//! (readiness) and `/metrics` (Prometheus text format of a shared registry). The metrics address may serve
+//! HTTPS ([`Endpoints::with_tls`]) and check scrapers' tokens ([`Endpoints::with_auth`]).
 //!
 //! Liveness means the process still answers HTTP. Readiness means every registered check has passed; the
 //! operator registers one per part that must be up before traffic may arrive (the webhook server listening
@@ -47,17 +48,30 @@ pub struct Health {
     checks: Arc<Mutex<Checks>>,
 }
 
-/// Each check's name and whether it passes, in registration order.
-type Checks = Vec<(String, Arc<AtomicBool>)>;
+/// Each check's name and flag, in registration order.
+type Checks = Vec<(String, ReadyFlag)>;
 
 /// One readiness check, flipped by the part of the operator it stands for.
 #[derive(Clone, Debug)]
-pub struct ReadyFlag(Arc<AtomicBool>);
+pub struct ReadyFlag(Arc<AtomicBool>, Arc<Mutex<String>>);
 
 impl ReadyFlag {
-    /// Marks the check as passing (`true`) or failing.
+    /// Marks the check as passing (`true`) or failing (without a reason).
     pub fn set(&self, ready: bool) {
+        if ready {
+            self.reason().clear();
+        }
         self.0.store(ready, Ordering::Release);
+    }
+
+    /// Marks the check as failing for `reason`, which `/readyz` shows after the check's name.
+    pub fn set_not_ready(&self, reason: &str) {
+        reason.clone_into(&mut self.reason());
+        self.0.store(false, Ordering::Release);
+    }
+
+    fn reason(&self) -> std::sync::MutexGuard<'_, String> {
+        self.1.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -69,17 +83,21 @@ impl Health {
 
     /// Registers a check named `name`, failing until its flag is set.
     pub fn check(&self, name: &str) -> ReadyFlag {
-        let flag = Arc::new(AtomicBool::new(false));
-        self.lock().push((name.to_owned(), Arc::clone(&flag)));
-        ReadyFlag(flag)
+        let flag = ReadyFlag(Arc::new(AtomicBool::new(false)), Arc::default());
+        self.lock().push((name.to_owned(), flag.clone()));
+        flag
     }
 
-    /// Names of the checks that do not pass, in registration order.
+    /// Names of the checks that do not pass, in registration order, each followed by its reason in
+    /// parentheses when it gave one.
     pub fn not_ready(&self) -> Vec<String> {
         self.lock()
             .iter()
-            .filter(|(_, flag)| !flag.load(Ordering::Acquire))
-            .map(|(name, _)| name.clone())
+            .filter(|(_, flag)| !flag.0.load(Ordering::Acquire))
+            .map(|(name, flag)| match flag.reason().as_str() {
+                "" => name.clone(),
+                reason => format!("{name} ({reason})"),
+            })
             .collect()
     }
 
@@ -93,6 +111,8 @@ pub struct Endpoints {
     listener: TcpListener,
     registry: Arc<Registry>,
     health: Health,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    auth: Option<Arc<crate::metrics_auth::MetricsAuth>>,
 }
 
 impl Endpoints {
@@ -109,7 +129,22 @@ impl Endpoints {
             listener,
             registry,
             health,
+            tls: None,
+            auth: None,
         })
+    }
+
+    /// Serves HTTPS with `tls` (upstream's `metrics.secureServing`) instead of plain HTTP.
+    pub fn with_tls(mut self, tls: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(tokio_rustls::TlsAcceptor::from(tls));
+        self
+    }
+
+    /// Answers `/metrics` only for callers `auth` allows (upstream's `metrics.auth.enabled`): 401 without
+    /// an authenticated token, 403 when RBAC refuses it. Probes stay open.
+    pub fn with_auth(mut self, auth: Arc<crate::metrics_auth::MetricsAuth>) -> Self {
+        self.auth = Some(auth);
+        self
     }
 
     /// The address actually bound (useful with port 0).
@@ -121,11 +156,36 @@ impl Endpoints {
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
         let registry = self.registry;
         let health = self.health;
+        let auth = self.auth;
         let handler = move |request: Request<Incoming>| {
-            let answer = answer(&request, &registry, &health);
-            async move { answer }
+            let registry = Arc::clone(&registry);
+            let health = health.clone();
+            let auth = auth.clone();
+            async move {
+                if let Some(auth) = auth
+                    && request.uri().path() == "/metrics"
+                {
+                    let header = request
+                        .headers()
+                        .get(http::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok());
+                    let verdict = auth
+                        .check(header, request.method().as_str(), request.uri().path())
+                        .await;
+                    if verdict != crate::metrics_auth::ScrapeVerdict::Allowed {
+                        let status = StatusCode::from_u16(verdict.status())
+                            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                        return respond(
+                            status,
+                            "text/plain; charset=utf-8",
+                            verdict.message() + "\n",
+                        );
+                    }
+                }
+                answer(&request, &registry, &health)
+            }
         };
-        serve(self.listener, None, handler, shutdown, LIMITS).await;
+        serve(self.listener, self.tls, handler, shutdown, LIMITS).await;
     }
 }
 

@@ -8,7 +8,11 @@
 //! | [`webhook`] | HTTPS admission webhooks (validating and runtimePatches defaulting) |
 //! | [`election`], [`Leadership`] | Lease leader election and the "may I write" view it drives |
 //! | [`http`], [`metrics`], [`PlatformMetrics`] | `/healthz`, `/readyz`, `/metrics` and the Prometheus metrics (platform view: queue wait, outcomes, GPU-seconds) |
+//! | [`optimization`] | the OptimizationJob controller: hyperparameter searches whose trials are TrainJobs ([docs/optimize.md](https://github.com/kubetrain/kubetrain/blob/main/docs/optimize.md)) |
 //! | [`runtime_finalizer`] | removes the legacy `resource-in-use` finalizer from runtimes, as upstream v2.3 |
+//! | [`config`] | upstream's `Configuration` file (`config.trainer.kubeflow.org/v1alpha1`): strict reading, defaults, the effective settings |
+//! | [`certs`] | built-in webhook certificates (`certManagement.enable`): CA and serving certificate in a Secret, CA injection, rotation |
+//! | [`metrics_auth`] | who may scrape `/metrics` (`metrics.auth.enabled`): TokenReview and SubjectAccessReview |
 //! | [`permissions`] | the RBAC rules the controller needs (the install manifests are tested against them) |
 //! | [`operator`] | [`Operator`]: every part above run side by side, with graceful shutdown (the `kubetrain-operator` binary is flags plus one call); an embedder's render plugins with [`Operator::plugin`] ([docs/plugins.md](https://github.com/kubetrain/kubetrain/blob/main/docs/plugins.md)) |
 //! | [`status_server`] | upstream's TrainJob status server: progress and metrics from the training pods into `status.trainerStatus` |
@@ -29,10 +33,13 @@
 
 mod applied;
 mod apply;
+pub mod audit;
 mod backoff;
 mod cache;
 #[cfg(test)]
 mod cache_scenarios;
+pub mod certs;
+pub mod config;
 pub mod controller;
 pub mod election;
 mod error;
@@ -42,7 +49,9 @@ mod fixtures;
 pub mod http;
 mod leadership;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod operator;
+pub mod optimization;
 pub mod permissions;
 mod platform;
 mod reconcile;

@@ -1,7 +1,7 @@
-//! The whole operator in one call: [`Operator`] runs leader election, the TrainJob and runtime controllers,
-//! the admission webhooks, the TrainJob status server and the probe/metrics endpoints side by side, and stops
-//! them together (servers drain, the leader releases its Lease) on SIGTERM, Ctrl-C or a future of the
-//! caller's choosing.
+//! The whole operator in one call: [`Operator`] runs leader election, the TrainJob, OptimizationJob and runtime
+//! controllers, the admission webhooks, the TrainJob status server and the probe/metrics endpoints side by
+//! side, and stops them together (servers drain, the leader releases its Lease) on SIGTERM, Ctrl-C or a future
+//! of the caller's choosing.
 //!
 //! `kubetrain-operator` is flag parsing plus [`Operator::run`]; a custom operator builds the same thing with
 //! its own settings, metrics, shutdown signal or render plugins ([`Operator::plugin`]; writing one:
@@ -130,6 +130,10 @@ pub struct Operator {
     plugins: Vec<Arc<dyn RenderPlugin>>,
     provider: Option<Arc<CryptoProvider>>,
     shutdown: Option<Shutdown>,
+    /// Built-in certificates, TLS options, the webhook host and HTTPS metrics.
+    serving: crate::certs::Serving,
+    /// The training policy's source and the audit log of the admission webhooks (issue 40).
+    admission: crate::webhook::AdmissionSetup,
 }
 
 impl std::fmt::Debug for Operator {
@@ -163,7 +167,49 @@ impl Operator {
             plugins: Vec::new(),
             provider: crate::default_crypto_provider(),
             shutdown: None,
+            serving: crate::certs::Serving::default(),
+            admission: crate::webhook::AdmissionSetup::default(),
         }
+    }
+
+    /// Serves the admission webhooks on `port` with built-in certificates (upstream's
+    /// `certManagement.enable`): see [`crate::certs`]. The replica is not ready until it serves the
+    /// Secret's current certificate. This also enables the status server.
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorError::Config`] without a rustls crypto provider.
+    pub fn webhooks_with_cert_management(
+        mut self,
+        port: u16,
+        certs: crate::certs::CertManagement,
+    ) -> Result<Self, OperatorError> {
+        let provider = self.provider.clone().ok_or_else(|| {
+            OperatorError::Config("no rustls crypto provider for the webhook server".into())
+        })?;
+        let cert = Arc::new(ReloadingCert::in_memory(provider.clone()));
+        self.webhooks = Some((port, PathBuf::new(), cert, provider));
+        self.serving.cert_management = Some(certs);
+        Ok(self)
+    }
+
+    /// Binds the webhook server to `host` only (upstream's `webhook.host`; default all interfaces).
+    pub fn webhook_host(mut self, host: std::net::IpAddr) -> Self {
+        self.serving.webhook_host = Some(host);
+        self
+    }
+
+    /// Upstream's `tls` options for the webhook and metrics servers.
+    pub fn tls_settings(mut self, tls: crate::webhook::tls::TlsSettings) -> Self {
+        self.serving.tls = tls;
+        self
+    }
+
+    /// Serves the metrics address over HTTPS (upstream's `metrics.secureServing`) with a self-signed
+    /// certificate; with `auth`, `/metrics` only for tokens RBAC allows ([`crate::metrics_auth`]).
+    pub fn secure_metrics(mut self, auth: bool) -> Self {
+        self.serving.secure_metrics = Some(auth);
+        self
     }
 
     /// TLS cryptography of the webhook and status servers (default: [`crate::default_crypto_provider`]).
@@ -241,6 +287,20 @@ impl Operator {
     /// [`OperatorError::Plugin`] before the cluster is contacted.
     pub fn plugin(mut self, plugin: impl RenderPlugin + 'static) -> Self {
         self.plugins.push(Arc::new(plugin));
+        self
+    }
+
+    /// Where the webhooks read the training policy from (default: the ConfigMap
+    /// `kubetrain-training-policy` in the operator's namespace, watched; docs/training-policy.md).
+    pub fn training_policy(mut self, source: crate::webhook::TrainingPolicySource) -> Self {
+        self.admission.policy = source;
+        self
+    }
+
+    /// Writes an audit line for every TrainJob submission, admission decision, runtime change and Secret
+    /// reference the webhooks review ([`crate::audit`]).
+    pub fn audit_log(mut self, log: crate::audit::AuditLog) -> Self {
+        self.admission.audit_log = Some(Arc::new(log));
         self
     }
 
@@ -328,6 +388,15 @@ impl Operator {
         let metrics = ControllerMetrics::register(&mut registry);
         let webhook_metrics = WebhookMetrics::register(&mut registry);
         let status_metrics = StatusMetrics::register(&mut registry);
+        let optimization_metrics =
+            crate::optimization::OptimizationMetrics::register(&mut registry);
+        // The training policy ConfigMap lives in the operator's namespace (the election's, else the client's).
+        let own_namespace = self
+            .election
+            .as_ref()
+            .map(|c| c.namespace.clone())
+            .filter(|namespace| !namespace.is_empty())
+            .unwrap_or_else(|| client.default_namespace().to_owned());
         let leadership = match self.election {
             Some(mut config) => {
                 if config.namespace.is_empty() {
@@ -361,27 +430,61 @@ impl Operator {
                 }
                 Ok(())
             });
+            let reporter = kube::runtime::events::Reporter {
+                controller: settings.event_reporter.clone(),
+                instance: settings.event_instance.clone(),
+            };
+            let (policy, policy_watch, audit) = self
+                .admission
+                .start(&client, &own_namespace, reporter)
+                .map_err(OperatorError::Config)?;
+            if let Some(policy_watch) = policy_watch {
+                let stopped = stop.signalled();
+                tasks.spawn(async move {
+                    tokio::select! {
+                        () = policy_watch => {}
+                        () = stopped => {}
+                    }
+                    Ok(())
+                });
+            }
             let admission = || {
                 Admission::new(client.clone())
                     .with_cache(runtimes.clone())
                     .with_metrics(webhook_metrics.clone())
                     .with_plugins(plugins.clone())
+                    .with_policy(policy.clone())
+                    .with_audit(audit.clone())
             };
-            let server = match WebhookServer::bind(
-                any_v6(*port),
-                cert.clone(),
-                provider.clone(),
-                admission(),
-            )
-            .await
-            {
-                Ok(server) => server,
-                // Hosts without IPv6 (some kind nodes, containers with IPv6 off): all IPv4 interfaces.
-                Err(_) => {
-                    WebhookServer::bind(any_v4(*port), cert.clone(), provider.clone(), admission())
-                        .await?
+            // The host, else all IPv6 interfaces, else (hosts without IPv6) all IPv4 ones.
+            let mut bound = Err(OperatorError::Config("no webhook address".into()));
+            for addr in self.serving.webhook_addrs(*port) {
+                let tls = &self.serving.tls;
+                bound = WebhookServer::bind_with(
+                    addr,
+                    cert.clone(),
+                    provider.clone(),
+                    admission(),
+                    tls,
+                )
+                .await
+                .map_err(OperatorError::from);
+                if bound.is_ok() {
+                    break;
                 }
-            };
+            }
+            let server = bound?;
+            let leading = &leadership;
+            if let Some(manager) = self.serving.cert_manager(
+                &client,
+                cert,
+                provider,
+                leading,
+                &health,
+                stop.signalled(),
+            ) {
+                tasks.spawn(ok(manager));
+            }
             let addr = server.local_addr().map_err(OperatorError::Endpoints)?;
             tracing::info!(%addr, "serving admission webhooks");
             webhook_addr = Some(addr);
@@ -413,10 +516,17 @@ impl Operator {
         }
 
         let mut endpoint_addrs = Vec::new();
-        for addr in &self.endpoints {
-            let endpoints = Endpoints::bind(*addr, registry.clone(), health.clone())
+        for (i, addr) in self.endpoints.iter().enumerate() {
+            let mut endpoints = Endpoints::bind(*addr, registry.clone(), health.clone())
                 .await
                 .map_err(OperatorError::Endpoints)?;
+            if i == 0 {
+                // The metrics address: HTTPS and the scrape filter when asked.
+                endpoints = self
+                    .serving
+                    .metrics_endpoint(endpoints, &client, self.provider.as_ref())
+                    .map_err(OperatorError::Config)?;
+            }
             let addr = endpoints.local_addr().map_err(OperatorError::Endpoints)?;
             tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
             endpoint_addrs.push(addr);
@@ -428,6 +538,14 @@ impl Operator {
             client.clone(),
             settings.clone(),
             leadership.clone(),
+            stop.signalled(),
+        )));
+        // OptimizationJobs: trials are TrainJobs (off, with a warning, where the CRD is not installed).
+        tasks.spawn(ok(crate::optimization::run(
+            client.clone(),
+            settings.clone(),
+            leadership.clone(),
+            optimization_metrics,
             stop.signalled(),
         )));
         let controller = tokio::spawn(crate::controller::run_with_plugins(

@@ -14,7 +14,8 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 
 /// Every API group, resource and verb the controller uses:
 ///
-/// - TrainJobs are listed and watched (the reconcile reads the cache) and their status is merge-patched.
+/// - TrainJobs are listed and watched (the reconcile reads the cache) and their status is merge-patched; a
+///   finished TrainJob whose `ttlSecondsAfterFinished` expired is `delete`d (KEP-2899).
 /// - Runtimes are read with `get` on the first reconcile of a TrainJob (later renders use the snapshot), and
 ///   watched (`list`, `watch`) and `patch`ed by the runtime controllers that remove the legacy
 ///   `resource-in-use` finalizer ([`crate::runtime_finalizer`]).
@@ -22,12 +23,18 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 ///   `watch`) to trigger reconciles, and written with server-side apply, which is a `patch` that also needs
 ///   `create` when the object does not exist yet. JobSets are `delete`d after the active deadline.
 /// - Events are created, and patched when they repeat (an event series).
+/// - OptimizationJobs are watched and their status merge-patched; their trials are TrainJobs the controller
+///   creates and patches (early stopping), see [`crate::optimization::required_rules`].
 ///
 /// Verbs are sorted, so the rules compare as data.
 pub fn required_rules() -> Vec<PolicyRule> {
     const CHILD: &[&str] = &["create", "get", "list", "patch", "watch"];
     vec![
-        rule("trainer.kubeflow.org", &["trainjobs"], &["list", "watch"]),
+        rule(
+            "trainer.kubeflow.org",
+            &["trainjobs"],
+            &["delete", "list", "watch"],
+        ),
         rule("trainer.kubeflow.org", &["trainjobs/status"], &["patch"]),
         rule(
             "trainer.kubeflow.org",
@@ -44,6 +51,10 @@ pub fn required_rules() -> Vec<PolicyRule> {
         rule("scheduling.volcano.sh", &["podgroups"], CHILD),
         rule("events.k8s.io", &["events"], &["create", "patch"]),
     ]
+    .into_iter()
+    // The OptimizationJob controller: its jobs and their status, and the trial TrainJobs it creates and stops.
+    .chain(crate::optimization::required_rules())
+    .collect()
 }
 
 #[cfg(test)]
@@ -62,6 +73,7 @@ mod tests {
     fn covers_every_call_the_controller_makes() {
         for (group, resource, verb) in [
             ("trainer.kubeflow.org", "trainjobs", "watch"),
+            ("trainer.kubeflow.org", "trainjobs", "delete"),
             ("trainer.kubeflow.org", "trainjobs/status", "patch"),
             ("trainer.kubeflow.org", "trainingruntimes", "get"),
             ("trainer.kubeflow.org", "clustertrainingruntimes", "get"),
@@ -83,7 +95,6 @@ mod tests {
     fn asks_for_nothing_it_does_not_use() {
         for (group, resource, verb) in [
             ("trainer.kubeflow.org", "trainjobs", "update"),
-            ("trainer.kubeflow.org", "trainjobs", "delete"),
             ("trainer.kubeflow.org", "trainingruntimes", "update"),
             (
                 "trainer.kubeflow.org",

@@ -75,6 +75,12 @@ const SERVED: &[(&str, &str, &str, bool)] = &[
     ),
     (
         "trainer.kubeflow.org/v1alpha1",
+        "optimizationjobs",
+        "OptimizationJob",
+        true,
+    ),
+    (
+        "trainer.kubeflow.org/v1alpha1",
         "clustertrainingruntimes",
         "ClusterTrainingRuntime",
         false,
@@ -103,6 +109,18 @@ const SERVED: &[(&str, &str, &str, bool)] = &[
         false,
     ),
     ("coordination.k8s.io/v1", "leases", "Lease", true),
+    (
+        "admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        false,
+    ),
 ];
 
 /// Where an object lives: apiVersion, plural, namespace ("" when cluster-scoped), name.

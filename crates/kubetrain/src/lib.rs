@@ -13,6 +13,8 @@
 //! | `collective` | `collective` | `kubetrain-collective`: NCCL / CPU collectives |
 //! | `initializer` | `initializer` | `kubetrain-initializer`: s3:// and hf:// downloads |
 //! | `migrate` | `migrate` | `kubetrain-migrate`: Training Operator v1 jobs to TrainJobs, with a report |
+//! | `tenancy` | `tenancy` | `kubetrain-tenancy`: the training policy, team onboarding, the multi-tenancy checklist |
+//! | `optimize` | `optimize` | `kubetrain-optimize`: hyperparameter search samplers (random, grid, TPE) and median stopping |
 //! | `client` | `client` | `kubetrain-client`: the TrainerClient SDK (Kubernetes and local processes) |
 //! | `controller` | `controller` | `kubetrain-controller`: the operator (controller, webhooks, leader election, metrics) |
 //! | `latest`, `earliest`, `v1_33` … `v1_37` | [`k8s_openapi`] | the Kubernetes version of the `k8s-openapi` types |
@@ -144,6 +146,16 @@ pub use kubetrain_initializer as initializer;
 #[cfg_attr(docsrs, doc(cfg(feature = "migrate")))]
 #[doc(inline)]
 pub use kubetrain_migrate as migrate;
+
+#[cfg(feature = "tenancy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tenancy")))]
+#[doc(inline)]
+pub use kubetrain_tenancy as tenancy;
+
+#[cfg(feature = "optimize")]
+#[cfg_attr(docsrs, doc(cfg(feature = "optimize")))]
+#[doc(inline)]
+pub use kubetrain_optimize as optimize;
 
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]

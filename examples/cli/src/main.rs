@@ -45,6 +45,8 @@ enum Command {
     /// The GPU-cluster acceptance test: queue, staging, benchmark, training, checkpoint restore, labels, cost.
     Acceptance(cmd::acceptance::AcceptanceArgs),
     // subcommands: acceptance (issue 17)
+    /// The checkpoint interval that costs least for a TrainJob (Young/Daly), from an interruption rate.
+    CheckpointAdvice(cmd::advice::AdviceArgs),
     /// Training Operator v1 jobs (PyTorchJob, TFJob, MPIJob, ...) to TrainJobs and runtimes, with a report.
     Migrate(cmd::migrate::MigrateArgs),
     /// Hyperparameter search: run an OptimizationJob on a cluster or on this machine, with a report.
@@ -108,6 +110,7 @@ fn main() -> ExitCode {
         Command::Jobs(command) => cmd::jobs::run(command),
         // dispatch: submit, get, list, logs, wait, delete, runtimes (issue 6)
         Command::Acceptance(args) => cmd::acceptance::run(args),
+        Command::CheckpointAdvice(args) => cmd::advice::run(args),
         // dispatch: acceptance (issue 17)
         Command::Migrate(args) => cmd::migrate::run(args),
         Command::Optimize(args) => cmd::optimize::run(args),

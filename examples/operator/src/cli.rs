@@ -148,9 +148,39 @@ pub(crate) struct Cli {
     #[arg(long, env = "KUBETRAIN_FIELD_MANAGER", default_value = kubetrain_controller::FIELD_MANAGER)]
     pub field_manager: String,
 
+    /// The training policy's ConfigMap as NAMESPACE/NAME (key policy.yaml; watched, so a change applies
+    /// without a restart; while it is absent nothing is refused, as upstream), or `none` to watch nothing
+    /// [default: kubetrain-training-policy in the operator's namespace]. See docs/training-policy.md.
+    #[arg(
+        long,
+        env = "KUBETRAIN_TRAINING_POLICY_CONFIGMAP",
+        conflicts_with = "training_policy"
+    )]
+    pub training_policy_configmap: Option<kubetrain_controller::webhook::TrainingPolicySource>,
+
+    /// Read the training policy from this file instead (a TrainingPolicy document or a ConfigMap holding
+    /// one; read once at start).
+    #[arg(long, env = "KUBETRAIN_TRAINING_POLICY")]
+    pub training_policy: Option<PathBuf>,
+
+    /// Write a JSON audit line for every TrainJob submission, admission decision, runtime change and Secret
+    /// reference the webhooks review, to this file (appended) or `-` for stderr.
+    #[arg(long, env = "KUBETRAIN_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
+
     /// Log format.
     #[arg(long, env = "KUBETRAIN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
+
+    /// Upstream's controller Configuration file (config.trainer.kubeflow.org/v1alpha1, as its Helm chart and
+    /// kustomize base mount it); flags given on the command line or by environment variable override it.
+    #[arg(long, env = "KUBETRAIN_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// With --config: print the effective settings as YAML and exit 0, or the file's problems and exit 1,
+    /// without contacting a cluster.
+    #[arg(long, requires = "config")]
+    pub check_config: bool,
 
     /// Kubeconfig file [default: in-cluster config, else KUBECONFIG or ~/.kube/config].
     #[arg(long, env = "KUBETRAIN_KUBECONFIG")]
@@ -189,6 +219,22 @@ impl Cli {
         }
         if !self.disable_webhooks {
             operator = operator.webhooks(self.webhook_port, &self.webhook_cert_dir)?;
+        }
+        if let Some(path) = &self.training_policy {
+            // Read now, so that a bad file fails before the cluster is contacted.
+            kubetrain_controller::webhook::PolicyGate::from_file(path)
+                .map_err(OperatorError::Config)?;
+            operator = operator.training_policy(
+                kubetrain_controller::webhook::TrainingPolicySource::File(path.clone()),
+            );
+        } else if let Some(source) = &self.training_policy_configmap {
+            operator = operator.training_policy(source.clone());
+        }
+        if let Some(path) = &self.audit_log {
+            let log = kubetrain_controller::audit::AuditLog::open(path).map_err(|e| {
+                OperatorError::Config(format!("--audit-log {}: {e}", path.display()))
+            })?;
+            operator = operator.audit_log(log);
         }
         if self.trainjob_status {
             operator = operator.trainjob_status(StatusServerSettings {
@@ -318,5 +364,69 @@ mod tests {
             found = true;
         }
         assert!(found, "no Deployment in operator.yaml");
+    }
+
+    #[test]
+    fn the_training_policy_flags_parse_and_a_bad_policy_file_fails_before_the_cluster() {
+        use kubetrain_controller::webhook::TrainingPolicySource;
+
+        let cli = Cli::try_parse_from([
+            "kubetrain-operator",
+            "--training-policy-configmap",
+            "ops/gpu-policy",
+            "--audit-log",
+            "-",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.training_policy_configmap,
+            Some(TrainingPolicySource::ConfigMap {
+                namespace: "ops".into(),
+                name: "gpu-policy".into()
+            })
+        );
+        let off =
+            Cli::try_parse_from(["kubetrain-operator", "--training-policy-configmap", "none"]);
+        assert_eq!(
+            off.unwrap().training_policy_configmap,
+            Some(TrainingPolicySource::Off)
+        );
+        let bad = Cli::try_parse_from([
+            "kubetrain-operator",
+            "--training-policy-configmap",
+            "no-slash",
+        ]);
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("is not NAMESPACE/NAME")
+        );
+        let both = Cli::try_parse_from([
+            "kubetrain-operator",
+            "--training-policy-configmap",
+            "a/b",
+            "--training-policy",
+            "p.yaml",
+        ]);
+        assert!(both.is_err(), "one source at a time");
+
+        let file =
+            std::env::temp_dir().join(format!("kubetrain-policy-{}.yaml", std::process::id()));
+        std::fs::write(
+            &file,
+            "apiVersion: kubetrain.dev/v1alpha1\nkind: TrainingPolicy\nspec: {registrys: []}\n",
+        )
+        .unwrap();
+        let cli = Cli::try_parse_from([
+            "kubetrain-operator",
+            "--disable-webhooks",
+            "--leader-elect=false",
+            "--training-policy",
+            file.to_str().unwrap(),
+        ])
+        .unwrap();
+        let error = cli.operator().unwrap_err().to_string();
+        std::fs::remove_file(&file).unwrap();
+        assert!(error.contains("spec.registrys: unknown field"), "{error}");
     }
 }

@@ -16,6 +16,7 @@ use clap::{CommandFactory, FromArgMatches};
 use kubetrain_controller::Operator;
 
 mod cli;
+mod config_file;
 
 use cli::{Cli, LogFormat};
 
@@ -25,10 +26,29 @@ use cli::{Cli, LogFormat};
 /// certificate, the plugins' names) or the run fail.
 pub fn main_with(name: &'static str, customize: impl FnOnce(Operator) -> Operator) -> ExitCode {
     let matches = Cli::command().name(name).bin_name(name).get_matches();
-    let cli = match Cli::from_arg_matches(&matches) {
+    let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
+    // --config: the file under the flags; --check-config stops here.
+    let file = match cli.config.clone() {
+        Some(path) => match config_file::load(&path, &mut cli, &matches) {
+            Ok(file) => Some(file),
+            Err(problems) => {
+                for problem in problems {
+                    eprintln!("{name}: {}: {problem}", path.display());
+                }
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    if cli.check_config
+        && let Some(file) = &file
+    {
+        print!("{}", file.effective(&cli).to_yaml());
+        return ExitCode::SUCCESS;
+    }
     init_logging(cli.log_format);
     // One rustls provider for the kube client and the webhook server alike (ring, as the rest of the tree).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -41,7 +61,11 @@ pub fn main_with(name: &'static str, customize: impl FnOnce(Operator) -> Operato
     };
     // The offline checks (election timings, the certificate) come before the cluster is contacted.
     let outcome = runtime.block_on(async {
-        let operator = customize(cli.operator()?);
+        let operator = match &file {
+            Some(file) => file.operator(&mut cli)?,
+            None => cli.operator()?,
+        };
+        let operator = customize(operator);
         operator.run(cli.client().await?).await?;
         anyhow::Ok(())
     });

@@ -19,7 +19,9 @@ use serde_json::Value;
 
 use super::cel_native::{self, Shape};
 use super::schema::{self, Constraints};
-use crate::crd::{runtime_validation_schema, trainjob_validation_schema};
+use crate::crd::{
+    optimizationjob_validation_schema, runtime_validation_schema, trainjob_validation_schema,
+};
 use crate::error::FieldError;
 
 /// Which schema an object is checked against.
@@ -27,6 +29,7 @@ use crate::error::FieldError;
 pub(crate) enum SchemaKind {
     TrainJob,
     Runtime,
+    OptimizationJob,
 }
 
 impl SchemaKind {
@@ -34,6 +37,7 @@ impl SchemaKind {
         match self {
             SchemaKind::TrainJob => trainjob_validation_schema(),
             SchemaKind::Runtime => runtime_validation_schema(),
+            SchemaKind::OptimizationJob => optimizationjob_validation_schema(),
         }
     }
 
@@ -41,6 +45,7 @@ impl SchemaKind {
         match self {
             SchemaKind::TrainJob => 0,
             SchemaKind::Runtime => 1,
+            SchemaKind::OptimizationJob => 2,
         }
     }
 }
@@ -54,7 +59,7 @@ struct Reference {
 /// kube-cel's compiled schema, built on first use (only objects that need it pay for it).
 #[cfg(feature = "cel")]
 fn reference(kind: SchemaKind) -> &'static Reference {
-    static CELLS: [OnceLock<Reference>; 2] = [OnceLock::new(), OnceLock::new()];
+    static CELLS: [OnceLock<Reference>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     CELLS[kind.index()].get_or_init(|| Reference {
         validator: Validator::new(),
         schema: compile_schema(kind.schema()),
@@ -63,7 +68,8 @@ fn reference(kind: SchemaKind) -> &'static Reference {
 
 /// The native rule tree, or `None` when some rule of the schema is not recognised.
 pub(crate) fn native(kind: SchemaKind) -> Option<&'static Shape> {
-    static CELLS: [OnceLock<Option<Shape>>; 2] = [OnceLock::new(), OnceLock::new()];
+    static CELLS: [OnceLock<Option<Shape>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     CELLS[kind.index()]
         .get_or_init(|| cel_native::compile(kind.schema()))
         .as_ref()
@@ -71,7 +77,8 @@ pub(crate) fn native(kind: SchemaKind) -> Option<&'static Shape> {
 
 /// The schema's value constraints, compiled once.
 pub(crate) fn constraints(kind: SchemaKind) -> Option<&'static Constraints> {
-    static CELLS: [OnceLock<Option<Constraints>>; 2] = [OnceLock::new(), OnceLock::new()];
+    static CELLS: [OnceLock<Option<Constraints>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     CELLS[kind.index()]
         .get_or_init(|| schema::compile(kind.schema()))
         .as_ref()

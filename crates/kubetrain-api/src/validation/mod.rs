@@ -40,12 +40,14 @@ mod cel_rules;
 #[cfg(all(test, feature = "cel"))]
 mod differential_tests;
 mod go_json;
+mod optimization;
 mod schema;
 mod webhook;
 
 use serde::Serialize;
 use serde_json::Value;
 
+pub use optimization::{MEDIAN, TPE, validate_optimizationjob, validate_optimizationjob_object};
 pub use webhook::gpus_per_node;
 
 use crate::catalog::RuntimeCatalog;
@@ -64,6 +66,7 @@ pub fn validate_document(document: &Document, catalog: &RuntimeCatalog) -> Vec<F
         Document::TrainJob(job) => validate_trainjob(job, catalog),
         Document::TrainingRuntime(runtime) => validate_training_runtime(runtime),
         Document::ClusterTrainingRuntime(runtime) => validate_cluster_training_runtime(runtime),
+        Document::OptimizationJob(job) => validate_optimizationjob(job, catalog),
         Document::Other { .. } => Vec::new(),
     }
 }

@@ -154,6 +154,26 @@ fn cluster_training_runtime_crd_covers_upstream() {
     assert_embedded_metadata_matches(&upstream, &schema_of(&crd::cluster_training_runtime_crd()));
 }
 
+/// Upstream master's OptimizationJob CRD (`manifests/base/crds/trainer.kubeflow.org_optimizationjobs.yaml`,
+/// not in a release yet, so neither in the shared data nor in any Go module the proxy serves): ignored, run by
+/// hand after copying it there (`cargo test -p kubetrain-api --features k8s-openapi/latest --test api --
+/// --ignored optimizationjob_crd_covers_upstream`; docs/optimize.md gives the last result).
+#[test]
+#[ignore = "needs upstream master's OptimizationJob CRD in the shared data (no release has it yet)"]
+fn optimizationjob_crd_covers_upstream() {
+    let file = "trainer.kubeflow.org_optimizationjobs.yaml";
+    let dir = shared_data::shared_dir("upstream/trainer/crds").expect("the shared upstream CRDs");
+    assert!(
+        dir.join(file).is_file(),
+        "copy {file} from kubeflow/trainer master manifests/base/crds/ into {}",
+        dir.display()
+    );
+    let upstream = upstream_schema(file).expect("the directory exists");
+    let ours = schema_of(&crd::optimizationjob_crd());
+    assert_covers(&upstream, &ours);
+    assert_embedded_metadata_matches(&upstream, &ours);
+}
+
 #[test]
 fn trainjob_crd_has_status_subresource_and_columns() {
     let crd = crd::trainjob_crd();
@@ -180,4 +200,69 @@ fn trainjob_crd_has_status_subresource_and_columns() {
     );
     assert_eq!(crd.spec.scope, "Namespaced");
     assert_eq!(crd::cluster_training_runtime_crd().spec.scope, "Cluster");
+}
+
+/// Our facts that upstream v2.3 lacks, outside the embedded Kubernetes and JobSet types (whose newer fields
+/// come with the newer `k8s-openapi` and JobSet versions): the TrainJob's and the runtime's own fields.
+fn ahead_of_upstream(upstream: &Value, ours: &Value) -> Vec<String> {
+    let (mut theirs, mut mine) = (BTreeSet::new(), BTreeSet::new());
+    facts(upstream, "", &mut theirs);
+    facts(ours, "", &mut mine);
+    let own = |fact: &str| {
+        let path = fact.split(' ').next().unwrap_or_default();
+        let depth = path.matches('.').count();
+        // `.spec.x`, `.status.x` and the rules on `.spec.template` itself; below `.spec.template.` and
+        // `.spec.trainer.` etc. live the embedded types.
+        depth <= 2 || path.starts_with(".spec.runPolicy")
+    };
+    mine.difference(&theirs)
+        .filter(|f| own(f))
+        .cloned()
+        .collect()
+}
+
+/// The fields ahead of v2.3 are exactly KEP-2899's (docs/validation.md and docs/crd-reference.md list them):
+/// anything else our CRDs add at the trainer level would change what upstream's API server accepts.
+#[test]
+fn only_kep_2899_fields_are_ahead_of_upstream() {
+    let trainjob = [
+        ".spec.ttlSecondsAfterFinished",
+        ".status.completionTime",
+        ".status.startTime",
+    ];
+    let runtime = [
+        ".spec.runPolicy",
+        ".spec.runPolicy.activeDeadlineSeconds",
+        ".spec.runPolicy.ttlSecondsAfterFinished",
+        ".spec.template rule !has(self.spec)||!has(self.spec.replicatedJobs)||self.spec.replicatedJobs.all(rj,\
+!has(rj.template.spec)||(!has(rj.template.spec.activeDeadlineSeconds)&&!has(rj.template.spec.ttlSecondsAfterFinished)))",
+        ".spec.template rule !has(self.spec)||!has(self.spec.ttlSecondsAfterFinished)",
+    ];
+    let cases = [
+        (
+            "trainer.kubeflow.org_trainjobs.yaml",
+            crd::trainjob_crd(),
+            &trainjob[..],
+        ),
+        (
+            "trainer.kubeflow.org_trainingruntimes.yaml",
+            crd::training_runtime_crd(),
+            &runtime[..],
+        ),
+        (
+            "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+            crd::cluster_training_runtime_crd(),
+            &runtime[..],
+        ),
+    ];
+    for (file, ours, expected) in cases {
+        let Some(upstream) = upstream_schema(file) else {
+            return;
+        };
+        assert_eq!(
+            ahead_of_upstream(&upstream, &schema_of(&ours)),
+            expected,
+            "{file}: the fields ahead of upstream v2.3"
+        );
+    }
 }

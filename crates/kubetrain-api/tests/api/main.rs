@@ -5,6 +5,7 @@ mod shared_data;
 
 mod crd_coverage;
 mod docs_in_sync;
+mod optimization;
 mod properties;
 mod upstream_roundtrip;
 mod validation_rules;

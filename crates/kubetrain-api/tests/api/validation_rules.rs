@@ -939,3 +939,68 @@ fn a_stream_of_more_than_1024_documents_is_read_one_document_at_a_time() {
         .to_string();
     assert!(error.contains("document 2001 (from line 12001)"), "{error}");
 }
+
+/// KEP-2899 (ahead of v2.3): the runtime's `runPolicy` bounds, the TTL's minimum and the two template rules
+/// that keep cleanup and deadlines with the TrainJob controller; the TTL stays mutable.
+#[test]
+fn run_policy_and_ttl_rules() {
+    let runtime = |extra: &str, jobset: &str, job_spec: &str| {
+        format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainingRuntime\nmetadata: {{name: rt}}\nspec:\n  {extra}\n  template:\n    spec:\n      {jobset}\n      replicatedJobs:\n        - {{name: node, template: {{spec: {{{job_spec}template: {{spec: {{containers: [{{name: node, image: x}}]}}}}}}}}}}\n"
+        )
+    };
+    assert_accepted(&[&runtime(
+        "runPolicy: {activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0}",
+        "",
+        "",
+    )]);
+    assert_rejected(
+        &[&runtime("runPolicy: {activeDeadlineSeconds: 0}", "", "")],
+        "spec.runPolicy.activeDeadlineSeconds",
+    );
+    assert_rejected(
+        &[&runtime("runPolicy: {ttlSecondsAfterFinished: -1}", "", "")],
+        "spec.runPolicy.ttlSecondsAfterFinished",
+    );
+    assert_rejected(
+        &[&runtime("", "ttlSecondsAfterFinished: 10", "")],
+        kubetrain_api::JOBSET_TTL_IN_TEMPLATE,
+    );
+    for job_field in ["activeDeadlineSeconds: 5, ", "ttlSecondsAfterFinished: 5, "] {
+        assert_rejected(
+            &[&runtime("", "", job_field)],
+            kubetrain_api::JOB_LIFECYCLE_IN_TEMPLATE,
+        );
+    }
+    assert_rejected(
+        &[&job(
+            "  runtimeRef: {name: r}\n  ttlSecondsAfterFinished: -5",
+        )],
+        "spec.ttlSecondsAfterFinished",
+    );
+    assert_accepted(&[
+        TORCH_RUNTIME,
+        &job("  runtimeRef: {name: torch-distributed}\n  ttlSecondsAfterFinished: 0"),
+    ]);
+    // Mutable: a finished job's retention can be shortened or extended.
+    let parse = |spec: &str| -> TrainJob {
+        match parse_documents(&job(spec)).unwrap().remove(0).document {
+            Document::TrainJob(j) => *j,
+            other => panic!("a TrainJob, got {other:?}"),
+        }
+    };
+    let old = parse("  runtimeRef: {name: r}\n  ttlSecondsAfterFinished: 600");
+    let new = parse("  runtimeRef: {name: r}\n  ttlSecondsAfterFinished: 5");
+    let errors = kubetrain_api::validation::validate_trainjob_update(
+        &old,
+        &new,
+        &RuntimeCatalog::new(),
+        None,
+    );
+    assert!(
+        errors
+            .iter()
+            .all(|e| !e.to_string().contains("ttlSecondsAfterFinished")),
+        "{errors:#?}"
+    );
+}

@@ -191,6 +191,16 @@ impl KubernetesBackend {
         self
     }
 
+    /// The kube client, for resources beyond TrainJobs (OptimizationJobs: [`crate::optimize`]).
+    pub fn kube_client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The namespace jobs are created and read in.
+    pub fn namespace_name(&self) -> &str {
+        &self.namespace
+    }
+
     fn jobs(&self) -> Api<TrainJob> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }

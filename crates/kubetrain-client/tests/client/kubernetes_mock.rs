@@ -446,6 +446,7 @@ async fn the_train_builder_sends_the_function_command_and_every_option() {
         .name("fn-job")
         .annotation("owner", "ml")
         .active_deadline_seconds(600)
+        .ttl_seconds_after_finished(300)
         .runtime_patch(patch)
         .await
         .unwrap();
@@ -478,6 +479,7 @@ async fn the_train_builder_sends_the_function_command_and_every_option() {
             json!({"nvidia.com/gpu": "1"})
         );
         assert_eq!(spec["activeDeadlineSeconds"], 600);
+        assert_eq!(spec["ttlSecondsAfterFinished"], 300);
         assert_eq!(
             spec["runtimePatches"],
             json!([{"manager": "trainer.kubeflow.org/kubeflow-sdk", "trainingRuntimeSpec": {"template": {

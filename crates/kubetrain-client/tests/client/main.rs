@@ -8,6 +8,7 @@ mod local_plugins;
 mod local_queue;
 mod local_runner;
 mod local_status;
+mod optimize_cluster;
 mod progress_reporter;
 mod python_sdk_parity;
 mod sdk_builder;

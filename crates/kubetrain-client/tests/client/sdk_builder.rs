@@ -130,6 +130,10 @@ async fn trainers_and_options_are_checked_against_the_runtime() {
             client.train().active_deadline_seconds(0),
             "options.active_deadline_seconds: must be a positive integer (minimum 1), got 0",
         ),
+        (
+            client.train().ttl_seconds_after_finished(-1),
+            "options.ttl_seconds_after_finished: must be 0 or more seconds, got -1",
+        ),
     ];
     for (request, want) in cases {
         assert_eq!(request.await.unwrap_err().to_string(), want);

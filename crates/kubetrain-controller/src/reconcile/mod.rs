@@ -7,9 +7,10 @@
 //! | `spec.managedBy` not ours (e.g. MultiKueue) | [`Skip::ManagedElsewhere`]: no reads, no writes |
 //! | being deleted | [`Skip::Deleting`]: children go with it (owner references) |
 //! | `runtimeRef` kind/group unsupported | `Failed=True`, reason `TrainingRuntimeNotSupported`; no objects |
-//! | finished (`Complete` or `Failed`) | no objects; status still follows the JobSet |
+//! | finished (`Complete` or `Failed`) | no objects, never a new JobSet (kubeflow/trainer#3779); status still follows the JobSet; deleted once its TTL expired ([`lifecycle`]) |
 //! | otherwise | snapshot (first time), render, apply every object; status from the applied JobSet |
 
+pub mod lifecycle;
 mod snapshot;
 mod status;
 
@@ -138,3 +139,5 @@ pub fn observed(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod ttl_scenarios;

@@ -7,9 +7,11 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kubetrain_api::conditions::{DEADLINE_EXCEEDED, FAILED, TRAINING_RUNTIME_NOT_SUPPORTED};
 use kubetrain_api::jobset::JobSet;
-use kubetrain_api::{TrainJob, TrainJobStatus};
+use kubetrain_api::{RunPolicy, TrainJob, TrainJobStatus};
 use kubetrain_jobset::status::{set_condition, sync_status};
 use serde_json::{Map, Value};
+
+use super::lifecycle::{Ttl, effective_active_deadline, effective_ttl, set_times, ttl_decision};
 
 /// What to write after a reconcile.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,20 +22,39 @@ pub struct StatusDecision {
     pub patch: Option<Value>,
     /// `activeDeadlineSeconds` passed: delete the JobSet.
     pub delete_jobset: bool,
-    /// Reconcile again after this long (the active deadline).
+    /// Reconcile again after this long (the active deadline, or the TTL of a finished job).
     pub requeue_after: Option<Duration>,
+    /// What the TTL asks (KEP-2899): keep the TrainJob, or delete it now.
+    pub ttl: Ttl,
+    /// The TTL in force (the job's own, else the runtime's `runPolicy` default).
+    pub effective_ttl: Option<i32>,
 }
 
 /// Computes the TrainJob's status from the TrainJob, its JobSet (as read or as just applied) and the time.
 ///
 /// `unsupported_runtime` is upstream's registry key of a runtime kind the controller does not serve; the
-/// TrainJob then fails with reason `TrainingRuntimeNotSupported`.
+/// TrainJob then fails with reason `TrainingRuntimeNotSupported`. `run_policy` is the runtime's KEP-2899
+/// defaults, when known: its active deadline applies unless the job sets its own, and so does its TTL.
+///
+/// `status.startTime` and `status.completionTime` are written only for a job that uses a KEP-2899 field (its
+/// own TTL, or a runtime with a `runPolicy`): any other job's status stays upstream v2.3's, field for field.
 pub fn decide_status(
     job: &TrainJob,
     jobset: Option<&JobSet>,
     unsupported_runtime: Option<&str>,
+    run_policy: Option<&RunPolicy>,
     now: &Time,
 ) -> StatusDecision {
+    let effective;
+    let job = match effective_active_deadline(job, run_policy) {
+        deadline if deadline != job.spec.active_deadline_seconds => {
+            let mut with_default = job.clone();
+            with_default.spec.active_deadline_seconds = deadline;
+            effective = with_default;
+            &effective
+        }
+        _ => job,
+    };
     let before = job.status.clone().unwrap_or_default();
     let kept_deadline = before
         .conditions
@@ -66,11 +87,22 @@ pub fn decide_status(
     if let Some(deadline) = kept_deadline {
         set_condition(&mut status.conditions, deadline);
     }
+    let effective_ttl = effective_ttl(job, run_policy);
+    if job.spec.ttl_seconds_after_finished.is_some() || run_policy.is_some() {
+        set_times(job, &mut status);
+    }
+    let ttl = ttl_decision(&status, effective_ttl, now);
+    let requeue_after = match ttl {
+        Ttl::After(left) => Some(update.requeue_after.map_or(left, |d| d.min(left))),
+        _ => update.requeue_after,
+    };
     StatusDecision {
         patch: merge_patch(&before, &status),
         status,
         delete_jobset: update.delete_jobset,
-        requeue_after: update.requeue_after,
+        requeue_after,
+        ttl,
+        effective_ttl,
     }
 }
 

@@ -225,7 +225,7 @@ fn status_decisions() {
         (&after_deadline, Some(&finished_js), None, None),
     ];
     for (i, (job, js, unsupported, want)) in cases.into_iter().enumerate() {
-        let d = decide_status(job, js, unsupported, &at(100));
+        let d = decide_status(job, js, unsupported, None, &at(100));
         match want {
             None => assert_eq!(d.patch, None, "case {i}: {:?}", d.status),
             Some((t, s, r)) => {
@@ -245,7 +245,7 @@ fn status_decisions() {
             }
         }
     }
-    let kept = decide_status(&after_deadline, Some(&finished_js), None, &at(100));
+    let kept = decide_status(&after_deadline, Some(&finished_js), None, None, &at(100));
     assert_eq!(kept.status.conditions[0].reason, "DeadlineExceeded");
 }
 
@@ -259,6 +259,7 @@ fn merge_patches_write_only_changes_and_null_removals() {
             ..Default::default()
         }],
         trainer_status: None,
+        ..Default::default()
     };
     assert_eq!(merge_patch(&before, &before), None);
     let mut after = before.clone();

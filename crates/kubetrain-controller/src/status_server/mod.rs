@@ -33,7 +33,7 @@
 //! TrainJob: one in flight, the newest waiting, older waiting ones superseded. Every replica
 //! serves (upstream's runnable needs no leader election): the Service spreads pods over replicas.
 
-mod auth;
+pub(crate) mod auth;
 mod coalesce;
 mod metrics;
 mod server;

@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kubetrain_api::constants::{CLUSTER_TRAINING_RUNTIME_KIND, TRAINING_RUNTIME_KIND};
 use kubetrain_api::defaulting::stamp_runtime_patch_times;
 use kubetrain_api::validation::{
     validate_cluster_training_runtime, validate_training_runtime, validate_trainjob,
@@ -22,8 +23,10 @@ use kubetrain_jobset::plugins::Registry;
 use serde::de::DeserializeOwned;
 
 use super::Route;
+use super::audit::AdmissionAudit;
 use super::cluster::ClusterReader;
 use super::metrics::{ReviewOutcome, WebhookMetrics};
+use super::policy::PolicyGate;
 
 /// A request body that is not an AdmissionReview with a request in it; answered with HTTP 400.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +40,10 @@ pub struct Admission {
     metrics: Option<Arc<WebhookMetrics>>,
     /// Plugins whose [`CustomValidation`](kubetrain_merge::plugins::CustomValidation) runs on TrainJobs.
     plugins: Option<Arc<Registry>>,
+    /// The training policy (none: upstream's behaviour).
+    policy: PolicyGate,
+    /// Events and audit lines about the reviews (none: nothing recorded).
+    audit: Option<AdmissionAudit>,
 }
 
 impl Admission {
@@ -47,7 +54,22 @@ impl Admission {
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
             metrics: None,
             plugins: None,
+            policy: PolicyGate::none(),
+            audit: None,
         }
+    }
+
+    /// Enforces the training policy `gate` holds on TrainJobs and runtimes (create, and on update what the
+    /// update adds), after the built-in rules; its denials carry field paths as theirs do.
+    pub fn with_policy(mut self, gate: PolicyGate) -> Self {
+        self.policy = gate;
+        self
+    }
+
+    /// Records every validating review with `audit` (events, audit lines).
+    pub fn with_audit(mut self, audit: AdmissionAudit) -> Self {
+        self.audit = Some(audit);
+        self
     }
 
     /// Runs the `CustomValidation` plugins of `plugins` on every TrainJob create and update, and their
@@ -134,6 +156,17 @@ impl Admission {
             // Deletes and connects are not registered; allow whatever arrives anyway.
             response
         };
+        if let Some(audit) = &self.audit {
+            // The Secrets of an admitted TrainJob's runtime need the runtime (from the cache).
+            let admitted_create = route == Route::ValidateTrainJob
+                && response.allowed
+                && request.operation == Operation::Create;
+            let catalog = match admitted_create.then(|| object::<TrainJob>(&request)) {
+                Some(Ok(job)) => self.reader.catalog_for(&job).await.ok(),
+                _ => None,
+            };
+            audit.record(route, &request, &response, catalog.as_ref());
+        }
         tracing::debug!(
             route = route.path(),
             uid = %request.uid,
@@ -201,6 +234,11 @@ impl Admission {
                 if let Some(plugins) = &self.plugins {
                     findings.extend(plugin_findings(plugins, &catalog, old.as_ref(), &job));
                 }
+                findings.extend(
+                    self.policy
+                        .trainjob_denials(&job, old.as_ref(), &catalog)
+                        .await,
+                );
                 let priority = self.reader.priority_class_errors(&job, &catalog).await;
                 findings.extend(
                     priority.map_err(|e| {
@@ -209,23 +247,78 @@ impl Admission {
                 );
                 Ok(verdict(response, &findings, true))
             }
+            Route::ValidateTrainingRuntime | Route::ValidateClusterTrainingRuntime => {
+                self.decide_runtime(route, request, response, update).await
+            }
+        }
+    }
+
+    /// The runtime routes: upstream's rules, the plugins' and the training policy's.
+    async fn decide_runtime(
+        &self,
+        route: Route,
+        request: &AdmissionRequest<DynamicObject>,
+        response: AdmissionResponse,
+        update: bool,
+    ) -> Result<AdmissionResponse, Reject> {
+        match route {
             Route::ValidateTrainingRuntime => {
-                // Upstream validates TrainingRuntimes on create only.
-                if update {
+                // Upstream validates TrainingRuntimes on create only; the training policy judges updates too.
+                if update && self.policy.current().is_ok_and(|p| p.is_none()) {
                     return Ok(response);
                 }
                 let runtime: TrainingRuntime = object(request)?;
-                let mut findings = validate_training_runtime(&runtime);
-                findings.extend(self.plugin_runtime_findings(&runtime.spec));
+                let (mut findings, old) = if update {
+                    (
+                        Vec::new(),
+                        Some(old_object::<TrainingRuntime>(request)?.spec),
+                    )
+                } else {
+                    let mut findings = validate_training_runtime(&runtime);
+                    findings.extend(self.plugin_runtime_findings(&runtime.spec));
+                    (findings, None)
+                };
+                findings.extend(
+                    self.policy
+                        .runtime_denials(
+                            TRAINING_RUNTIME_KIND,
+                            runtime.metadata.name.as_deref().unwrap_or_default(),
+                            runtime
+                                .metadata
+                                .namespace
+                                .as_deref()
+                                .or(request.namespace.as_deref()),
+                            &runtime.spec,
+                            old.as_ref(),
+                        )
+                        .await,
+                );
                 Ok(verdict(response, &findings, true))
             }
             Route::ValidateClusterTrainingRuntime => {
                 let runtime: ClusterTrainingRuntime = object(request)?;
                 let mut findings = validate_cluster_training_runtime(&runtime);
                 findings.extend(self.plugin_runtime_findings(&runtime.spec));
+                let old = if update && self.policy.current().is_ok_and(|p| p.is_some()) {
+                    Some(old_object::<ClusterTrainingRuntime>(request)?.spec)
+                } else {
+                    None
+                };
+                findings.extend(
+                    self.policy
+                        .runtime_denials(
+                            CLUSTER_TRAINING_RUNTIME_KIND,
+                            runtime.metadata.name.as_deref().unwrap_or_default(),
+                            None,
+                            &runtime.spec,
+                            old.as_ref(),
+                        )
+                        .await,
+                );
                 // Upstream warns about a deprecated runtime on create only.
                 Ok(verdict(response, &findings, !update))
             }
+            Route::MutateTrainJob | Route::ValidateTrainJob => Ok(response),
         }
     }
 }

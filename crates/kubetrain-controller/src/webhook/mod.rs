@@ -4,9 +4,12 @@
 //! | Path | Kind | Operations | Does |
 //! |---|---|---|---|
 //! | `/mutate-trainer-kubeflow-org-v1alpha1-trainjob` | TrainJob | CREATE, UPDATE | stamps `spec.runtimePatches[].time` (JSON patch) |
-//! | `/validate-trainer-kubeflow-org-v1alpha1-trainjob` | TrainJob | CREATE, UPDATE | schema, CEL and webhook rules against the referenced runtime |
-//! | `/validate-trainer-kubeflow-org-v1alpha1-trainingruntime` | TrainingRuntime | CREATE | runtime rules |
-//! | `/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime` | ClusterTrainingRuntime | CREATE, UPDATE | runtime rules, deprecation warning |
+//! | `/validate-trainer-kubeflow-org-v1alpha1-trainjob` | TrainJob | CREATE, UPDATE | schema, CEL and webhook rules against the referenced runtime; the training policy |
+//! | `/validate-trainer-kubeflow-org-v1alpha1-trainingruntime` | TrainingRuntime | CREATE (UPDATE: the training policy only) | runtime rules; the training policy |
+//! | `/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime` | ClusterTrainingRuntime | CREATE, UPDATE | runtime rules, deprecation warning; the training policy |
+//!
+//! The training policy ([`PolicyGate`], docs/training-policy.md) is enforced only when one is configured;
+//! the validating reviews are recorded as events and, optionally, audit lines ([`AdmissionAudit`]).
 //!
 //! The rules themselves live in [`kubetrain_api::validation`] and [`kubetrain_api::defaulting`]; this module
 //! reads what they need from the cluster (the runtime, the JobSet) and speaks AdmissionReview v1.
@@ -21,19 +24,26 @@
 //! ```
 
 mod admission;
+mod audit;
 mod cluster;
 mod metrics;
+mod policy;
 mod server;
 pub mod tls;
 
 pub use admission::{Admission, BadReview, MAX_MESSAGE, MAX_WARNINGS};
+pub use audit::{
+    ACTION_ADMISSION, AdmissionAudit, RUNTIME_CHANGED, RUNTIME_DENIED, TRAINJOB_DENIED,
+    TRAINJOB_SUBMITTED,
+};
 pub use cluster::{ClusterReader, RuntimeCache};
 pub use metrics::{ReviewOutcome, WebhookMetrics};
+pub use policy::{AdmissionSetup, PolicyGate, TrainingPolicySource};
 pub use server::{FREE_BODY, MAX_BODY, ServerLimits, WebhookError, WebhookServer};
 
 /// The RBAC the webhooks need (cluster-wide reads only): the runtime a TrainJob references (watched by the
-/// [`RuntimeCache`], hence `list` and `watch`), for runtime-patch updates its JobSet, and for Volcano runtimes
-/// the PriorityClasses they name. Verbs are sorted, so rules compare as data.
+/// [`RuntimeCache`], hence `list` and `watch`), for runtime-patch updates its JobSet, for Volcano runtimes
+/// the PriorityClasses they name, and for the training policy its ConfigMap and namespace labels. Verbs are sorted, so rules compare as data.
 pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
     let rule =
         |group: &str, resources: &[&str], verbs: &[&str]| k8s_openapi::api::rbac::v1::PolicyRule {
@@ -50,6 +60,9 @@ pub fn required_rules() -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
         ),
         rule("jobset.x-k8s.io", &["jobsets"], &["get"]),
         rule("scheduling.k8s.io", &["priorityclasses"], &["get"]),
+        // The training policy: its ConfigMap (watched) and the labels of namespaces for namespace selectors.
+        rule("", &["configmaps"], &["get", "list", "watch"]),
+        rule("", &["namespaces"], &["get"]),
     ]
 }
 

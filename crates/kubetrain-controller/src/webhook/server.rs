@@ -20,7 +20,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::Route;
 use super::admission::Admission;
-use super::tls::{ReloadingCert, server_config};
+use super::tls::{ReloadingCert, TlsSettings, server_config_with};
 use crate::serving::{HttpResponse, Limits, respond, serve};
 
 /// The largest AdmissionReview body accepted, 7 MiB: the API server refuses request bodies over 3 MiB
@@ -122,10 +122,23 @@ impl WebhookServer {
         provider: Arc<CryptoProvider>,
         admission: Admission,
     ) -> Result<Self, WebhookError> {
+        Self::bind_with(addr, cert, provider, admission, &TlsSettings::default()).await
+    }
+
+    /// [`Self::bind`] with upstream's `tls` options (minimum version, cipher suites) applied. The
+    /// certificate is looked up at every handshake, so a rotated one (files or
+    /// [`ReloadingCert::set_pem`]) is served without a restart while open connections finish on theirs.
+    pub async fn bind_with(
+        addr: SocketAddr,
+        cert: Arc<ReloadingCert>,
+        provider: Arc<CryptoProvider>,
+        admission: Admission,
+        tls: &TlsSettings,
+    ) -> Result<Self, WebhookError> {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| WebhookError::Bind { addr, source })?;
-        let config = server_config(cert, provider)?;
+        let config = server_config_with(cert, provider, tls)?;
         Ok(Self {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(config)),

@@ -1,5 +1,7 @@
 //! The webhook's serving certificate: PEM files in a directory (as cert-manager or controller-runtime lay
-//! them out), picked up again when they change so that a rotated certificate needs no restart.
+//! them out), picked up again when they change so that a rotated certificate needs no restart; or a pair
+//! held in memory and replaced by the built-in certificate management ([`ReloadingCert::in_memory`],
+//! [`crate::certs`]). [`TlsSettings`] are upstream's `tls` options (minimum version, cipher suites).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -66,10 +68,10 @@ pub enum CertError {
 /// The files are checked (one `stat` each) at every handshake; a broken new pair is logged and the last good
 /// one stays in use, so a half-written rotation never takes the webhook down.
 pub struct ReloadingCert {
-    cert_path: PathBuf,
-    key_path: PathBuf,
+    /// `None`: held in memory, replaced with [`ReloadingCert::set_pem`].
+    paths: Option<(PathBuf, PathBuf)>,
     provider: Arc<CryptoProvider>,
-    current: RwLock<Loaded>,
+    current: RwLock<Option<Loaded>>,
 }
 
 struct Loaded {
@@ -92,29 +94,63 @@ impl ReloadingCert {
         let stamp = stamp(&cert_path, &key_path);
         let key = load(&cert_path, &key_path, &provider)?;
         Ok(Self {
-            cert_path,
-            key_path,
+            paths: Some((cert_path, key_path)),
             provider,
-            current: RwLock::new(Loaded { stamp, key }),
+            current: RwLock::new(Some(Loaded { stamp, key })),
         })
     }
 
-    /// The pair in use, reloading it first if the files changed since it was loaded.
-    pub fn current(&self) -> Arc<CertifiedKey> {
-        let stamp = stamp(&self.cert_path, &self.key_path);
+    /// A pair held in memory, empty until [`Self::set_pem`]: TLS handshakes fail until then (the operator
+    /// stays not-ready meanwhile).
+    pub fn in_memory(provider: Arc<CryptoProvider>) -> Self {
+        Self {
+            paths: None,
+            provider,
+            current: RwLock::new(None),
+        }
+    }
+
+    /// Replaces the pair with PEM `cert` (chain) and `key`; later handshakes serve it, open connections keep
+    /// theirs. On error the pair in use stays.
+    ///
+    /// # Errors
+    ///
+    /// [`CertError`] when the PEM does not parse or the key does not fit the certificate.
+    pub fn set_pem(&self, cert: &[u8], key: &[u8]) -> Result<(), CertError> {
+        let memory = Path::new("<memory>");
+        let certified = certified_key(cert, memory, key, memory, &self.provider)?;
+        let mut loaded = self.current.write().unwrap_or_else(|e| e.into_inner());
+        *loaded = Some(Loaded {
+            stamp: (None, None),
+            key: certified,
+        });
+        Ok(())
+    }
+
+    /// The pair in use (reloading it first if its files changed since it was loaded); `None` while an
+    /// in-memory pair has not been set.
+    pub fn current(&self) -> Option<Arc<CertifiedKey>> {
+        let Some((cert_path, key_path)) = &self.paths else {
+            let loaded = self.current.read().unwrap_or_else(|e| e.into_inner());
+            return loaded.as_ref().map(|l| Arc::clone(&l.key));
+        };
+        let stamp = stamp(cert_path, key_path);
         {
             let loaded = self.current.read().unwrap_or_else(|e| e.into_inner());
-            if loaded.stamp == stamp {
-                return Arc::clone(&loaded.key);
+            if let Some(loaded) = loaded.as_ref()
+                && loaded.stamp == stamp
+            {
+                return Some(Arc::clone(&loaded.key));
             }
         }
-        let mut loaded = self.current.write().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.current.write().unwrap_or_else(|e| e.into_inner());
+        let loaded = guard.as_mut()?;
         if loaded.stamp != stamp {
             // Remember the stamp even on failure so that a broken pair is reported once, not per handshake.
             loaded.stamp = stamp;
-            match load(&self.cert_path, &self.key_path, &self.provider) {
+            match load(cert_path, key_path, &self.provider) {
                 Ok(key) => {
-                    tracing::info!(cert = %self.cert_path.display(), "reloaded the webhook serving certificate");
+                    tracing::info!(cert = %cert_path.display(), "reloaded the webhook serving certificate");
                     loaded.key = key;
                 }
                 Err(error) => {
@@ -122,22 +158,27 @@ impl ReloadingCert {
                 }
             }
         }
-        Arc::clone(&loaded.key)
+        Some(Arc::clone(&loaded.key))
+    }
+
+    /// DER of the leaf certificate in use, if any.
+    pub fn serving_leaf(&self) -> Option<Vec<u8>> {
+        self.current()
+            .and_then(|k| k.cert.first().map(|c| c.as_ref().to_vec()))
     }
 }
 
 impl fmt::Debug for ReloadingCert {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReloadingCert")
-            .field("cert_path", &self.cert_path)
-            .field("key_path", &self.key_path)
+            .field("paths", &self.paths)
             .finish_non_exhaustive()
     }
 }
 
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current())
+        self.current()
     }
 }
 
@@ -157,12 +198,24 @@ fn load(
             source,
         })
     };
+    let cert_pem = read(cert_path)?;
+    let key_pem = read(key_path)?;
+    certified_key(&cert_pem, cert_path, &key_pem, key_path, provider)
+}
+
+/// A certificate chain and key from PEM bytes (`cert_path`/`key_path` name them in errors).
+fn certified_key(
+    cert_pem: &[u8],
+    cert_path: &Path,
+    key_pem: &[u8],
+    key_path: &Path,
+    provider: &CryptoProvider,
+) -> Result<Arc<CertifiedKey>, CertError> {
     let pem_error = |path: &Path, error: rustls::pki_types::pem::Error| CertError::Pem {
         path: path.to_owned(),
         message: error.to_string(),
     };
-    let cert_pem = read(cert_path)?;
-    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| pem_error(cert_path, e))?;
     if chain.is_empty() {
@@ -170,8 +223,7 @@ fn load(
             path: cert_path.to_owned(),
         });
     }
-    let key_pem = read(key_path)?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| pem_error(key_path, e))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| pem_error(key_path, e))?;
     let certified =
         CertifiedKey::from_der(chain, key, provider).map_err(|source| CertError::Key {
             cert: cert_path.to_owned(),
@@ -181,15 +233,69 @@ fn load(
     Ok(Arc::new(certified))
 }
 
+/// Upstream's `tls` options as the HTTPS servers apply them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// Serve TLS 1.3 only (`minVersion: "1.3"`); otherwise TLS 1.2 and 1.3 (rustls has no 1.0 or 1.1).
+    pub tls13_only: bool,
+    /// TLS 1.2 cipher suites allowed, by IANA name; empty for the provider's defaults. TLS 1.3 suites are
+    /// always on, as in Go.
+    pub cipher_suites: Vec<String>,
+}
+
+impl TlsSettings {
+    /// The settings for `tls.minVersion` and `tls.cipherSuites` (unknown names are skipped: the
+    /// configuration reader refuses them before this point).
+    pub fn new(min_version: &str, cipher_suites: &[String]) -> Self {
+        Self {
+            tls13_only: min_version == "1.3",
+            cipher_suites: cipher_suites.to_vec(),
+        }
+    }
+}
+
+/// The IANA name of a rustls cipher suite (rustls's `Debug` form, Go's spelling for TLS 1.3).
+fn suite_name(suite: rustls::SupportedCipherSuite) -> String {
+    format!("{:?}", suite.suite()).replacen("TLS13_", "TLS_", 1)
+}
+
+/// Whether `name` is a cipher suite this build can serve (IANA names, as Go's `tls.CipherSuiteName`).
+pub fn cipher_suite_known(name: &str) -> bool {
+    crate::default_crypto_provider().is_none_or(|provider| {
+        provider
+            .cipher_suites
+            .iter()
+            .any(|suite| suite_name(*suite) == name)
+    })
+}
+
 /// A TLS server configuration (HTTP/1.1) that serves `cert`, using `provider` for all cryptography.
 pub(crate) fn server_config(
     cert: Arc<ReloadingCert>,
     provider: Arc<CryptoProvider>,
 ) -> Result<rustls::ServerConfig, rustls::Error> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_cert_resolver(cert);
+    server_config_with(cert, provider, &TlsSettings::default())
+}
+
+/// [`server_config`] with upstream's `tls` options applied.
+pub(crate) fn server_config_with(
+    cert: Arc<ReloadingCert>,
+    provider: Arc<CryptoProvider>,
+    settings: &TlsSettings,
+) -> Result<rustls::ServerConfig, rustls::Error> {
+    let mut provider = (*provider).clone();
+    if !settings.cipher_suites.is_empty() {
+        provider.cipher_suites.retain(|suite| {
+            suite.tls13().is_some() || settings.cipher_suites.contains(&suite_name(*suite))
+        });
+    }
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(provider));
+    let builder = if settings.tls13_only {
+        builder.with_protocol_versions(&[&rustls::version::TLS13])?
+    } else {
+        builder.with_safe_default_protocol_versions()?
+    };
+    let mut config = builder.with_no_client_auth().with_cert_resolver(cert);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -243,7 +349,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = write_pair(dir.path(), &["first.example"]);
         let cert = ReloadingCert::from_dir(dir.path(), provider()).unwrap();
-        assert_eq!(cert.current().cert[0].as_ref(), first.cert.der().as_ref());
+        assert_eq!(
+            cert.current().unwrap().cert[0].as_ref(),
+            first.cert.der().as_ref()
+        );
 
         // Some filesystems keep mtimes at one-second resolution: make the change visible.
         let later = SystemTime::now() + std::time::Duration::from_secs(5);
@@ -256,7 +365,10 @@ mod tests {
                 .set_modified(later)
                 .unwrap();
         }
-        assert_eq!(cert.current().cert[0].as_ref(), second.cert.der().as_ref());
+        assert_eq!(
+            cert.current().unwrap().cert[0].as_ref(),
+            second.cert.der().as_ref()
+        );
 
         std::fs::write(dir.path().join(KEY_FILE), "broken").unwrap();
         let even_later = later + std::time::Duration::from_secs(5);
@@ -266,6 +378,9 @@ mod tests {
             .unwrap()
             .set_modified(even_later)
             .unwrap();
-        assert_eq!(cert.current().cert[0].as_ref(), second.cert.der().as_ref());
+        assert_eq!(
+            cert.current().unwrap().cert[0].as_ref(),
+            second.cert.der().as_ref()
+        );
     }
 }

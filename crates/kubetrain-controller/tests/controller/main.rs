@@ -12,5 +12,6 @@ mod plugins;
 mod runtime_finalizer;
 mod scale_controller;
 mod status_server;
+mod training_policy;
 mod webhook_limits;
 mod webhook_server;

@@ -74,7 +74,12 @@ fn the_crds_are_the_generated_ones() {
     kinds.sort();
     assert_eq!(
         kinds,
-        ["ClusterTrainingRuntime", "TrainJob", "TrainingRuntime"]
+        [
+            "ClusterTrainingRuntime",
+            "OptimizationJob",
+            "TrainJob",
+            "TrainingRuntime"
+        ]
     );
 }
 
@@ -139,6 +144,10 @@ fn the_cluster_role_is_exactly_what_controller_and_webhooks_use() {
     needed.extend(triples(
         &kubetrain_controller::status_server::required_rules(),
     ));
+    needed.extend(triples(&kubetrain_controller::certs::required_rules()));
+    needed.extend(triples(
+        &kubetrain_controller::metrics_auth::required_rules(),
+    ));
     let missing: Vec<_> = needed.difference(&declared).collect();
     let extra: Vec<_> = declared.difference(&needed).collect();
     assert!(
@@ -150,10 +159,9 @@ fn the_cluster_role_is_exactly_what_controller_and_webhooks_use() {
 #[test]
 fn the_lease_role_is_exactly_what_election_uses_in_the_operators_namespace() {
     let role: Role = one("rbac.yaml", "Role");
-    assert_eq!(
-        triples(role.rules.as_deref().unwrap_or_default()),
-        triples(&kubetrain_controller::election::required_rules())
-    );
+    let mut needed = triples(&kubetrain_controller::election::required_rules());
+    needed.extend(triples(&kubetrain_controller::certs::namespaced_rules()));
+    assert_eq!(triples(role.rules.as_deref().unwrap_or_default()), needed);
     let deployment: Deployment = one("operator.yaml", "Deployment");
     assert_eq!(role.metadata.namespace, deployment.metadata.namespace);
     // The Lease namespace comes from the pod's own namespace, which the Role covers.

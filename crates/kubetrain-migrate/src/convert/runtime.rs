@@ -68,6 +68,7 @@ pub(super) fn runtime_spec(
             source: kinds::ml_policy(kind, slots),
         }),
         pod_group_policy: None,
+        run_policy: None,
         template: JobSetTemplateSpec {
             metadata: None,
             spec,

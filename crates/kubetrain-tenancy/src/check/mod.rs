@@ -295,12 +295,7 @@ pub fn check_namespaces(view: &ClusterView, teams: BTreeSet<String>) -> Report {
 /// The team namespaces of `view`: labelled [`TEAM_LABEL`], or holding a LocalQueue; not the ones being
 /// deleted (phase `Terminating`).
 pub fn team_namespaces(view: &ClusterView) -> BTreeSet<String> {
-    let terminating: BTreeSet<&str> = view
-        .namespaces
-        .iter()
-        .filter(|ns| ns.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating"))
-        .filter_map(|ns| ns.metadata.name.as_deref())
-        .collect();
+    let terminating = terminating_namespaces(view);
     let labelled = view.namespaces.iter().filter_map(|ns| {
         let labels = ns.metadata.labels.as_ref()?;
         labels
@@ -314,6 +309,15 @@ pub fn team_namespaces(view: &ClusterView) -> BTreeSet<String> {
     labelled
         .chain(queued)
         .filter(|ns| !terminating.contains(ns.as_str()))
+        .collect()
+}
+
+/// The namespaces being deleted (phase `Terminating`): what is in them is going away.
+pub(crate) fn terminating_namespaces(view: &ClusterView) -> BTreeSet<&str> {
+    view.namespaces
+        .iter()
+        .filter(|ns| ns.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating"))
+        .filter_map(|ns| ns.metadata.name.as_deref())
         .collect()
 }
 

@@ -74,14 +74,17 @@ pub(super) fn team_namespaces(view: &ClusterView, teams: &BTreeSet<String>) -> I
             }
         }
     }
-    // Outside every team namespace of the cluster, not only the ones judged (`--namespace`).
+    // Outside every team namespace of the cluster, not only the ones judged (`--namespace`); TrainJobs in a
+    // namespace being deleted are going away with it.
     let all_teams = super::team_namespaces(view);
+    let terminating = super::terminating_namespaces(view);
     let outside: Vec<String> = view
         .train_jobs
         .iter()
         .filter(|job| {
-            !str_at(job, &["metadata", "namespace"])
-                .is_some_and(|ns| teams.contains(ns) || all_teams.contains(ns))
+            !str_at(job, &["metadata", "namespace"]).is_some_and(|ns| {
+                teams.contains(ns) || all_teams.contains(ns) || terminating.contains(ns)
+            })
         })
         .map(object_ref)
         .collect();

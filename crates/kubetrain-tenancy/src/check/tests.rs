@@ -488,6 +488,22 @@ fn namespaces_being_deleted_are_not_judged() {
     );
 }
 
+/// A TrainJob left in a namespace being deleted (the e2e suite's finished scenarios) goes away with it: no
+/// "outside team namespaces" warning for it.
+#[test]
+fn trainjobs_in_namespaces_being_deleted_are_not_outside_the_teams() {
+    let mut view = good_view();
+    view.namespaces.push(typed(&json!({
+        "metadata": {"name": "leftover"},
+        "status": {"phase": "Terminating"},
+    })));
+    view.train_jobs
+        .push(json!({"metadata": {"name": "x", "namespace": "leftover"}}));
+    let report = check(&view);
+    let item = report.item("team-namespaces").unwrap();
+    assert_eq!(item.verdict, Verdict::Pass, "{:?}", item.evidence);
+}
+
 #[test]
 fn unreadable_lists_are_unknown_not_pass() {
     let mut view = ClusterView::default();

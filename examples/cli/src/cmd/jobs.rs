@@ -23,6 +23,10 @@ use serde::Serialize;
 
 use super::input::Table;
 
+// `get | list | logs optimizationjob ...` (a child module: it shares the output helpers here).
+#[path = "optimization_jobs.rs"]
+mod optimization_jobs;
+
 /// The cluster subcommands (flattened into the top level).
 #[derive(Debug, Subcommand)]
 pub(crate) enum JobsCommand {
@@ -103,14 +107,21 @@ pub(crate) struct SubmitArgs {
         value_name = "FILE|DIR"
     )]
     files: Vec<PathBuf>,
+    /// Sets `spec.ttlSecondsAfterFinished` on every TrainJob (KEP-2899): the operator deletes it, its
+    /// JobSet and pods this many seconds after it finished (0: at once). Runs of --local keep their records.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(i32).range(0..))]
+    ttl_seconds_after_finished: Option<i32>,
     #[command(flatten)]
     target: Target,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct GetArgs {
-    /// TrainJob name.
+    /// TrainJob name; or a kind, `optimizationjob` (`oj`) or `trainjob`, then the name.
     name: String,
+    /// The name, after a kind (`kubetrain get optimizationjob sweep`).
+    #[arg(value_name = "NAME")]
+    kind_name: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: Output,
@@ -120,6 +131,9 @@ pub(crate) struct GetArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ListArgs {
+    /// What to list: `trainjobs` (the default) or `optimizationjobs` (`oj`).
+    #[arg(value_name = "KIND")]
+    kind: Option<String>,
     /// Only TrainJobs of this runtime.
     #[arg(long)]
     runtime: Option<String>,
@@ -132,8 +146,14 @@ pub(crate) struct ListArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct LogsArgs {
-    /// TrainJob name.
+    /// TrainJob name; or a kind, `optimizationjob` (`oj`) or `trainjob`, then the name.
     name: String,
+    /// The name, after a kind (`kubetrain logs optimizationjob sweep`).
+    #[arg(value_name = "NAME")]
+    kind_name: Option<String>,
+    /// With an OptimizationJob: the trial's index (default: the best trial, else the first).
+    #[arg(long, value_name = "INDEX")]
+    trial: Option<u32>,
     /// The step: node-0, node-1, ..., dataset-initializer, model-initializer, launcher.
     #[arg(long, default_value = "node-0")]
     step: String,
@@ -499,8 +519,94 @@ fn progress_line(p: &TrainerProgress, status: JobStatus, now: Timestamp, width: 
     super::input::fit_line(&head, separator, &metrics, width)
 }
 
+/// Reads a kind given before the name (`get trainjob NAME`, `list optimizationjobs`); returns the command with
+/// a TrainJob kind dropped, and whether it is about OptimizationJobs.
+fn with_kind(mut command: JobsCommand) -> Result<(JobsCommand, bool)> {
+    let unknown = |kind: &str| {
+        anyhow::anyhow!(
+            "unknown kind {kind:?}: use trainjob or optimizationjob (oj), e.g. `kubetrain get optimizationjob NAME`"
+        )
+    };
+    let optimization = match &mut command {
+        JobsCommand::Get(GetArgs {
+            name, kind_name, ..
+        })
+        | JobsCommand::Logs(LogsArgs {
+            name, kind_name, ..
+        }) => match kind_name.take() {
+            None => false,
+            Some(real) if optimization_jobs::is_trainjob_kind(name) => {
+                *name = real;
+                false
+            }
+            Some(real) if optimization_jobs::is_kind(name) => {
+                *name = real;
+                true
+            }
+            Some(_) => return Err(unknown(name)),
+        },
+        JobsCommand::List(a) => match a.kind.take() {
+            None => false,
+            Some(kind) if optimization_jobs::is_trainjob_kind(&kind) => false,
+            Some(kind) if optimization_jobs::is_kind(&kind) => true,
+            Some(kind) => return Err(unknown(&kind)),
+        },
+        _ => false,
+    };
+    if let JobsCommand::Logs(a) = &command
+        && a.trial.is_some()
+        && !optimization
+    {
+        bail!(
+            "--trial goes with an OptimizationJob: `kubetrain logs optimizationjob NAME --trial N`"
+        );
+    }
+    Ok((command, optimization))
+}
+
+/// `get | list | logs` of OptimizationJobs: on a cluster only.
+fn run_optimization(command: JobsCommand) -> Result<ExitCode> {
+    if command.target().is_local() {
+        bail!(
+            "OptimizationJobs run on a cluster; a search on this machine is `kubetrain optimize --local`, \
+             whose report is in its --out directory"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime
+        .block_on(async {
+            let client = client(command.target()).await?;
+            match command {
+                JobsCommand::Get(a) => optimization_jobs::get(&client, &a.name, a.output).await,
+                JobsCommand::List(a) => optimization_jobs::list(&client, a.output).await,
+                JobsCommand::Logs(a) => {
+                    let options = LogOptions {
+                        step: a.step,
+                        follow: a.follow,
+                    };
+                    optimization_jobs::logs(&client, &a.name, a.trial, &options).await
+                }
+                _ => Ok(()),
+            }
+        })
+        .map_err(
+            |error| match SERVER.get().and_then(|server| unreachable(&error, server)) {
+                Some(line) => anyhow::anyhow!(line),
+                None => error,
+            },
+        )?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs one of the cluster subcommands.
 pub(crate) fn run(command: JobsCommand) -> Result<ExitCode> {
+    let (command, optimization) = with_kind(command)?;
+    if optimization {
+        return run_optimization(command);
+    }
     if command.target().is_local() {
         return run_local(command);
     }
@@ -946,6 +1052,9 @@ async fn submit(a: &SubmitArgs) -> Result<()> {
                 .or(job.metadata.namespace)
                 .unwrap_or_else(|| namespace.clone()),
         );
+        if let Some(ttl) = a.ttl_seconds_after_finished {
+            job.spec.ttl_seconds_after_finished = Some(ttl);
+        }
         let name = job.name().to_string();
         client.backend().create_job(job).await?;
         println!("trainjob.trainer.kubeflow.org/{name} created");

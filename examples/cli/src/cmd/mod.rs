@@ -17,6 +17,7 @@ pub(crate) mod jobs;
 // modules: jobs (issue 6)
 pub(crate) mod acceptance;
 // modules: acceptance (issue 17)
+pub(crate) mod advice;
 pub(crate) mod migrate;
 pub(crate) mod optimize;
 pub(crate) mod tenancy;

@@ -91,7 +91,7 @@ fn yaml_syntax_errors_fail_cleanly() {
 }
 
 #[test]
-fn crd_prints_three_crds() {
+fn crd_prints_four_crds() {
     let out = kubetrain(&["crd"], None);
     assert!(out.status.success());
     let crds: Vec<serde_json::Value> =
@@ -105,12 +105,13 @@ fn crd_prints_three_crds() {
         [
             "clustertrainingruntimes.trainer.kubeflow.org",
             "trainingruntimes.trainer.kubeflow.org",
-            "trainjobs.trainer.kubeflow.org"
+            "trainjobs.trainer.kubeflow.org",
+            "optimizationjobs.trainer.kubeflow.org"
         ]
     );
     let json = kubetrain(&["crd", "-o", "json"], None);
     let parsed: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).expect("JSON array");
-    assert_eq!(parsed.len(), 3);
+    assert_eq!(parsed.len(), 4);
 }
 
 #[test]
