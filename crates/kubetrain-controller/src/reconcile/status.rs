@@ -91,6 +91,7 @@ pub fn decide_status(
     if job.spec.ttl_seconds_after_finished.is_some() || run_policy.is_some() {
         set_times(job, &mut status);
     }
+    defer_empty_counts(&before, &mut status);
     let ttl = ttl_decision(&status, effective_ttl, now);
     let requeue_after = match ttl {
         Ttl::After(left) => Some(update.requeue_after.map_or(left, |d| d.min(left))),
@@ -103,6 +104,26 @@ pub fn decide_status(
         requeue_after,
         ttl,
         effective_ttl,
+    }
+}
+
+/// Keeps a TrainJob's first `jobsStatus` back while its every count is zero and nothing else changed.
+///
+/// The JobSet controller's first status pass lists the replicated jobs with zero counts before any Job
+/// exists. Upstream copies it as it is, in a patch of its own; that write tells nobody anything (no job is
+/// active, ready, done or suspended either way) and was a third of our status patches, most of the API requests
+/// we made beyond upstream's (issue 39). The counts are written with the first one that is not zero, or with
+/// the first condition. Counts that fall back to zero after being written are a change, and written.
+fn defer_empty_counts(before: &TrainJobStatus, after: &mut TrainJobStatus) {
+    let all_zero = after.jobs_status.iter().all(|j| {
+        j.ready == 0 && j.succeeded == 0 && j.failed == 0 && j.active == 0 && j.suspended == 0
+    });
+    if !before.jobs_status.is_empty() || after.jobs_status.is_empty() || !all_zero {
+        return;
+    }
+    let counts = std::mem::take(&mut after.jobs_status);
+    if after != before {
+        after.jobs_status = counts;
     }
 }
 

@@ -1,6 +1,6 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use kubetrain_api::jobset::{JobSet, JobSetStatus};
+use kubetrain_api::jobset::{JobSet, JobSetStatus, ReplicatedJobStatus};
 use kubetrain_api::{ClusterTrainingRuntime, JobStatus, TrainJobStatus};
 use serde_json::json;
 
@@ -247,6 +247,49 @@ fn status_decisions() {
     }
     let kept = decide_status(&after_deadline, Some(&finished_js), None, None, &at(100));
     assert_eq!(kept.status.conditions[0].reason, "DeadlineExceeded");
+}
+
+fn jobset_with(conditions: Vec<Condition>, active: i32) -> JobSet {
+    JobSet {
+        status: Some(JobSetStatus {
+            conditions,
+            replicated_jobs_status: vec![ReplicatedJobStatus {
+                name: "node".into(),
+                active,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The JobSet's first, all-zero counts are not written on their own (issue 39), and nothing else is held back.
+#[test]
+fn all_zero_first_counts_wait_for_a_count_or_a_condition() {
+    let fresh = job(json!({"runtimeRef": {"name": "r"}}));
+    let zero = jobset_with(vec![], 0);
+    let held = decide_status(&fresh, Some(&zero), None, None, &at(100));
+    assert_eq!(held.patch, None, "{:?}", held.status);
+    assert!(held.status.jobs_status.is_empty());
+
+    let running = decide_status(&fresh, Some(&jobset_with(vec![], 1)), None, None, &at(100));
+    let patch = running.patch.expect("a count is written at once");
+    assert_eq!(patch["status"]["jobsStatus"][0]["active"], 1);
+
+    // With a condition, the zero counts go in the same patch.
+    let done = jobset_with(vec![cond("Completed", "True", "AllJobsCompleted", 50)], 0);
+    let finished = decide_status(&fresh, Some(&done), None, None, &at(100));
+    let patch = finished.patch.expect("the condition is written");
+    assert_eq!(patch["status"]["jobsStatus"][0]["name"], "node");
+    assert!(patch["status"]["conditions"].is_array(), "{patch}");
+
+    // Counts back at zero after being written are a change.
+    let mut was_running = fresh.clone();
+    was_running.status = Some(running.status);
+    let back = decide_status(&was_running, Some(&zero), None, None, &at(100));
+    let patch = back.patch.expect("the drop to zero is written");
+    assert_eq!(patch["status"]["jobsStatus"][0]["active"], 0);
 }
 
 #[test]
