@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import E2E_DIR, STATE, TARGET, eventually, get, kubectl, trainjob
+from conftest import E2E_DIR, STATE, TARGET, eventually, exists, get, kubectl, trainjob
 
 pytestmark = pytest.mark.kubetrain
 
@@ -63,6 +63,8 @@ certManagement:
   webhookSecretName: {SECRET}
 statusServer:
   port: {STATUS}
+featureGates:
+  TrainJobStatus: true
 """
 
 
@@ -269,6 +271,22 @@ def test_certificates_rotate_while_trainjobs_are_created_without_a_failed_admiss
     assert len(served) >= 3, "the webhook server picked up each certificate without a restart"
     assert operator[0].poll() is None, "no restart"
     assert readyz()[0] == 200
+
+
+def test_trainjob_status_pods_trust_the_secrets_current_ca(operator, ns):
+    """TrainJobStatus with built-in certificates: `<job>-tls-config` holds the certificate Secret's CA, as
+    upstream's plugin copies it, and a renewed CA (the rotation above) reaches new TrainJobs with no restart."""
+    kubectl("apply", "-n", ns, "-f", "-", input=trainjob("trusting", image="kwok.e2e/running:1", num_nodes=1))
+
+    def same_ca():
+        if not exists("configmap", "trusting-tls-config", ns):
+            return None
+        ca = get("configmap", "trusting-tls-config", ns).get("data", {}).get("ca.crt")
+        return ca if ca and ca == secret_pem("ca.crt") else None
+
+    ca = eventually(same_ca, "the TrainJob's tls-config to hold the Secret's CA")
+    assert "BEGIN CERTIFICATE" in ca
+    assert operator[0].poll() is None, "no restart"
 
 
 def test_upstreams_own_configuration_files_pass_check_config():

@@ -84,6 +84,25 @@ impl Error {
     }
 }
 
+/// Every value [`Error::metric_label`] returns: `kubetrain_trainjob_reconcile_errors_total` starts a series at 0
+/// for each, so that rates over it (the `KubetrainReconcileErrors` alert, the platform dashboard) have series
+/// before the first error.
+pub(crate) const METRIC_LABELS: &[&str] = &[
+    "conflict",
+    "not_found",
+    "forbidden",
+    "invalid",
+    "api",
+    "transport",
+    "runtime_not_found",
+    "unsupported_runtime",
+    "snapshot",
+    "render",
+    "serialize",
+    "jobset_missing",
+    "startup",
+];
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -117,6 +136,10 @@ mod tests {
         ];
         for (error, label, conflict) in cases {
             assert_eq!(error.metric_label(), label, "{error}");
+            assert!(
+                METRIC_LABELS.contains(&label),
+                "{label} is not in METRIC_LABELS"
+            );
             assert_eq!(error.is_conflict(), conflict, "{error}");
         }
     }

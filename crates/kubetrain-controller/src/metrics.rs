@@ -3,7 +3,7 @@
 //! | metric | type | meaning |
 //! |---|---|---|
 //! | `kubetrain_trainjob_reconcile_total` | counter | reconciles run (every outcome) |
-//! | `kubetrain_trainjob_reconcile_errors_total{kind}` | counter | failed reconciles by [`crate::Error::metric_label`] |
+//! | `kubetrain_trainjob_reconcile_errors_total{kind}` | counter | failed reconciles by [`crate::Error::metric_label`] (every kind at 0 from the start) |
 //! | `kubetrain_trainjob_reconcile_duration_seconds` | histogram | time of one reconcile, API calls included |
 //! | `kubetrain_trainjobs{state}` | gauge | TrainJobs in the controller's cache by state (Created, Running, Suspended, Complete, Failed) |
 //! | `kubetrain_trainjob_reconciles_in_flight` | gauge | reconciles running now |
@@ -138,6 +138,12 @@ impl ControllerMetrics {
     /// Creates the metrics and registers them in `registry` (names as in the [module docs](self)).
     pub fn register(registry: &mut Registry) -> Arc<Self> {
         let metrics = Self::default();
+        // Every kind of error at 0 from the start: a rate over the family has series before the first error.
+        for kind in crate::error::METRIC_LABELS {
+            let _zero = metrics.errors.get_or_create(&ErrorLabels {
+                kind: (*kind).to_owned(),
+            });
+        }
         registry.register(
             "kubetrain_trainjob_reconcile",
             "TrainJob reconciles run",

@@ -104,8 +104,10 @@ pub struct StatusServerSettings {
     pub service: String,
     /// The Service's namespace; `None` uses the election namespace, else the client's default namespace.
     pub namespace: Option<String>,
-    /// CA certificate copied into each TrainJob's `<job>-tls-config`; `None` reads `ca.crt` from the webhook
-    /// certificate directory, as cert-manager's Secret holds it.
+    /// CA certificate copied into each TrainJob's `<job>-tls-config`, read once at start-up. `None`: with
+    /// built-in certificates ([`Operator::webhooks_with_cert_management`]) the certificate Secret's `ca.crt`,
+    /// followed as it is renewed (upstream reads that Secret at every build); otherwise `ca.crt` of the
+    /// webhook certificate directory, as cert-manager's Secret holds it.
     pub ca_file: Option<PathBuf>,
 }
 
@@ -331,7 +333,7 @@ impl Operator {
         reason = "wiring: each part is started in order, sharing the stop signal, task set, registry and \
                   leadership; split up, every step would take and return the same half-dozen handles"
     )]
-    pub async fn start(self, client: Client) -> Result<Running, OperatorError> {
+    pub async fn start(mut self, client: Client) -> Result<Running, OperatorError> {
         let tls = self
             .webhooks
             .as_ref()
@@ -351,8 +353,13 @@ impl Operator {
                 .or_else(|| self.election.as_ref().map(|c| c.namespace.clone()))
                 .filter(|namespace| !namespace.is_empty())
                 .unwrap_or_else(|| client.default_namespace().to_owned());
-            settings.render.trainjob_status =
-                Some(trainjob_status(status, namespace, cert_dir, status_port)?);
+            let built_in_certs = self.serving.cert_management.is_some();
+            let options =
+                trainjob_status(status, namespace, cert_dir, status_port, built_in_certs)?;
+            if built_in_certs {
+                self.serving.status_ca = Some(options.ca_cert.clone());
+            }
+            settings.render.trainjob_status = Some(options);
         }
         let plugins = Arc::new(render_plugins(&settings, self.plugins)?);
         let version = client
@@ -415,6 +422,9 @@ impl Operator {
             }
         };
         register_leader_gauge(&mut registry, leadership.clone());
+        if let Some((_, _, cert, _)) = &self.webhooks {
+            crate::certs::register_expiry_gauge(&mut registry, cert.clone());
+        }
         let registry = Arc::new(registry);
 
         let mut webhook_addr = None;
@@ -633,16 +643,25 @@ impl Running {
     }
 }
 
-/// The TrainJobStatus render options: where pods reach the status server, and the CA they trust (read once).
+/// The TrainJobStatus render options: where pods reach the status server, and the CA they trust: the file
+/// (read once), else with built-in certificates the certificate Secret's (empty until the certificate
+/// management's first pass fills it; renders fail as upstream's do until then).
 fn trainjob_status(
     status: StatusServerSettings,
     namespace: String,
     cert_dir: &Path,
     port: u16,
+    built_in_certs: bool,
 ) -> Result<kubetrain_jobset::TrainJobStatusOptions, OperatorError> {
-    let path = status.ca_file.unwrap_or_else(|| cert_dir.join("ca.crt"));
-    let ca_cert = std::fs::read_to_string(&path)
-        .map_err(|source| OperatorError::StatusCa { path, source })?;
+    let ca_cert = match status.ca_file {
+        None if built_in_certs => kubetrain_jobset::CaCert::default(),
+        file => {
+            let path = file.unwrap_or_else(|| cert_dir.join("ca.crt"));
+            std::fs::read_to_string(&path)
+                .map_err(|source| OperatorError::StatusCa { path, source })?
+                .into()
+        }
+    };
     let server = kubetrain_jobset::StatusServerAddress {
         service_name: status.service,
         operator_namespace: namespace,

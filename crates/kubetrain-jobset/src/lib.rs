@@ -51,7 +51,7 @@ pub mod status;
 pub use error::{MAX_HOSTFILE_ENTRIES, RenderError};
 pub use kubetrain_merge::plugins::trainjobstatus::StatusServerAddress;
 pub use object::{DynamicObject, Object};
-pub use options::{Observed, ObservedJobSet, RenderOptions, TrainJobStatusOptions};
+pub use options::{CaCert, Observed, ObservedJobSet, RenderOptions, TrainJobStatusOptions};
 pub use render::{Rendered, render, render_trainjob, render_with, render_with_registry};
 pub use runtimes::resolve;
 

@@ -102,7 +102,7 @@ pub(crate) fn not_after(pem: &str) -> Option<SystemTime> {
     expiry(&der)
 }
 
-fn expiry(der: &[u8]) -> Option<SystemTime> {
+pub(crate) fn expiry(der: &[u8]) -> Option<SystemTime> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let seconds = u64::try_from(cert.validity().not_after.timestamp()).ok()?;
     Some(SystemTime::UNIX_EPOCH + Duration::from_secs(seconds))

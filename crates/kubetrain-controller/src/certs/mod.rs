@@ -22,6 +22,8 @@
 //! - **One writer**: only the replica holding the leader Lease writes the Secret and the configurations;
 //!   every replica reads the Secret and serves its pair. The webhook server hot-reloads the pair
 //!   ([`ReloadingCert::set_pem`]) with no restart.
+//! - **Expiry**: the gauge `kubetrain_webhook_certificate_expiry_timestamp_seconds` reports the served
+//!   certificate's `notAfter` (in every certificate mode, the certificate directory's too).
 //! - **Readiness**: the `webhook-certificate` check of `/readyz` fails, with the reason, until this replica
 //!   serves the Secret's current certificate and the configurations trust its CA.
 //!
@@ -55,11 +57,13 @@ use crate::Leadership;
 use crate::http::ReadyFlag;
 use crate::webhook::tls::ReloadingCert;
 
+mod expiry;
 mod issue;
 mod serving;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use expiry::register_expiry_gauge;
 pub(crate) use serving::Serving;
 
 pub use issue::{CA_NAME, CA_ORGANIZATION};
@@ -247,6 +251,8 @@ pub struct CertManager {
     cert: Arc<ReloadingCert>,
     provider: Arc<CryptoProvider>,
     leadership: Leadership,
+    /// Where the Secret's CA goes for the TrainJobStatus plugin, when it reads the CA from us.
+    status_ca: Option<kubetrain_jobset::CaCert>,
 }
 
 impl std::fmt::Debug for CertManager {
@@ -280,7 +286,17 @@ impl CertManager {
             cert,
             provider,
             leadership,
+            status_ca: None,
         }
+    }
+
+    /// Also publishes the Secret's `ca.crt` into `ca` after every pass, on every replica: the CA the
+    /// TrainJobStatus plugin copies into each TrainJob's `<job>-tls-config` (upstream's plugin reads the same
+    /// Secret at every build), so a renewed CA reaches the next reconcile without a restart.
+    #[must_use]
+    pub fn publish_ca(mut self, ca: kubetrain_jobset::CaCert) -> Self {
+        self.status_ca = Some(ca);
+        self
     }
 
     /// Keeps the certificates current until `shutdown`, flipping `ready` (with the reason when not ready).
@@ -348,6 +364,9 @@ impl CertManager {
         };
         if self.leadership.is_leader() {
             self.inject(&ca.cert).await?;
+        }
+        if let Some(status_ca) = &self.status_ca {
+            status_ca.set(ca.cert.clone());
         }
         self.serve(serving)?;
         self.check_trusted(&ca.cert).await

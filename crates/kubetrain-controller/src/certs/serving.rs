@@ -24,6 +24,9 @@ pub(crate) struct Serving {
     pub tls: TlsSettings,
     /// `Some(auth)`: `/metrics` over HTTPS, with TokenReview/SubjectAccessReview when `auth`.
     pub secure_metrics: Option<bool>,
+    /// The TrainJobStatus plugin's CA, kept current from the certificate Secret (built-in certificates
+    /// without `--status-server-ca-file`).
+    pub status_ca: Option<kubetrain_jobset::CaCert>,
 }
 
 impl Serving {
@@ -64,13 +67,16 @@ impl Serving {
         );
         let ready = health.check(READY_CHECK);
         ready.set_not_ready("no certificate loaded yet");
-        let manager = CertManager::new(
+        let mut manager = CertManager::new(
             settings,
             client.clone(),
             cert.clone(),
             provider.clone(),
             leadership.clone(),
         );
+        if let Some(ca) = &self.status_ca {
+            manager = manager.publish_ca(ca.clone());
+        }
         Some(manager.run(ready, stopped))
     }
 

@@ -176,7 +176,10 @@ async fn a_follower_waits_for_the_leader_reads_the_secret_and_never_writes() {
     webhook_configs(&server);
     server.record_requests();
     let (follower, follower_cert) = manager(&server, settings(Duration::from_secs(3600)), false);
+    let status_ca = kubetrain_jobset::CaCert::default();
+    let follower = follower.publish_ca(status_ca.clone());
     let error = follower.sync().await.unwrap_err();
+    assert!(status_ca.is_empty(), "no CA before the Secret holds one");
     assert!(
         error
             .to_string()
@@ -189,6 +192,11 @@ async fn a_follower_waits_for_the_leader_reads_the_secret_and_never_writes() {
     server.take_requests();
     follower.sync().await.unwrap();
     assert_eq!(follower_cert.serving_leaf(), leader_cert.serving_leaf());
+    assert_eq!(
+        status_ca.get(),
+        secret(&server).ca.unwrap().cert,
+        "the TrainJobStatus plugin's CA is the Secret's"
+    );
     let writes: Vec<_> = server
         .take_requests()
         .into_iter()

@@ -89,6 +89,8 @@ fn exposition_names_and_values() {
     for line in [
         "kubetrain_trainjob_reconcile_total 2",
         "kubetrain_trainjob_reconcile_errors_total{kind=\"conflict\"} 2",
+        // Registered at 0 for every kind, before any error of that kind.
+        "kubetrain_trainjob_reconcile_errors_total{kind=\"transport\"} 0",
         "kubetrain_trainjob_reconcile_duration_seconds_count 2",
         "kubetrain_trainjob_reconciles_in_flight 0",
         "kubetrain_trainjob_requeues_scheduled 1",

@@ -20,7 +20,7 @@ use crate::companions::{
 };
 use crate::error::{MAX_HOSTFILE_ENTRIES, RenderError};
 use crate::object::Object;
-use crate::options::RenderOptions;
+use crate::options::{CaCert, RenderOptions};
 
 /// [`Registry::builtin`]: the merge crate's built-ins in their order, TrainJobStatus, then the JobSet.
 pub(super) fn registry(options: &RenderOptions) -> Registry {
@@ -179,8 +179,8 @@ impl ComponentBuilder for Volcano {
 pub struct TrainJobStatusPlugin {
     /// The pod-spec plugin (the status server's address).
     pub plugin: TrainJobStatus,
-    /// `ca.crt` of the operator's webhook certificate Secret.
-    pub ca_cert: String,
+    /// `ca.crt` of the operator's webhook certificate Secret, read at each build.
+    pub ca_cert: CaCert,
 }
 
 impl Plugin for TrainJobStatusPlugin {
@@ -207,12 +207,12 @@ impl ComponentBuilder for TrainJobStatusPlugin {
         job: &TrainJob,
         _: &mut BuildContext<'_>,
     ) -> Result<Vec<Object>, RenderError> {
-        if self.ca_cert.is_empty() {
+        let ca_cert = self.ca_cert.get();
+        if ca_cert.is_empty() {
             return Err(RenderError::MissingStatusServerCaCert);
         }
         Ok(vec![Object::ConfigMap(Box::new(tls_config_map(
-            job,
-            &self.ca_cert,
+            job, &ca_cert,
         )))])
     }
 }

@@ -419,7 +419,7 @@ fn the_builtin_registry_holds_every_builtin_in_the_merge_crates_order_then_the_j
     let status = RenderOptions {
         trainjob_status: Some(TrainJobStatusOptions {
             server: StatusServerAddress::default(),
-            ca_cert: "CA".to_owned(),
+            ca_cert: "CA".into(),
         }),
     };
     let with_status = Registry::builtin(&status);

@@ -316,7 +316,10 @@ fn render_options(args: &RenderArgs) -> Result<RenderOptions> {
         ..Default::default()
     };
     Ok(RenderOptions {
-        trainjob_status: Some(TrainJobStatusOptions { server, ca_cert }),
+        trainjob_status: Some(TrainJobStatusOptions {
+            server,
+            ca_cert: ca_cert.into(),
+        }),
     })
 }
 
