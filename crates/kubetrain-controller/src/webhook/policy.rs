@@ -343,6 +343,9 @@ pub struct AdmissionSetup {
     pub policy: TrainingPolicySource,
     /// Audit lines (none: events only).
     pub audit_log: Option<Arc<crate::audit::AuditLog>>,
+    /// No `TrainJobSubmitted` event for admitted TrainJobs that reference no Secret
+    /// ([`super::AdmissionAudit::without_submission_events`]).
+    pub quiet_submissions: bool,
 }
 
 /// A boxed watch future.
@@ -377,6 +380,9 @@ impl AdmissionSetup {
         let mut audit = super::AdmissionAudit::events(client.clone(), reporter);
         if let Some(log) = &self.audit_log {
             audit = audit.with_log(log.clone());
+        }
+        if self.quiet_submissions {
+            audit = audit.without_submission_events();
         }
         Ok((gate.with_namespace_reads(client.clone()), watch, audit))
     }

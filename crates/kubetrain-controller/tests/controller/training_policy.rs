@@ -432,3 +432,69 @@ async fn reviews_are_audited_with_events_and_lines_naming_the_user_and_secrets()
     })
     .await;
 }
+
+#[tokio::test]
+async fn without_submission_events_only_secret_references_and_denials_get_events() {
+    let api = FakeApiServer::start();
+    insert_builtin_runtimes(&api);
+    let reporter = kube::runtime::events::Reporter {
+        controller: "kubetrain-operator".into(),
+        instance: None,
+    };
+    let (log, lines) = AuditLog::in_memory();
+    let audit = AdmissionAudit::events(api.client(), reporter)
+        .with_log(std::sync::Arc::new(log))
+        .without_submission_events();
+    let admission = Admission::new(api.client())
+        .with_policy(policy())
+        .with_audit(audit);
+    api.record_requests();
+
+    let mut plain = trainjob("team-a", "plain", "torch-distributed", false);
+    plain["spec"]["trainer"] = json!({});
+    for (job, allowed) in [
+        (plain, true),
+        (trainjob("team-a", "ok", "torch-distributed", false), true),
+        (trainjob("team-a", "bad", "torch-distributed", true), false),
+    ] {
+        let answered = answer(
+            &admission,
+            Route::ValidateTrainJob,
+            &review("CREATE", &job, None),
+        )
+        .await;
+        assert_eq!(answered["allowed"], allowed, "{answered:#}");
+    }
+
+    // Published in the order of the reviews: had "plain" had one, it would be among the first two.
+    wait_for("two events", Duration::from_secs(10), || {
+        api.stats().events >= 2
+    })
+    .await;
+    let regarding: Vec<(String, String)> = api
+        .take_requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.uri.contains("/events"))
+        .map(|r| {
+            (
+                r.body["regarding"]["name"].as_str().unwrap_or_default().to_owned(),
+                r.body["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        regarding[..2],
+        [
+            ("ok".to_owned(), "TrainJobSubmitted".to_owned()),
+            ("bad".to_owned(), "TrainJobDenied".to_owned())
+        ]
+    );
+    // The audit lines are unchanged: every submission is there.
+    let submitted: Vec<String> = lines
+        .lines()
+        .iter()
+        .filter(|l| l["action"] == "submit")
+        .map(|l| l["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(submitted, ["plain", "ok", "bad"]);
+}
