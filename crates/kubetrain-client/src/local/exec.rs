@@ -170,6 +170,9 @@ impl RunSummary {
 
 const STOPPED: &str = "stopped by the runner";
 
+/// Upstream's message of `Failed / DeadlineExceeded`.
+pub const DEADLINE_EXCEEDED_MESSAGE: &str = "TrainJob exceeded its active deadline";
+
 struct PodState {
     phase: PodPhase,
     started: Option<Instant>,
@@ -202,7 +205,8 @@ enum Outcome {
     Cancelled,
 }
 
-/// Runs the plan until it completes, fails or `cancel` resolves, sending events to `events`.
+/// Runs the plan until it completes, fails, passes its [`JobPlan::active_deadline`] (then it fails with
+/// [`DEADLINE_EXCEEDED_MESSAGE`]) or `cancel` resolves, sending events to `events`.
 ///
 /// `events` is bounded (give it [`EVENT_BUFFER`]): the pods' output is read no faster than the receiver
 /// takes it, so the receiver should only do quick or disk-speed work (write the log files) and must keep
@@ -222,7 +226,20 @@ pub async fn execute(
     for n in &plan.notices {
         let _ = events.send(RunEvent::Notice(n.clone())).await;
     }
-    let mut cancel = std::pin::pin!(cancel);
+    // The active deadline counts from the start, across restarts, as the operator's does.
+    let deadline_passed = std::sync::atomic::AtomicBool::new(false);
+    let stop = async {
+        match plan.active_deadline {
+            Some(limit) => tokio::select! {
+                () = cancel => {}
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(start + limit)) => {
+                    deadline_passed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            },
+            None => cancel.await,
+        }
+    };
+    let mut cancel = std::pin::pin!(stop);
     let mut restarts = 0;
     // The pods bind their ports now.
     for port in &plan.ports {
@@ -264,6 +281,11 @@ pub async fn execute(
             Outcome::Complete => (
                 JobStatus::Complete,
                 "jobset completed successfully".to_string(),
+                false,
+            ),
+            Outcome::Cancelled if deadline_passed.load(std::sync::atomic::Ordering::Relaxed) => (
+                JobStatus::Failed,
+                format!("{DEADLINE_EXCEEDED_MESSAGE}: every pod was stopped"),
                 false,
             ),
             Outcome::Cancelled => (

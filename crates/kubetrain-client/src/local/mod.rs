@@ -53,7 +53,8 @@ use kubetrain_jobset::plugins::Registry;
 pub use backend::LocalProcessBackend;
 pub use error::PlanError;
 pub use exec::{
-    EVENT_BUFFER, LOG_PIECE_BYTES, LogLine, PodPhase, PodSummary, RunEvent, RunSummary, execute,
+    DEADLINE_EXCEEDED_MESSAGE, EVENT_BUFFER, LOG_PIECE_BYTES, LogLine, PodPhase, PodSummary, RunEvent,
+    RunSummary, execute,
 };
 pub use identity::ProcessIdentity;
 pub use plan::{JobPlan, PodPlan, ProcessPlan};
@@ -175,6 +176,19 @@ fn kueue_pod_sets(
     )
 }
 
+/// The TrainJob's `activeDeadlineSeconds`, else its runtime's `runPolicy` default (KEP-2899), as the operator
+/// applies them; validation keeps both positive.
+fn active_deadline(
+    job: &TrainJob,
+    runtime: &kubetrain_api::TrainingRuntimeSpec,
+) -> Option<std::time::Duration> {
+    job.spec
+        .active_deadline_seconds
+        .or_else(|| runtime.run_policy.as_ref()?.active_deadline_seconds)
+        .and_then(|seconds| u64::try_from(seconds).ok())
+        .map(std::time::Duration::from_secs)
+}
+
 /// Renders `job` against `catalog` and plans it as local processes; the run directory is created.
 pub fn prepare_job(
     job: &TrainJob,
@@ -257,6 +271,7 @@ pub fn prepare_job(
     plan.lock = Some(lock);
     plan.kueue_pod_sets = kueue_pod_sets(job, &rendered);
     plan.runtime = job.spec.runtime_ref.name.clone();
+    plan.active_deadline = active_deadline(job, runtime);
     plan.notices
         .extend(warnings.iter().map(|w| format!("warning: {w}")));
     Ok(plan)

@@ -135,6 +135,10 @@ pub struct JobPlan {
     pub(crate) kueue_pod_sets: Option<Vec<super::queue::ledger::PodSetEntry>>,
     /// The TrainJob's `spec.runtimeRef.name`; empty when planned from objects alone.
     pub runtime: String,
+    /// `activeDeadlineSeconds` (the TrainJob's, else its runtime's `runPolicy` default): once this long has
+    /// passed since the run started, restarts included, every pod is stopped and the run fails with
+    /// upstream's `DeadlineExceeded` message. `None` (and when planned from objects alone): no limit.
+    pub active_deadline: Option<std::time::Duration>,
 }
 
 impl JobPlan {
@@ -358,6 +362,7 @@ fn plan_jobset(
         lock: None,
         kueue_pod_sets: None,
         runtime: String::new(),
+        active_deadline: None,
     })
 }
 

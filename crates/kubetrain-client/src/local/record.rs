@@ -639,6 +639,7 @@ mod tests {
             lock: None,
             kueue_pod_sets: None,
             runtime: "torch-distributed".into(),
+            active_deadline: None,
         }
     }
 

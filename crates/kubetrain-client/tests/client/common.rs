@@ -14,6 +14,11 @@ pub fn trainjob(name: &str, nodes: i32, script: &str) -> String {
     job(name, nodes, script).yaml()
 }
 
+/// [`trainjob`] with `spec` fields merged in (such as `{"activeDeadlineSeconds": 1}`).
+pub fn trainjob_spec(name: &str, nodes: i32, script: &str, spec: Value) -> String {
+    job(name, nodes, script).spec(spec).yaml()
+}
+
 /// [`trainjob`] with `resources` (such as `{"requests": {"cpu": "2"}}`) per node.
 pub fn trainjob_with(name: &str, nodes: i32, script: &str, resources: Value) -> String {
     job(name, nodes, script)

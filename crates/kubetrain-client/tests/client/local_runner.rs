@@ -8,7 +8,7 @@ use kubetrain_client::local::{self, LocalOptions, PodPhase, RunEvent, RunSummary
 use kubetrain_client::{ClientError, JobStatus};
 use tokio::sync::mpsc;
 
-use crate::common::{options, trainjob, wait_for};
+use crate::common::{options, trainjob, trainjob_spec, wait_for};
 
 /// Runs `yaml` and returns the summary and every pod's log lines.
 async fn run(
@@ -652,5 +652,32 @@ async fn a_stop_during_a_large_spawn_starts_no_more_pods() {
         start.elapsed() < Duration::from_secs(30),
         "{:?}",
         start.elapsed()
+    );
+}
+
+/// KEP-2899's `activeDeadlineSeconds`, as the operator applies it: the run fails with upstream's message and
+/// every pod is stopped; no cancel came, so the run is not `cancelled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_active_deadline_stops_every_pod_and_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = trainjob_spec(
+        "deadline",
+        2,
+        "sleep 60",
+        serde_json::json!({"activeDeadlineSeconds": 1}),
+    );
+    let started = Instant::now();
+    let (summary, _, _) = run(&yaml, &options(dir.path()), None).await;
+    assert_eq!(summary.status, JobStatus::Failed, "{summary:?}");
+    assert!(!summary.cancelled, "{summary:?}");
+    assert!(
+        summary.message.starts_with(local::DEADLINE_EXCEEDED_MESSAGE),
+        "{}",
+        summary.message
+    );
+    assert!(summary.pods.iter().all(|p| p.phase == PodPhase::Failed));
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "stopped at the deadline, not when the pods ended"
     );
 }

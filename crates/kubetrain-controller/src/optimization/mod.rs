@@ -429,19 +429,25 @@ pub fn error_policy(job: Arc<OptimizationJob>, error: &Error, ctx: Arc<Context>)
     Action::requeue(delay)
 }
 
-/// Whether the API server serves OptimizationJobs (the CRD is installed).
+/// Whether the API server serves OptimizationJobs (the CRD is installed) and lets us list them; the log line
+/// says which of the two is missing.
 async fn served(client: &Client) -> bool {
     let api: Api<OptimizationJob> = Api::all(client.clone());
-    match api.list(&ListParams::default().limit(1)).await {
-        Ok(_) => true,
-        Err(error) => {
-            tracing::warn!(
-                %error,
-                "OptimizationJob controller off: the optimizationjobs.trainer.kubeflow.org CRD is not served (install it from `kubetrain crd`)"
-            );
-            false
+    let error = match api.list(&ListParams::default().limit(1)).await {
+        Ok(_) => return true,
+        Err(error) => error,
+    };
+    let why = match &error {
+        kube::Error::Api(status) if status.code == 403 => {
+            "the operator's RBAC may not list optimizationjobs.trainer.kubeflow.org (upstream's v2.3 \
+             ClusterRole has no such rule; add the one of examples/manifests/deploy/rbac.yaml)"
         }
-    }
+        _ => {
+            "the optimizationjobs.trainer.kubeflow.org CRD is not served (install it from `kubetrain crd`)"
+        }
+    };
+    tracing::warn!(%error, "OptimizationJob controller off: {why}");
+    false
 }
 
 /// Runs the OptimizationJob controller until `shutdown` resolves: OptimizationJobs in [`Settings::namespace`]
