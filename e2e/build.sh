@@ -2,8 +2,9 @@
 # Builds the real components of the e2e cluster from their Go modules, once, into the cache
 # (${XDG_CACHE_HOME:-~/.cache}/kubetrain-e2e/<component>-<version>-<hash>/bin). A warm cache makes this a no-op.
 #
-#   e2e/build.sh [k8s|kwok|jobset|kueue|trainer|training-operator|helm|venv|all]...   (default: everything `cluster.sh up`
-#   needs; training-operator, the v1 operator of e2e/migrate-compare.sh, and helm, the chart's CLI, only when named)
+#   e2e/build.sh [k8s|kwok|jobset|kueue|trainer|training-operator|helm|prometheus|promtool|venv|all]...
+#   (default: everything `cluster.sh up` needs; training-operator, the v1 operator of e2e/migrate-compare.sh, helm,
+#   the chart's CLI, and prometheus (or promtool alone), the scrape scenario's server, only when named)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -12,6 +13,7 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false} -mod=readonly"
 export CGO_ENABLED=0
 
 # build NAME VERSION LDFLAGS PACKAGE...: go build every package into NAME's cache folder, all or nothing.
+# BUILD_TAGS (optional): Go build tags for that component.
 build() {
     local name=$1 version=$2 ldflags=$3
     shift 3
@@ -28,7 +30,7 @@ build() {
     log "$name $version: building $* (cold: minutes)"
     local start=$SECONDS tmp="$dir.partial"
     rm -rf "$tmp" && mkdir -p "$tmp"
-    (cd "$E2E_DIR/tools/$name" && go build -trimpath -ldflags "-s -w $ldflags" -o "$tmp/" "$@")
+    (cd "$E2E_DIR/tools/$name" && go build -trimpath ${BUILD_TAGS:+-tags "$BUILD_TAGS"} -ldflags "-s -w $ldflags" -o "$tmp/" "$@")
     rm -rf "$dir" && mv "$tmp" "$dir"
     log "$name $version: built in $((SECONDS - start)) s ($(du -sh "$dir" | cut -f1))"
 }
@@ -58,6 +60,29 @@ build_helm() {
     build helm "$HELM_VERSION" "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
         helm.sh/helm/v4/cmd/helm
 }
+# Prometheus (the module's tags are v0.3MM.P for Prometheus 3.MM.P) without its service-discovery plugins
+# (remove_all_sd: static, file and HTTP discovery stay; the scenario scrapes fixed 127.0.0.1 targets) and
+# without the web UI's assets (no builtinassets tag: the HTTP API is all the harness uses). promql-series
+# (e2e/tools/prometheus/promql-series) is Prometheus's PromQL parser, for scripts/check-promql.py.
+prometheus_ldflags() {
+    local v=${PROMETHEUS_VERSION#v0.} x=github.com/prometheus/common/version
+    # v0.316.0 -> 3.16.0
+    printf -- '-X %s.Version=%s.%s.%s -X %s.Branch=release -X %s.Revision=%s' "$x" "${v:0:1}" "$((10#${v:1:2}))" \
+        "${v#*.}" "$x" "$x" "$PROMETHEUS_VERSION"
+}
+build_prometheus() {
+    BUILD_TAGS=remove_all_sd build prometheus "$PROMETHEUS_VERSION" "$(prometheus_ldflags)" \
+        github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool ./promql-series
+}
+# What CI's chart check needs: promtool and the parser, not the server (which scripts/check-chart.sh does not run).
+build_promtool() {
+    if [[ -x "$(PROMETHEUS_BIN)/promtool" && -x "$(PROMETHEUS_BIN)/promql-series" ]]; then
+        log "promtool $PROMETHEUS_VERSION: cached in $(PROMETHEUS_BIN)"
+        return
+    fi
+    BUILD_TAGS=remove_all_sd build prometheus "$PROMETHEUS_VERSION" "$(prometheus_ldflags)" \
+        github.com/prometheus/prometheus/cmd/promtool ./promql-series
+}
 build_training_operator() {
     build training-operator "$TRAINING_OPERATOR_VERSION" "" \
         github.com/kubeflow/training-operator/cmd/training-operator.v1
@@ -80,13 +105,13 @@ build_venv() {
 
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(k8s kwok jobset kueue venv)
-[[ " ${targets[*]} " == *" all "* ]] && targets=(k8s kwok jobset kueue trainer training-operator helm venv)
+[[ " ${targets[*]} " == *" all "* ]] && targets=(k8s kwok jobset kueue trainer training-operator helm prometheus venv)
 start=$SECONDS
 for t in "${targets[@]}"; do
     case $t in
-        k8s | kwok | jobset | kueue | trainer | helm | venv) "build_$t" ;;
+        k8s | kwok | jobset | kueue | trainer | helm | prometheus | promtool | venv) "build_$t" ;;
         training-operator) build_training_operator ;;
-        *) die "unknown component '$t' (k8s, kwok, jobset, kueue, trainer, training-operator, helm, venv, all)" ;;
+        *) die "unknown component '$t' (k8s, kwok, jobset, kueue, trainer, training-operator, helm, prometheus, promtool, venv, all)" ;;
     esac
 done
 log "components ready in $((SECONDS - start)) s; cache: $E2E_CACHE ($(du -sh "$E2E_CACHE" 2>/dev/null | cut -f1))"

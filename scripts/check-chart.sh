@@ -5,14 +5,19 @@
 #     v2.3.0's own values.yaml, and with every optional part switched on;
 #   - scripts/check-chart.py: every upstream values key is accepted, RBAC/webhooks/CRDs equal
 #     examples/manifests/deploy and `kubetrain crd`, dashboards and alerts query exported metrics only, and the
-#     rendered Configuration passes `kubetrain-operator --check-config`.
-# Usage: scripts/check-chart.sh   (HELM=path overrides the cached helm; KUBETRAIN_REQUIRE_UPSTREAM=1 fails
-# instead of skipping when upstream's chart is not in the Go module cache)
+#     rendered Configuration passes `kubetrain-operator --check-config`;
+#   - scripts/check-promql.py: every alert and dashboard expression parses with promtool (`check rules`) and
+#     Prometheus's parser, both built from github.com/prometheus/prometheus (e2e/build.sh promtool).
+# Usage: scripts/check-chart.sh   (HELM=path overrides the cached helm, PROMTOOL=path the cached promtool;
+# KUBETRAIN_REQUIRE_UPSTREAM=1 fails instead of skipping when upstream's chart is not in the Go module cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source e2e/lib/common.sh
 HELM="${HELM:-$(HELM_BIN)/helm}"
 [[ -x "$HELM" ]] || die "no helm at $HELM: run e2e/build.sh helm"
+PROMTOOL="${PROMTOOL:-$(PROMETHEUS_BIN)/promtool}"
+[[ -x "$PROMTOOL" && -x "$(dirname "$PROMTOOL")/promql-series" ]] ||
+    die "no promtool and promql-series in $(dirname "$PROMTOOL"): run e2e/build.sh promtool"
 chart=charts/kubetrain
 
 scripts/gen-chart.py --check
@@ -46,3 +51,4 @@ extra=()
 [[ -x "$target/debug/kubetrain" ]] && extra+=(--kubetrain "$target/debug/kubetrain")
 [[ -x "$target/debug/kubetrain-operator" ]] && extra+=(--operator "$target/debug/kubetrain-operator")
 scripts/check-chart.py --helm "$HELM" "${extra[@]}"
+scripts/check-promql.py --promtool "$PROMTOOL" --series "$(dirname "$PROMTOOL")/promql-series"

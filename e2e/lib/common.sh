@@ -55,6 +55,7 @@ JOBSET_BIN() { bin_dir jobset "$JOBSET_VERSION"; }
 KUEUE_BIN() { bin_dir kueue "$KUEUE_VERSION"; }
 UPSTREAM_BIN() { bin_dir trainer "$TRAINER_VERSION"; }
 HELM_BIN() { bin_dir helm "$HELM_VERSION"; }
+PROMETHEUS_BIN() { bin_dir prometheus "$PROMETHEUS_VERSION"; }
 VENV="$E2E_CACHE/venv-kubeflow-$KUBEFLOW_SDK_VERSION"
 
 # module_dir MODULE@VERSION: the unpacked module in the Go module cache (downloads it once).
