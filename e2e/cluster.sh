@@ -2,7 +2,10 @@
 # A real Kubernetes control plane on 127.0.0.1, built from the components' own Go modules (see docs/e2e.md).
 #
 #   e2e/cluster.sh up [--operator kubetrain|upstream|none]   build (once) and start everything; returns when ready
-#                     [--install kustomize|helm]              how kubetrain is installed (helm: charts/kubetrain)
+#                     [--install kustomize|helm|upstream-chart|upstream-kustomize]
+#                                                             how kubetrain is installed (helm: charts/kubetrain;
+#                                                             upstream-*: upstream's chart or kustomize overlay
+#                                                             with kubetrain's image)
 #   e2e/cluster.sh env                                        `export KUBECONFIG=...` lines for a shell
 #   e2e/cluster.sh down                                       stop every process `up` started
 #   e2e/cluster.sh status                                     which components are running
@@ -286,8 +289,10 @@ install_kubetrain_api() {
 }
 
 operator_kubeconfig() {
-    local file="$E2E_STATE/operator.kubeconfig" token
-    token=$(kubectl_admin -n kubeflow-system create token kubetrain-operator --duration 48h)
+    local file="$E2E_STATE/operator.kubeconfig" token account=kubetrain-operator
+    # --install upstream-*: the ServiceAccount upstream's Deployment runs under.
+    [[ -f "$E2E_STATE/operator-service-account" ]] && account=$(cat "$E2E_STATE/operator-service-account")
+    token=$(kubectl_admin -n kubeflow-system create token "$account" --duration 48h)
     write_kubeconfig "$file" "    token: $token"
     echo "$file"
 }
@@ -298,12 +303,21 @@ operator_start() {
     local name=$1 webhook=$2 metrics=$3 probe=$4
     shift 4
     # --install helm: the Configuration the chart rendered (e2e/lib/helm.sh); the flags below override it.
-    local config=()
-    [[ -f "$E2E_STATE/config.yaml" ]] && config=(--config "$E2E_STATE/config.yaml")
-    start "$name" env RUST_LOG="${RUST_LOG:-info}" POD_NAME="$name" \
+    local config=() certs=(--webhook-cert-dir "$PKI/webhook-certs") env=()
+    # KUBETRAIN_E2E_OPERATOR_CONFIG: another Configuration file (test_prometheus.py: secure metrics with auth).
+    local file=${KUBETRAIN_E2E_OPERATOR_CONFIG:-$E2E_STATE/config.yaml}
+    [[ -f "$file" ]] && config=(--config "$file")
+    # --install upstream-*: the args of upstream's Deployment (its Configuration file) and its built-in
+    # certificates, which must also name the address the API server calls (e2e/lib/upstream_chart.sh).
+    if [[ $(install_mode) == upstream-* ]]; then
+        mapfile -t config <"$UPSTREAM_CHART_DIR/manager/args"
+        certs=()
+        env=(KUBETRAIN_CERT_EXTRA_NAMES=127.0.0.1)
+    fi
+    start "$name" env RUST_LOG="${RUST_LOG:-info}" POD_NAME="$name" "${env[@]}" \
         "$KUBETRAIN_BIN/${KUBETRAIN_E2E_OPERATOR_BINARY:-kubetrain-operator}" "${config[@]}" \
         --kubeconfig "$(operator_kubeconfig)" --log-format text \
-        --webhook-port "$webhook" --webhook-cert-dir "$PKI/webhook-certs" \
+        --webhook-port "$webhook" "${certs[@]}" \
         --status-server-port $((OPERATOR_STATUS_PORT + webhook - OPERATOR_WEBHOOK_PORT)) \
         --metrics-bind-address "127.0.0.1:$metrics" --health-probe-bind-address "127.0.0.1:$probe" \
         --leader-elect-namespace kubeflow-system "$@"
@@ -311,6 +325,10 @@ operator_start() {
 }
 
 install_kubetrain_webhooks() {
+    if [[ $(install_mode) == upstream-* ]]; then
+        upstream_chart_webhooks "$1"
+        return
+    fi
     # --force-conflicts: with --install helm, helm owns the configurations' fields until a scenario re-points them.
     manifests webhooks --url "https://127.0.0.1:$1" --ca "$PKI/ca.crt" \
         "$REPO_DIR/examples/manifests/deploy/webhooks.yaml" |
@@ -320,9 +338,14 @@ install_kubetrain_webhooks() {
 start_kubetrain() {
     install_kubetrain_webhooks "$OPERATOR_WEBHOOK_PORT"
     operator_start kubetrain-operator "$OPERATOR_WEBHOOK_PORT" "$OPERATOR_METRICS_PORT" "$OPERATOR_PROBE_PORT"
-    # The built-in runtimes go through our runtime webhook, as in a real install (the chart installed them).
-    [[ -f "$E2E_STATE/config.yaml" ]] ||
-        kubectl_admin apply --server-side -f "$REPO_DIR/examples/manifests/deploy/runtimes/runtimes.yaml" >/dev/null
+    # The built-in runtimes go through our runtime webhook, as in a real install (the chart installed them;
+    # upstream's chart leaves them to a post-install Job, whose list the harness applies).
+    case $(install_mode) in
+        kustomize)
+            kubectl_admin apply --server-side -f "$REPO_DIR/examples/manifests/deploy/runtimes/runtimes.yaml" >/dev/null
+            ;;
+        upstream-*) upstream_chart_runtimes ;;
+    esac
     log "kubetrain-operator ready; $(kubectl_admin get clustertrainingruntimes --no-headers | wc -l) ClusterTrainingRuntimes installed"
 }
 
@@ -332,6 +355,11 @@ start_kubetrain() {
 source "$E2E_DIR/lib/upstream.sh"
 # shellcheck source=lib/helm.sh
 source "$E2E_DIR/lib/helm.sh"
+# shellcheck source=lib/upstream_chart.sh
+source "$E2E_DIR/lib/upstream_chart.sh"
+
+# How kubetrain was installed (`up --install`): kustomize, helm, upstream-chart or upstream-kustomize.
+install_mode() { cat "$E2E_STATE/install" 2>/dev/null || echo kustomize; }
 
 # --- commands -------------------------------------------------------------------------------------------
 
@@ -342,7 +370,7 @@ cmd_up() {
     local operator=kubetrain install=kustomize
     while [[ $# -gt 0 ]]; do
         case $1 in
-            --install) install=${2:?--install needs kustomize or helm}; shift 2 ;;
+            --install) install=${2:?--install needs kustomize, helm, upstream-chart or upstream-kustomize}; shift 2 ;;
             --install=*) install=${1#*=}; shift ;;
             --operator) operator=${2:?--operator needs kubetrain, upstream or none}; shift 2 ;;
             --operator=*) operator=${1#*=}; shift ;;
@@ -355,7 +383,11 @@ cmd_up() {
     fi
     local t0=$SECONDS components=(k8s kwok jobset kueue venv)
     [[ $operator == upstream ]] && components+=(trainer)
-    case $install in kustomize) ;; helm) components+=(helm) ;; *) die "--install must be kustomize or helm" ;; esac
+    case $install in
+        kustomize | upstream-kustomize) ;;
+        helm | upstream-chart) components+=(helm) ;;
+        *) die "--install must be kustomize, helm, upstream-chart or upstream-kustomize" ;;
+    esac
     "$E2E_DIR/build.sh" "${components[@]}"
     # KUBETRAIN_E2E_CARGO_BUILD=0 starts the kubetrain binaries already built (a tree being edited elsewhere).
     [[ ${KUBETRAIN_E2E_CARGO_BUILD:-1} == 0 ]] || build_kubetrain
@@ -363,6 +395,7 @@ cmd_up() {
 
     rm -rf "$E2E_STATE" && mkdir -p "$E2E_STATE" "$LOGS" "$PIDS"
     echo "$operator" >"$E2E_STATE/operator"
+    echo "$install" >"$E2E_STATE/install"
     make_pki
     admin_kubeconfig
     start_etcd
@@ -371,7 +404,14 @@ cmd_up() {
     start_kwok
     install_podgroup_crd
     case $operator in
-        kubetrain) if [[ $install == helm ]]; then install_kubetrain_helm; else install_kubetrain_api; fi ;;
+        kubetrain)
+            case $install in
+                helm) install_kubetrain_helm ;;
+                upstream-chart) install_upstream_chart ;;
+                upstream-kustomize) install_upstream_kustomize ;;
+                *) install_kubetrain_api ;;
+            esac
+            ;;
         upstream) upstream_install_api ;;
     esac
     start_jobset
@@ -444,5 +484,5 @@ case ${1:-} in
     env) cmd_env ;;
     status) cmd_status ;;
     operator) shift; cmd_operator "$@" ;;
-    *) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -7,6 +7,7 @@ deadline whose failure message says what was expected and what was last seen.
 
 import json
 import os
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -224,7 +225,14 @@ def apply(obj, namespace, server_side=False):
 def operator_metric(name, **labels):
     """A sample of kubetrain-operator's /metrics (0 when absent), e.g. admission verdicts."""
     port = 18080 + int(os.environ.get("KUBETRAIN_E2E_PORT_OFFSET", "0"))
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    # HTTPS (self-signed) where the install's Configuration says secureServing (e2e/lib/upstream_chart.sh).
+    scheme = (STATE / "metrics-scheme").read_text().strip() if (STATE / "metrics-scheme").exists() else "http"
+    context = None
+    if scheme == "https":
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    text = urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/metrics", timeout=10, context=context).read().decode()
     total = 0.0
     for line in text.splitlines():
         if not line.startswith(name + "{") and not line.startswith(name + " "):

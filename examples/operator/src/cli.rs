@@ -168,6 +168,11 @@ pub(crate) struct Cli {
     #[arg(long, env = "KUBETRAIN_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
 
+    /// Publish a `TrainJobSubmitted` event for every admitted TrainJob (`false`: only for those whose pods
+    /// reference Secrets, one API write less per TrainJob; denials, runtime changes and audit lines unchanged).
+    #[arg(long, env = "KUBETRAIN_SUBMISSION_EVENTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub submission_events: bool,
+
     /// Log format.
     #[arg(long, env = "KUBETRAIN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -189,6 +194,10 @@ pub(crate) struct Cli {
     /// Kubeconfig context [default: the current context].
     #[arg(long, env = "KUBETRAIN_CONTEXT")]
     pub context: Option<String>,
+
+    /// Upstream's manager flags (`--feature-gates`, `--zap-*`), so its Deployments start kubetrain unchanged.
+    #[command(flatten)]
+    pub upstream: crate::upstream_flags::UpstreamFlags,
 }
 
 impl Cli {
@@ -236,6 +245,7 @@ impl Cli {
             })?;
             operator = operator.audit_log(log);
         }
+        operator = operator.submission_events(self.submission_events);
         if self.trainjob_status {
             operator = operator.trainjob_status(StatusServerSettings {
                 service: self.status_server_service.clone(),
@@ -364,6 +374,15 @@ mod tests {
             found = true;
         }
         assert!(found, "no Deployment in operator.yaml");
+    }
+
+    #[test]
+    fn submission_events_are_on_unless_turned_off() {
+        let default = Cli::try_parse_from(["kubetrain-operator"]).unwrap();
+        assert!(default.submission_events);
+        let off =
+            Cli::try_parse_from(["kubetrain-operator", "--submission-events", "false"]).unwrap();
+        assert!(!off.submission_events);
     }
 
     #[test]

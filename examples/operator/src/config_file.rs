@@ -35,7 +35,7 @@ pub(crate) struct FileSettings {
 }
 
 /// Whether the flag with clap id `id` was given on the command line or by its environment variable.
-fn explicit(matches: &ArgMatches, id: &str) -> bool {
+pub(crate) fn explicit(matches: &ArgMatches, id: &str) -> bool {
     matches!(
         matches.value_source(id),
         Some(ValueSource::CommandLine | ValueSource::EnvVariable)

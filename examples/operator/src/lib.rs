@@ -17,8 +17,10 @@ use kubetrain_controller::Operator;
 
 mod cli;
 mod config_file;
+mod upstream_flags;
 
 use cli::{Cli, LogFormat};
+use config_file::explicit;
 
 /// Runs the operator binary named `name` (in `--help` and error messages): the flags of `kubetrain-operator`
 /// become an [`Operator`], `customize` adds to it (e.g. `Operator::plugin`), then it runs against the cluster.
@@ -43,13 +45,27 @@ pub fn main_with(name: &'static str, customize: impl FnOnce(Operator) -> Operato
         },
         None => None,
     };
+    // Upstream's --feature-gates override the file's featureGates; an explicit --trainjob-status wins.
+    if let Some(on) = cli
+        .upstream
+        .feature_gates
+        .as_ref()
+        .and_then(|g| g.trainjob_status())
+        && !explicit(&matches, "trainjob_status")
+    {
+        cli.trainjob_status = on;
+    }
     if cli.check_config
         && let Some(file) = &file
     {
         print!("{}", file.effective(&cli).to_yaml());
         return ExitCode::SUCCESS;
     }
-    init_logging(cli.log_format);
+    init_logging(
+        cli.upstream
+            .log_format(cli.log_format, explicit(&matches, "log_format")),
+        cli.upstream.log_filter(),
+    );
     // One rustls provider for the kube client and the webhook server alike (ring, as the rest of the tree).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match async_runtime(cli.worker_threads) {
@@ -94,9 +110,10 @@ fn async_runtime(worker_threads: usize) -> std::io::Result<tokio::runtime::Runti
     builder.enable_all().build()
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs to stderr in `format`, filtered by RUST_LOG, else by `default_filter` (from upstream's --zap-* flags).
+fn init_logging(format: LogFormat, default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

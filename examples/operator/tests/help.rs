@@ -54,6 +54,13 @@ fn help_mentions_every_flag_and_its_environment_variable() {
         ("--log-format", "KUBETRAIN_LOG_FORMAT"),
         ("--kubeconfig", "KUBETRAIN_KUBECONFIG"),
         ("--context", "KUBETRAIN_CONTEXT"),
+        // Upstream's manager flags (upstream_flags.rs).
+        ("--feature-gates", "KUBETRAIN_FEATURE_GATES"),
+        ("--zap-log-level", "KUBETRAIN_ZAP_LOG_LEVEL"),
+        ("--zap-encoder", "KUBETRAIN_ZAP_ENCODER"),
+        ("--zap-devel", "KUBETRAIN_ZAP_DEVEL"),
+        ("--zap-stacktrace-level", "KUBETRAIN_ZAP_STACKTRACE_LEVEL"),
+        ("--zap-time-encoding", "KUBETRAIN_ZAP_TIME_ENCODING"),
     ] {
         assert!(help.contains(flag), "help lacks {flag}:\n{help}");
         assert!(
