@@ -53,8 +53,8 @@ use kubetrain_jobset::plugins::Registry;
 pub use backend::LocalProcessBackend;
 pub use error::PlanError;
 pub use exec::{
-    DEADLINE_EXCEEDED_MESSAGE, EVENT_BUFFER, LOG_PIECE_BYTES, LogLine, PodPhase, PodSummary, RunEvent,
-    RunSummary, execute,
+    DEADLINE_EXCEEDED_MESSAGE, EVENT_BUFFER, LOG_PIECE_BYTES, LogLine, PodPhase, PodSummary,
+    RunEvent, RunSummary, execute,
 };
 pub use identity::ProcessIdentity;
 pub use plan::{JobPlan, PodPlan, ProcessPlan};

@@ -671,7 +671,9 @@ async fn the_active_deadline_stops_every_pod_and_fails_the_run() {
     assert_eq!(summary.status, JobStatus::Failed, "{summary:?}");
     assert!(!summary.cancelled, "{summary:?}");
     assert!(
-        summary.message.starts_with(local::DEADLINE_EXCEEDED_MESSAGE),
+        summary
+            .message
+            .starts_with(local::DEADLINE_EXCEEDED_MESSAGE),
         "{}",
         summary.message
     );

@@ -477,7 +477,10 @@ async fn without_submission_events_only_secret_references_and_denials_get_events
         .filter(|r| r.method == "POST" && r.uri.contains("/events"))
         .map(|r| {
             (
-                r.body["regarding"]["name"].as_str().unwrap_or_default().to_owned(),
+                r.body["regarding"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
                 r.body["reason"].as_str().unwrap_or_default().to_owned(),
             )
         })
