@@ -6,21 +6,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubetrain_controller::election::{ElectionConfig, default_identity};
 use kubetrain_controller::operator::StatusServerSettings;
 use kubetrain_controller::{Operator, OperatorError, Settings};
 
-/// Log line format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum LogFormat {
-    /// One JSON object per line (for log collectors).
-    Json,
-    /// Human-readable lines.
-    Text,
-}
+pub(crate) use crate::log_format::LogFormat;
 
 /// The kubetrain operator: reconciles TrainJobs into JobSets, serves the trainer admission webhooks,
 /// elects a leader with a Lease, and exposes probes and Prometheus metrics.

@@ -17,6 +17,7 @@ use kubetrain_controller::Operator;
 
 mod cli;
 mod config_file;
+mod log_format;
 mod upstream_flags;
 
 use cli::{Cli, LogFormat};

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use clap::Args;
 use kubetrain_controller::config::FEATURE_GATES;
 
-use crate::cli::LogFormat;
+use crate::log_format::LogFormat;
 
 /// Upstream's manager flags (see the module documentation).
 #[derive(Debug, Clone, Default, Args)]
@@ -157,10 +157,19 @@ impl UpstreamFlags {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
+    use clap::Parser;
 
     use super::*;
-    use crate::cli::Cli;
+
+    /// Upstream's flags as the operator's command line flattens them, with `--config` beside them
+    /// (`tests/help.rs` checks the whole command line).
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        upstream: UpstreamFlags,
+    }
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("kubetrain-operator").chain(args.iter().copied()))
