@@ -179,29 +179,46 @@ fn expect_timeout(err: &InitError, kind: &str) {
     );
 }
 
-/// Log lines written while `fut` runs on this thread (the retries log on the async thread).
-async fn logged<T>(fut: impl Future<Output = T>) -> (T, String) {
-    #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+thread_local! {
+    /// Where this thread's log lines go while [`logged`] runs on it.
+    static CAPTURE: std::cell::RefCell<Option<Arc<Mutex<Vec<u8>>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The writer of the one global subscriber: the capture buffer of the writing thread, if any.
+struct ThreadSink;
+
+impl std::io::Write for ThreadSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CAPTURE.with(|capture| {
+            if let Some(sink) = &*capture.borrow() {
+                sink.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
     }
-    let sink = Sink::default();
-    let writer = sink.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Log lines written while `fut` runs on this thread (the tests run on current-thread runtimes, so the
+/// retries log here). One global subscriber, not a scoped one per test: with scoped subscribers, a callsite
+/// first reached on another test's thread, with none set, could be cached as uninteresting and its lines lost.
+async fn logged<T>(fut: impl Future<Output = T>) -> (T, String) {
+    static GLOBAL: std::sync::Once = std::sync::Once::new();
+    GLOBAL.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| ThreadSink)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    });
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    CAPTURE.with(|capture| *capture.borrow_mut() = Some(sink.clone()));
     let out = fut.await;
-    drop(guard);
-    let text = String::from_utf8_lossy(&sink.0.lock().unwrap()).into_owned();
+    CAPTURE.with(|capture| *capture.borrow_mut() = None);
+    let text = String::from_utf8_lossy(&sink.lock().unwrap()).into_owned();
     (out, text)
 }
 
