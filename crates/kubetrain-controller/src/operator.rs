@@ -330,6 +330,31 @@ impl Operator {
         self.start(client).await?.wait().await
     }
 
+    /// The TrainJobStatus render options, when asked for and the webhooks (hence the status server) are on.
+    /// With built-in certificates their CA is shared with the certificate management, which keeps it current.
+    fn trainjob_status_options(
+        &mut self,
+        client: &Client,
+        status_port: u16,
+    ) -> Result<Option<kubetrain_jobset::TrainJobStatusOptions>, OperatorError> {
+        let (Some(status), Some((_, cert_dir, ..))) = (self.trainjob_status.take(), &self.webhooks)
+        else {
+            return Ok(None);
+        };
+        let namespace = status
+            .namespace
+            .clone()
+            .or_else(|| self.election.as_ref().map(|c| c.namespace.clone()))
+            .filter(|namespace| !namespace.is_empty())
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let built_in_certs = self.serving.cert_management.is_some();
+        let options = trainjob_status(status, namespace, cert_dir, status_port, built_in_certs)?;
+        if built_in_certs {
+            self.serving.status_ca = Some(options.ca_cert.clone());
+        }
+        Ok(Some(options))
+    }
+
     /// Checks the API server, binds every server and spawns every part; [`Running::wait`] waits for the end.
     ///
     /// # Errors
@@ -353,21 +378,10 @@ impl Operator {
                     .into(),
             ));
         }
+        let status_options = self.trainjob_status_options(&client, status_port)?;
         let mut settings = self.settings;
-        if let (Some(status), Some((_, cert_dir, ..))) = (self.trainjob_status, &self.webhooks) {
-            let namespace = status
-                .namespace
-                .clone()
-                .or_else(|| self.election.as_ref().map(|c| c.namespace.clone()))
-                .filter(|namespace| !namespace.is_empty())
-                .unwrap_or_else(|| client.default_namespace().to_owned());
-            let built_in_certs = self.serving.cert_management.is_some();
-            let options =
-                trainjob_status(status, namespace, cert_dir, status_port, built_in_certs)?;
-            if built_in_certs {
-                self.serving.status_ca = Some(options.ca_cert.clone());
-            }
-            settings.render.trainjob_status = Some(options);
+        if status_options.is_some() {
+            settings.render.trainjob_status = status_options;
         }
         let plugins = Arc::new(render_plugins(&settings, self.plugins)?);
         let version = client
