@@ -306,11 +306,11 @@ impl Operator {
         self
     }
 
-    /// Whether every admitted TrainJob gets a `TrainJobSubmitted` event (the default). `false` keeps it only for
-    /// TrainJobs whose pods reference Secrets, one API write less per TrainJob; denials, runtime changes and
-    /// audit lines are unchanged.
+    /// Whether every admitted TrainJob gets a `TrainJobSubmitted` event. Off by default: the event is kept
+    /// only for TrainJobs whose pods reference Secrets, so a TrainJob costs no more API writes than upstream's;
+    /// denials, runtime changes and audit lines are the same either way.
     pub fn submission_events(mut self, on: bool) -> Self {
-        self.admission.quiet_submissions = !on;
+        self.admission.all_submission_events = on;
         self
     }
 

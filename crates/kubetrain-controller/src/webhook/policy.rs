@@ -343,9 +343,10 @@ pub struct AdmissionSetup {
     pub policy: TrainingPolicySource,
     /// Audit lines (none: events only).
     pub audit_log: Option<Arc<crate::audit::AuditLog>>,
-    /// No `TrainJobSubmitted` event for admitted TrainJobs that reference no Secret
+    /// A `TrainJobSubmitted` event for every admitted TrainJob; `false` (the default) keeps it for those that
+    /// reference Secrets, so a TrainJob costs no more API requests than upstream's
     /// ([`super::AdmissionAudit::without_submission_events`]).
-    pub quiet_submissions: bool,
+    pub all_submission_events: bool,
 }
 
 /// A boxed watch future.
@@ -381,7 +382,7 @@ impl AdmissionSetup {
         if let Some(log) = &self.audit_log {
             audit = audit.with_log(log.clone());
         }
-        if self.quiet_submissions {
+        if !self.all_submission_events {
             audit = audit.without_submission_events();
         }
         Ok((gate.with_namespace_reads(client.clone()), watch, audit))
