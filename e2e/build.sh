@@ -106,6 +106,14 @@ build_venv() {
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(k8s kwok jobset kueue venv)
 [[ " ${targets[*]} " == *" all "* ]] && targets=(k8s kwok jobset kueue trainer training-operator helm prometheus venv)
+# One build at a time per cache: a second run (another cluster, a helper's shell) would otherwise delete the
+# first one's `.partial` folder under it. The lock goes with the process, so a killed build never holds it.
+mkdir -p "$E2E_CACHE"
+exec 9>"$E2E_CACHE/.build.lock"
+if ! flock -n 9; then
+    log "another e2e/build.sh is building into $E2E_CACHE; waiting for it"
+    flock 9
+fi
 start=$SECONDS
 for t in "${targets[@]}"; do
     case $t in
