@@ -64,6 +64,17 @@ pub const TORCH_RESERVED_ENV: [&str; 5] = [
     "PET_MASTER_ADDR",
     "PET_MASTER_PORT",
 ];
+/// Environment variables the torch plugin also owns when the runtime has an `elasticPolicy` (the c10d
+/// rendezvous); users may not set them on such a TrainJob. Without an elastic policy they stay the user's,
+/// as upstream has them.
+pub const TORCH_ELASTIC_RESERVED_ENV: [&str; 3] =
+    ["PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_ID"];
+/// JobSet annotation of an elastic TrainJob: the fewest nodes it runs with (`elasticPolicy.minNodes`).
+pub const ELASTIC_MIN_NODES_ANNOTATION: &str = "kubetrain.dev/elastic-min-nodes";
+/// JobSet annotation of an elastic TrainJob: the most nodes it scales to (`elasticPolicy.maxNodes`).
+pub const ELASTIC_MAX_NODES_ANNOTATION: &str = "kubetrain.dev/elastic-max-nodes";
+/// JobSet annotation of an elastic TrainJob: the replicated job whose parallelism is its node count.
+pub const ELASTIC_REPLICATED_JOB_ANNOTATION: &str = "kubetrain.dev/elastic-replicated-job";
 /// Environment variables the MPI plugin owns; users may not set them.
 pub const MPI_RESERVED_ENV: [&str; 4] = [
     "OMPI_MCA_orte_default_hostfile",
@@ -88,3 +99,16 @@ pub const SYSTEM_PRIORITY_CLASSES: [&str; 2] = ["system-cluster-critical", "syst
 
 /// Link to upstream's runtime deprecation policy, quoted in deprecation warnings.
 pub const DEPRECATION_POLICY_URL: &str = "https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html#runtime-deprecation-policy";
+
+/// `status.trainerStatus.metrics` name (kubetrain's, not upstream's): the step the trainer is at (an integer,
+/// the steps done). With [`METRIC_CHECKPOINT_STEP`] it tells how much work a restart loses.
+pub const METRIC_STEP: &str = "kubetrain.dev/step";
+/// `status.trainerStatus.metrics` name (kubetrain's): the step of the last checkpoint the trainer wrote (an
+/// integer; a restarted trainer resumes from it).
+pub const METRIC_CHECKPOINT_STEP: &str = "kubetrain.dev/checkpoint-step";
+/// `status.trainerStatus.metrics` name (kubetrain's): when that checkpoint was written, RFC 3339 in UTC
+/// (`2026-01-02T03:04:05Z`).
+pub const METRIC_CHECKPOINT_TIME: &str = "kubetrain.dev/checkpoint-time";
+/// `status.trainerStatus.metrics` name (kubetrain's): the step a restarted trainer loaded its checkpoint at
+/// (an integer; reported only after a restart).
+pub const METRIC_RESUMED_FROM_STEP: &str = "kubetrain.dev/resumed-from-step";

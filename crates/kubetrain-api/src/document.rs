@@ -433,7 +433,12 @@ fn removed_field_hint(key: &str) -> Option<&'static str> {
         "numProcPerNode" => {
             " (mlPolicy.torch.numProcPerNode was removed in v2.2; set spec.trainer.numProcPerNode on the TrainJob)"
         }
-        "elasticPolicy" => " (mlPolicy.torch.elasticPolicy was removed in v2.2)",
+        "elasticPolicy" => {
+            " (elasticPolicy belongs in the runtime's mlPolicy.torch, KEP-2903; a per-TrainJob override is not supported)"
+        }
+        "maxRestarts" => {
+            " (v2.1's elasticPolicy.maxRestarts is not part of KEP-2903; set the runtime's JobSet failurePolicy.maxRestarts)"
+        }
         _ => return None,
     })
 }

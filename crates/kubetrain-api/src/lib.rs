@@ -77,12 +77,13 @@ pub use patch::{
     PodSpecPatch, PodTemplatePatch, ReplicatedJobPatch, RuntimePatch, TrainingRuntimeSpecPatch,
 };
 pub use runtime::{
-    ClusterTrainingRuntime, CoschedulingPodGroupPolicySource, FluxMLPolicySource,
-    JAXMLPolicySource, JOB_LIFECYCLE_IN_TEMPLATE, JOBSET_TTL_IN_TEMPLATE, JobSetTemplateSpec,
-    MLPolicy, MLPolicySource, MPIImplementation, MPIMLPolicySource, NetworkTopology,
-    NetworkTopologyMode, ONLY_ONE_POLICY, PodGroupPolicy, PodGroupPolicySource, RunPolicy,
-    TorchEnvInjection, TorchEnvInjectionTarget, TorchMLPolicySource, TrainingRuntime,
-    TrainingRuntimeSpec, VolcanoPodGroupPolicySource, XGBoostMLPolicySource,
+    ClusterTrainingRuntime, CoschedulingPodGroupPolicySource, ELASTIC_MIN_LE_MAX,
+    ELASTIC_NUM_NODES_IN_BOUNDS, FluxMLPolicySource, JAXMLPolicySource, JOB_LIFECYCLE_IN_TEMPLATE,
+    JOBSET_TTL_IN_TEMPLATE, JobSetTemplateSpec, MLPolicy, MLPolicySource, MPIImplementation,
+    MPIMLPolicySource, NetworkTopology, NetworkTopologyMode, ONLY_ONE_POLICY, PodGroupPolicy,
+    PodGroupPolicySource, RunPolicy, TorchElasticPolicy, TorchEnvInjection,
+    TorchEnvInjectionTarget, TorchMLPolicySource, TrainingRuntime, TrainingRuntimeSpec,
+    VolcanoPodGroupPolicySource, XGBoostMLPolicySource,
 };
 pub use trainjob::{
     DatasetInitializer, Initializer, InitializerSource, JobStatus, Metric, ModelInitializer,

@@ -148,9 +148,15 @@ impl MLPolicySource {
 /// Upstream's wire shape of [`MLPolicy`]; the CEL rule that forbids two frameworks lives here, in the schema.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = kube::core::Rule::new(
-    "[has(self.torch), has(self.mpi), has(self.jax), has(self.xgboost),has(self.flux)].filter(x, x).size() <= 1"
-).message("Only one of the policy can be configured"))]
+#[x_kube(
+    validation = kube::core::Rule::new(
+        "[has(self.torch), has(self.mpi), has(self.jax), has(self.xgboost),has(self.flux)].filter(x, x).size() <= 1"
+    ).message("Only one of the policy can be configured"),
+    validation = kube::core::Rule::new(
+        "!has(self.numNodes) || !has(self.torch) || !has(self.torch.elasticPolicy) || \
+(self.numNodes >= self.torch.elasticPolicy.minNodes && self.numNodes <= self.torch.elasticPolicy.maxNodes)"
+    ).message(ELASTIC_NUM_NODES_IN_BOUNDS)
+)]
 #[schemars(rename = "MLPolicy")]
 struct MLPolicyRepr {
     /// Default number of training nodes.
@@ -234,6 +240,51 @@ pub struct TorchMLPolicySource {
     /// Extra containers (besides `node`) that receive the `PET_*` env.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_injection: Option<TorchEnvInjection>,
+    /// Elastic training (KEP-2903, ahead of upstream v2.3): torchrun runs with `--nnodes=min:max` and a c10d
+    /// rendezvous, and the job may run with any node count between the bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic_policy: Option<TorchElasticPolicy>,
+}
+
+/// The message of the rule that keeps `minNodes <= maxNodes`.
+pub const ELASTIC_MIN_LE_MAX: &str = "minNodes must be less than or equal to maxNodes";
+/// The message of the rule that keeps `mlPolicy.numNodes` within an elastic policy's bounds.
+pub const ELASTIC_NUM_NODES_IN_BOUNDS: &str =
+    "numNodes must be between torch.elasticPolicy.minNodes and torch.elasticPolicy.maxNodes";
+
+/// Elastic PyTorch (KEP-2903 `ElasticPolicy`, ahead of upstream v2.3): the node-count bounds of an elastic
+/// TrainJob and the metrics that drive its size.
+///
+/// With this policy the torch plugin renders `PET_NNODES=<minNodes>:<maxNodes>` and a c10d rendezvous
+/// (`PET_RDZV_BACKEND`, `PET_RDZV_ENDPOINT`, `PET_RDZV_ID`) instead of a fixed `PET_NODE_RANK`; the node job
+/// starts at the TrainJob's `trainer.numNodes`, else the runtime's `mlPolicy.numNodes`, else `maxNodes`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("self.minNodes <= self.maxNodes").message(ELASTIC_MIN_LE_MAX))]
+pub struct TorchElasticPolicy {
+    /// The fewest nodes the job runs with (at least 1); below it the job fails.
+    #[x_kube(validation = kube::core::Rule::new("self >= 1").message("minNodes must be greater than or equal to 1"))]
+    pub min_nodes: i32,
+    /// The most nodes the job scales to (at least `minNodes`).
+    pub max_nodes: i32,
+    /// What drives the node count between the bounds (autoscaling/v2 `MetricSpec`s, as an HPA reads them).
+    /// Without metrics the size changes only with admission (Kueue) and node loss.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic"))]
+    pub metrics: Vec<k8s_openapi::api::autoscaling::v2::MetricSpec>,
+}
+
+impl TorchElasticPolicy {
+    /// The node count a job of `requested` nodes (its `trainer.numNodes` or the runtime's `mlPolicy.numNodes`)
+    /// starts with: the request when it is given, else `maxNodes` (admission may start it smaller).
+    pub fn initial_nodes(&self, requested: Option<i32>) -> i32 {
+        requested.unwrap_or(self.max_nodes)
+    }
+
+    /// Whether `nodes` lies within `[minNodes, maxNodes]`.
+    pub fn admits(&self, nodes: i32) -> bool {
+        (self.min_nodes..=self.max_nodes).contains(&nodes)
+    }
 }
 
 /// Containers that receive the torch distributed env besides the trainer container.

@@ -38,6 +38,7 @@ pub mod builder;
 pub mod builtin;
 pub mod canonical;
 pub mod companions;
+pub mod disruption;
 mod error;
 pub mod flux;
 pub mod object;

@@ -132,6 +132,7 @@ pub fn render_with_registry<K: KeySource>(
     let mut info = kubetrain_merge::merge_with_registry(job, runtime, plugins)?;
     plugins.pre_build(&mut info, job)?;
     let mut objects = registry.build(&info, job, &mut BuildContext::new(observed, keys))?;
+    crate::disruption::apply_to_objects(job, &mut objects);
     sort(&mut objects);
     Ok(Rendered { info, objects })
 }

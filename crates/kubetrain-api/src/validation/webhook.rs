@@ -331,6 +331,9 @@ fn torch_rules(
             }
         }
     }
+    if let Some(elastic) = &torch.elastic_policy {
+        elastic_trainjob_rules(job, elastic, out);
+    }
     if let Some(trainer) = job.spec.trainer.as_ref() {
         let found = reserved_in(job, &TORCH_RESERVED_ENV);
         if !found.is_empty() {
@@ -339,6 +342,42 @@ fn torch_rules(
         if torchtune::is_torchtune_command(trainer.command.as_deref()) {
             torchtune_rules(job, spec, out);
         }
+    }
+}
+
+/// Elastic torch (KEP-2903, ours ahead of upstream v2.3): the TrainJob's `numNodes` is its initial size and
+/// lies within the runtime's bounds; the c10d rendezvous env is the plugin's.
+fn elastic_trainjob_rules(
+    job: &TrainJob,
+    elastic: &crate::TorchElasticPolicy,
+    out: &mut Vec<FieldError>,
+) {
+    let Some(trainer) = job.spec.trainer.as_ref() else {
+        return;
+    };
+    if let Some(nodes) = trainer.num_nodes
+        && !elastic.admits(nodes)
+    {
+        out.push(FieldError::error(
+            "spec.trainer.numNodes",
+            format!(
+                "Invalid value: {nodes}: must be between the runtime's mlPolicy.torch.elasticPolicy.minNodes ({}) \
+and maxNodes ({}): numNodes is the initial size of an elastic TrainJob",
+                elastic.min_nodes, elastic.max_nodes
+            ),
+        ));
+    }
+    let found = reserved_in(job, &TORCH_ELASTIC_RESERVED_ENV);
+    if !found.is_empty() {
+        let names: Vec<&str> = found.iter().map(String::as_str).collect();
+        out.push(FieldError::error(
+            "spec.trainer.env",
+            format!(
+                "must not set [{}]: the c10d rendezvous of an elastic runtime (mlPolicy.torch.elasticPolicy) \
+sets them",
+                names.join(" ")
+            ),
+        ));
     }
 }
 
@@ -624,6 +663,7 @@ pub(crate) fn is_dns1123_subdomain(value: &str) -> bool {
 /// The runtime webhook: ancestor jobs have one replica and their required container.
 pub(crate) fn runtime(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
     claim_namespaces(&spec.template.spec, out);
+    elastic_runtime(spec, out);
     for (i, job) in spec.template.spec.replicated_jobs.iter().enumerate() {
         let Some(role) = job.ancestor() else { continue };
         let required = match role {
@@ -670,6 +710,49 @@ fn claim_namespaces(spec: &JobSetSpec, out: &mut Vec<FieldError>) {
             out.push(FieldError::error(
                 format!("spec.template.spec.volumeClaimPolicies[{i}]"),
                 "namespace cannot be set for VolumeClaimPolicies templates",
+            ));
+        }
+    }
+}
+
+/// An elastic runtime (KEP-2903's webhook rules, ahead of upstream v2.3): its trainer job is an Indexed Job whose
+/// pod count the renderer and the scaling loop set, so the template must not fix another completion mode or
+/// a parallelism that differs from its completions. (Runtime patches cannot set either field, so KEP-2903's
+/// third rule holds by construction.)
+fn elastic_runtime(spec: &TrainingRuntimeSpec, out: &mut Vec<FieldError>) {
+    let Some(MLPolicySource::Torch(TorchMLPolicySource {
+        elastic_policy: Some(_),
+        ..
+    })) = spec.ml_policy.as_ref().and_then(|p| p.source.as_ref())
+    else {
+        return;
+    };
+    for (i, job) in spec.template.spec.replicated_jobs.iter().enumerate() {
+        if job.name != NODE && job.ancestor() != Some(ANCESTOR_TRAINER) {
+            continue;
+        }
+        let Some(job_spec) = job.template.spec.as_ref() else {
+            continue;
+        };
+        let path = format!("spec.template.spec.replicatedJobs[{i}].template.spec");
+        if let Some(mode) = job_spec.completion_mode.as_deref()
+            && mode != "Indexed"
+        {
+            out.push(FieldError::error(
+                format!("{path}.completionMode"),
+                format!(
+                    "Invalid value: {mode:?}: must be Indexed when mlPolicy.torch.elasticPolicy is set"
+                ),
+            ));
+        }
+        if let (Some(p), Some(c)) = (job_spec.parallelism, job_spec.completions)
+            && p != c
+        {
+            out.push(FieldError::error(
+                format!("{path}.parallelism"),
+                format!(
+                    "Invalid value: {p}: must equal completions ({c}) when mlPolicy.torch.elasticPolicy is set"
+                ),
             ));
         }
     }

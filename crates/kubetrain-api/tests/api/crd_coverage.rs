@@ -213,7 +213,10 @@ fn ahead_of_upstream(upstream: &Value, ours: &Value) -> Vec<String> {
         let depth = path.matches('.').count();
         // `.spec.x`, `.status.x` and the rules on `.spec.template` itself; below `.spec.template.` and
         // `.spec.trainer.` etc. live the embedded types.
-        depth <= 2 || path.starts_with(".spec.runPolicy")
+        // KEP-2903's elastic policy is ours too, down to (not into) its embedded autoscaling/v2 MetricSpec.
+        let elastic = path.starts_with(".spec.mlPolicy.torch.elasticPolicy")
+            && !path.starts_with(".spec.mlPolicy.torch.elasticPolicy.metrics[");
+        depth <= 2 || path.starts_with(".spec.runPolicy") || elastic
     };
     mine.difference(&theirs)
         .filter(|f| own(f))
@@ -221,16 +224,24 @@ fn ahead_of_upstream(upstream: &Value, ours: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The fields ahead of v2.3 are exactly KEP-2899's (docs/validation.md and docs/crd-reference.md list them):
-/// anything else our CRDs add at the trainer level would change what upstream's API server accepts.
+/// The fields ahead of v2.3 are exactly KEP-2899's and KEP-2903's (docs/validation.md and docs/crd-reference.md
+/// list them): anything else our CRDs add at the trainer level would change what upstream's API server accepts.
 #[test]
-fn only_kep_2899_fields_are_ahead_of_upstream() {
+fn only_kep_2899_and_kep_2903_fields_are_ahead_of_upstream() {
     let trainjob = [
         ".spec.ttlSecondsAfterFinished",
         ".status.completionTime",
         ".status.startTime",
     ];
     let runtime = [
+        ".spec.mlPolicy rule !has(self.numNodes)||!has(self.torch)||!has(self.torch.elasticPolicy)||\
+(self.numNodes>=self.torch.elasticPolicy.minNodes&&self.numNodes<=self.torch.elasticPolicy.maxNodes)",
+        ".spec.mlPolicy.torch.elasticPolicy",
+        ".spec.mlPolicy.torch.elasticPolicy rule self.minNodes<=self.maxNodes",
+        ".spec.mlPolicy.torch.elasticPolicy.maxNodes",
+        ".spec.mlPolicy.torch.elasticPolicy.metrics",
+        ".spec.mlPolicy.torch.elasticPolicy.minNodes",
+        ".spec.mlPolicy.torch.elasticPolicy.minNodes rule self>=1",
         ".spec.runPolicy",
         ".spec.runPolicy.activeDeadlineSeconds",
         ".spec.runPolicy.ttlSecondsAfterFinished",

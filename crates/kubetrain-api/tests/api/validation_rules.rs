@@ -1004,3 +1004,120 @@ fn run_policy_and_ttl_rules() {
         "{errors:#?}"
     );
 }
+
+/// An elastic torch runtime (KEP-2903, ahead of upstream v2.3) with a node job at `node_spec`.
+fn elastic_runtime(ml_policy: &str, node_spec: &str) -> String {
+    format!(
+        r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {{name: torch-elastic}}
+spec:
+  mlPolicy: {ml_policy}
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata: {{labels: {{trainer.kubeflow.org/trainjob-ancestor-step: trainer}}}}
+            spec:
+              {node_spec}
+              template:
+                spec:
+                  containers: [{{name: node, image: pytorch}}]
+"#
+    )
+}
+
+#[test]
+fn elastic_policy_rules() {
+    let bounds = "{torch: {elasticPolicy: {minNodes: 2, maxNodes: 4}}}";
+    let runtime = elastic_runtime(bounds, "");
+    assert_accepted(&[&runtime]);
+    // The schema: both bounds required, minNodes >= 1, minNodes <= maxNodes, metrics are MetricSpecs.
+    let cases = [
+        (
+            "{torch: {elasticPolicy: {minNodes: 0, maxNodes: 4}}}",
+            "spec.mlPolicy.torch.elasticPolicy.minNodes: minNodes must be greater than or equal to 1",
+        ),
+        (
+            "{torch: {elasticPolicy: {minNodes: 3, maxNodes: 2}}}",
+            "spec.mlPolicy.torch.elasticPolicy: minNodes must be less than or equal to maxNodes",
+        ),
+        (
+            "{torch: {elasticPolicy: {minNodes: 1}}}",
+            "spec.mlPolicy.torch.elasticPolicy",
+        ),
+        (
+            "{numNodes: 5, torch: {elasticPolicy: {minNodes: 2, maxNodes: 4}}}",
+            "spec.mlPolicy: numNodes must be between torch.elasticPolicy.minNodes and torch.elasticPolicy.maxNodes",
+        ),
+        (
+            "{torch: {elasticPolicy: {minNodes: 1, maxNodes: 2, metrics: [{type: Resource, resource: 7}]}}}",
+            "spec.mlPolicy.torch.elasticPolicy.metrics[0].resource",
+        ),
+    ];
+    for (policy, expected) in cases {
+        assert_rejected(&[&elastic_runtime(policy, "")], expected);
+    }
+    assert_accepted(&[&elastic_runtime(
+        "{numNodes: 3, torch: {elasticPolicy: {minNodes: 2, maxNodes: 4, metrics: [{type: Resource, \
+resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}}]}}}",
+        "",
+    )]);
+    // The runtime webhook (KEP-2903's rules 1 and 2).
+    assert_rejected(
+        &[&elastic_runtime(bounds, "completionMode: NonIndexed")],
+        "spec.template.spec.replicatedJobs[0].template.spec.completionMode: Invalid value: \"NonIndexed\": \
+must be Indexed when mlPolicy.torch.elasticPolicy is set",
+    );
+    assert_rejected(
+        &[&elastic_runtime(
+            bounds,
+            "parallelism: 2\n              completions: 3",
+        )],
+        "spec.template.spec.replicatedJobs[0].template.spec.parallelism: Invalid value: 2: must equal completions (3)",
+    );
+    // A TrainJob's numNodes is its initial size, within the bounds; the rendezvous env is the plugin's.
+    let trainjob = |trainer: &str| {
+        job(&format!(
+            "  runtimeRef: {{name: torch-elastic}}\n  trainer: {trainer}"
+        ))
+    };
+    assert_accepted(&[&runtime, &trainjob("{numNodes: 2}")]);
+    assert_accepted(&[&runtime, &trainjob("{numNodes: 4}")]);
+    assert_accepted(&[&runtime, &trainjob("{image: x}")]);
+    for nodes in [1, 5] {
+        assert_rejected(
+            &[&runtime, &trainjob(&format!("{{numNodes: {nodes}}}"))],
+            &format!(
+                "spec.trainer.numNodes: Invalid value: {nodes}: must be between the runtime's \
+mlPolicy.torch.elasticPolicy.minNodes (2) and maxNodes (4)"
+            ),
+        );
+    }
+    assert_rejected(
+        &[
+            &runtime,
+            &trainjob(
+                "{env: [{name: PET_RDZV_ENDPOINT, value: 'x'}, {name: PET_RDZV_ID, value: 'id'}]}",
+            ),
+        ],
+        "spec.trainer.env: must not set [PET_RDZV_ENDPOINT PET_RDZV_ID]",
+    );
+    // Without an elastic policy the rendezvous env stays the user's, as upstream has it.
+    assert_accepted(&[
+        TORCH_RUNTIME,
+        &job(
+            "  runtimeRef: {name: torch-distributed}\n  trainer: {env: [{name: PET_RDZV_ID, value: 'id'}]}",
+        ),
+    ]);
+    // A TrainJob-level elasticPolicy (KEP-2903's override) is not supported and says where the field lives.
+    assert_rejected(
+        &[
+            &runtime,
+            &trainjob("{elasticPolicy: {minNodes: 1, maxNodes: 2}}"),
+        ],
+        "elasticPolicy belongs in the runtime's mlPolicy.torch",
+    );
+}

@@ -20,6 +20,11 @@ fn trainjob(name: &str, runtime: &str, trainer: &str) -> String {
 
 fn parse(yaml: &str) -> (TrainJob, RuntimeCatalog) {
     let mut catalog = builtin::catalog();
+    // The elastic example runtime (`torch-elastic`, minNodes 2, maxNodes 4) beside the built-ins.
+    common::load(
+        include_str!("../../../../examples/manifests/elastic-runtime.yaml"),
+        &mut catalog,
+    );
     let job = common::load(yaml, &mut catalog).remove(0);
     (job, catalog)
 }
@@ -105,6 +110,7 @@ fn rendered_jobset_is_the_jobset_object() {
 fn any_trainjob() -> impl Strategy<Value = String> {
     let runtimes = vec![
         "torch-distributed",
+        "torch-elastic",
         "deepspeed-distributed",
         "mlx-distributed",
         "jax-distributed",
@@ -121,6 +127,7 @@ fn any_trainjob() -> impl Strategy<Value = String> {
         "",
         "MY_VAR",
         "PET_NNODES",
+        "PET_RDZV_ENDPOINT",
         "OMPI_MCA_orte_keep_fqdn_hostnames",
         "DMLC_TRACKER_URI",
     ]);

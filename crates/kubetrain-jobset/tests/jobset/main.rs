@@ -6,6 +6,7 @@ mod shared_data;
 
 mod agreement;
 mod common;
+mod elastic;
 mod facts;
 mod flux;
 mod golden;

@@ -1,8 +1,11 @@
 //! Torch: `PET_*` env for torchrun, port 29500, `envInjection` targets and the torchtune command rewrite.
 
 use k8s_openapi::api::core::v1::{ContainerPort, EnvVar};
-use kubetrain_api::constants::TRAINER_PORT;
-use kubetrain_api::{MLPolicySource, TrainJob};
+use kubetrain_api::constants::{
+    ELASTIC_MAX_NODES_ANNOTATION, ELASTIC_MIN_NODES_ANNOTATION, ELASTIC_REPLICATED_JOB_ANNOTATION,
+    TRAINER_PORT,
+};
+use kubetrain_api::{MLPolicySource, TorchElasticPolicy, TrainJob};
 
 use super::{
     COMPLETION_INDEX_FIELD_PATH, EnforceMlPolicy, Plugin, apply_num_nodes, master_host, torchtune,
@@ -32,6 +35,37 @@ pub fn procs_per_node(info: &Info, job: &TrainJob) -> (ProcsPerNode, i64) {
     (procs, gpus)
 }
 
+/// An elastic TrainJob's initial size and the JobSet annotations that carry its bounds (KEP-2903, ahead of
+/// upstream v2.3): the trainer job starts at the TrainJob's `numNodes`, else the runtime's `mlPolicy.numNodes`,
+/// else `maxNodes` (admission may start it smaller); the annotations let the operator's scaling loop and the
+/// Kueue model read the bounds from the JobSet without resolving the runtime again.
+fn elastic_size(info: &mut Info, job: &TrainJob, elastic: &TorchElasticPolicy, index: usize) {
+    let requested = job
+        .spec
+        .trainer
+        .as_ref()
+        .and_then(|t| t.num_nodes)
+        .or_else(|| info.ml_policy.as_ref().and_then(|p| p.num_nodes));
+    info.pod_sets[index].count = elastic.initial_nodes(requested);
+    let name = info.pod_sets[index].name.clone();
+    for (key, value) in [
+        (ELASTIC_MIN_NODES_ANNOTATION, elastic.min_nodes.to_string()),
+        (ELASTIC_MAX_NODES_ANNOTATION, elastic.max_nodes.to_string()),
+        (ELASTIC_REPLICATED_JOB_ANNOTATION, name),
+    ] {
+        info.annotations.insert(key.to_owned(), value);
+    }
+}
+
+/// The c10d rendezvous id: the TrainJob's UID (KEP-2903), else its name (an offline render has no UID; the id
+/// only has to be unique among the jobs that share the endpoint, and the endpoint is this job's rank-0 pod).
+fn rendezvous_id(job: &TrainJob) -> String {
+    job.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| job.name().to_owned())
+}
+
 impl Plugin for Torch {
     fn name(&self) -> &str {
         "Torch"
@@ -48,14 +82,34 @@ impl EnforceMlPolicy for Torch {
             return Ok(());
         };
         let trainer_ps = apply_num_nodes(info, job);
+        if let (Some(elastic), Some(index)) = (&policy.elastic_policy, trainer_ps) {
+            elastic_size(info, job, elastic, index);
+        }
         let (procs, gpus) = procs_per_node(info, job);
         let count = trainer_ps.map_or(1, |i| info.pod_sets[i].count);
 
-        let pet = [
-            upsert::env_value("PET_NNODES", count.to_string()),
-            upsert::env_value("PET_NPROC_PER_NODE", procs.to_string()),
-            upsert::env_field("PET_NODE_RANK", COMPLETION_INDEX_FIELD_PATH),
-        ];
+        let pet = match &policy.elastic_policy {
+            None => vec![
+                upsert::env_value("PET_NNODES", count.to_string()),
+                upsert::env_value("PET_NPROC_PER_NODE", procs.to_string()),
+                upsert::env_field("PET_NODE_RANK", COMPLETION_INDEX_FIELD_PATH),
+            ],
+            // The c10d rendezvous assigns node ranks as members join, so no fixed PET_NODE_RANK: a pod's
+            // completion index stops being its rank once the group shrinks or grows.
+            Some(elastic) => vec![
+                upsert::env_value(
+                    "PET_NNODES",
+                    format!("{}:{}", elastic.min_nodes, elastic.max_nodes),
+                ),
+                upsert::env_value("PET_NPROC_PER_NODE", procs.to_string()),
+                upsert::env_value("PET_RDZV_BACKEND", "c10d".to_owned()),
+                upsert::env_value(
+                    "PET_RDZV_ENDPOINT",
+                    format!("{}:{TRAINER_PORT}", master_host(job)),
+                ),
+                upsert::env_value("PET_RDZV_ID", rendezvous_id(job)),
+            ],
+        };
         let master = [
             upsert::env_value("PET_MASTER_ADDR", master_host(job)),
             upsert::env_value("PET_MASTER_PORT", TRAINER_PORT.to_string()),
