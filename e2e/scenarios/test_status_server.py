@@ -116,8 +116,9 @@ def test_rust_reporter_from_train_demo_lands_in_trainer_status(ns, job, tmp_path
     assert status["progressPercentage"] == 100, status
     assert status["estimatedRemainingSeconds"] == 0, status
     metrics = {m["name"]: m["value"] for m in status["metrics"]}
-    assert set(metrics) == {"loss", "step", "samples_per_second"}, metrics
-    assert metrics["step"] == "30"
+    # The demo's own metrics, and the step under the name the operator reads for restarts (docs/operator.md).
+    assert set(metrics) == {"loss", "step", "samples_per_second", "kubetrain.dev/step"}, metrics
+    assert metrics["step"] == "30" and metrics["kubetrain.dev/step"] == "30", metrics
     # The loss the demo printed before its last step is the one reported.
     last_loss = [line.split()[-1] for line in proc.stdout.splitlines() if line.startswith("step")][-1]
     assert metrics["loss"] == last_loss, (metrics, proc.stdout)

@@ -116,6 +116,58 @@ impl Progress {
         self.metrics.push((name.into(), value.to_string()));
         self
     }
+
+    /// Adds kubetrain's step metric ([`kubetrain_api::constants::METRIC_STEP`]): the steps done.
+    pub fn step(self, step: u64) -> Self {
+        self.metric(kubetrain_api::constants::METRIC_STEP, step)
+    }
+
+    /// Adds kubetrain's checkpoint metrics: the step of the last checkpoint written
+    /// ([`kubetrain_api::constants::METRIC_CHECKPOINT_STEP`]) and when, RFC 3339
+    /// ([`kubetrain_api::constants::METRIC_CHECKPOINT_TIME`]). The operator and `kubetrain run` read them to
+    /// tell what a restart loses.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use kubetrain_client::progress::Progress;
+    ///
+    /// let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_600_000);
+    /// let p = Progress::new().step(120).checkpoint(100, at).resumed_from_step(50);
+    /// assert_eq!(p.metrics, [
+    ///     ("kubetrain.dev/step".to_string(), "120".to_string()),
+    ///     ("kubetrain.dev/checkpoint-step".into(), "100".into()),
+    ///     ("kubetrain.dev/checkpoint-time".into(), "2025-12-01T14:40:00Z".into()),
+    ///     ("kubetrain.dev/resumed-from-step".into(), "50".into()),
+    /// ]);
+    /// ```
+    pub fn checkpoint(self, step: u64, written: SystemTime) -> Self {
+        self.metric(kubetrain_api::constants::METRIC_CHECKPOINT_STEP, step)
+            .metric(
+                kubetrain_api::constants::METRIC_CHECKPOINT_TIME,
+                rfc3339(written),
+            )
+    }
+
+    /// Adds kubetrain's resume metric ([`kubetrain_api::constants::METRIC_RESUMED_FROM_STEP`]): the step the
+    /// checkpoint a restarted trainer loaded was written at. Report it only after a restart.
+    pub fn resumed_from_step(self, step: u64) -> Self {
+        self.metric(kubetrain_api::constants::METRIC_RESUMED_FROM_STEP, step)
+    }
+}
+
+/// `time` as RFC 3339 in UTC to the second (`2025-12-01T14:40:00Z`), as Kubernetes writes times.
+pub fn rfc3339(time: SystemTime) -> String {
+    let since = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let (days, secs) = (since.as_secs() / 86_400, since.as_secs() % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
 }
 
 /// The request body for `progress` at time `now`, exactly as the SDK builds it:

@@ -20,7 +20,7 @@ use crate::error::{CollectiveError, Result};
 /// Settings of the demo.
 #[derive(Debug, Clone)]
 pub struct DemoConfig {
-    /// Samples over all ranks (must split evenly over the ranks).
+    /// Samples over all ranks (at least one per rank; an uneven split is weighted).
     pub samples: usize,
     /// Features per sample.
     pub features: usize,
@@ -57,6 +57,9 @@ pub struct DemoReport {
     pub first_step: u64,
     /// The checkpoint this run resumed from, if any.
     pub resumed_from: Option<String>,
+    /// Whether training stopped early because [`DemoOptions::interrupt`] asked (every rank at the same
+    /// step, after a checkpoint when checkpoints are on), not because it was done.
+    pub interrupted: bool,
 }
 
 /// Checkpointing of [`train`].
@@ -78,6 +81,10 @@ pub struct DemoOptions<'a> {
     pub time_limit: Option<Duration>,
     /// Extra time per step, standing in for a real model's compute (so a short window has many steps).
     pub step_delay: Duration,
+    /// Asked after every step: when it answers true on any rank, every rank stops after the same step (a
+    /// checkpoint is written first when checkpoints are on) and the report says [`DemoReport::interrupted`].
+    /// An elastic trainer passes "the group's membership changed" ([`crate::rendezvous::ElasticAgent`]).
+    pub interrupt: Option<&'a dyn Fn() -> bool>,
 }
 
 /// What [`train`] reports as it goes. Checkpoint events happen on rank 0 only.
@@ -157,19 +164,29 @@ pub fn train<C: Communicator>(
     mut on_event: impl FnMut(DemoEvent<'_>),
 ) -> Result<DemoReport> {
     let n = comm.world_size();
-    if cfg.samples == 0 || !cfg.samples.is_multiple_of(n) {
+    if cfg.samples < n {
         return Err(CollectiveError::InvalidArgument(format!(
-            "train-demo: {} samples do not split evenly over {n} ranks",
+            "train-demo: {} samples cannot be shared by {n} ranks",
             cfg.samples
         )));
     }
     let started = Instant::now();
     let d = cfg.features;
     let truth = true_weights(d);
-    let per = cfg.samples / n;
-    let shard: Vec<(Vec<f64>, f64)> = (comm.rank() * per..(comm.rank() + 1) * per)
-        .map(|i| sample(i, d, &truth))
-        .collect();
+    // Contiguous shards; when the samples do not split evenly (an elastic group of another size) each
+    // rank's mean is weighted by its shard's share, so the average is still the full-batch mean (for an
+    // even split the weight is exactly 1).
+    let (lo, hi) = (
+        comm.rank() * cfg.samples / n,
+        (comm.rank() + 1) * cfg.samples / n,
+    );
+    let per = hi - lo;
+    let weight = if cfg.samples.is_multiple_of(n) {
+        1.0
+    } else {
+        (per * n) as f64 / cfg.samples as f64
+    };
+    let shard: Vec<(Vec<f64>, f64)> = (lo..hi).map(|i| sample(i, d, &truth)).collect();
     let mut w = vec![0.0f64; d + 1];
     let mut velocity = vec![0.0f64; d + 1];
     let mut first_step = 0u64;
@@ -186,9 +203,10 @@ pub fn train<C: Communicator>(
     let mut losses = Vec::new();
     let mut last_saved = first_step;
     let mut step = first_step;
+    let mut interrupted = false;
     while step < cfg.steps as u64 {
         // Gradient of the mean squared error on this shard, the shard's loss, and the stop vote.
-        let mut grad = vec![0.0f64; d + 3];
+        let mut grad = vec![0.0f64; d + 4];
         for (x, y) in &shard {
             let err = x.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>() + w[d] - y;
             for j in 0..d {
@@ -200,8 +218,16 @@ pub fn train<C: Communicator>(
         if !options.step_delay.is_zero() {
             std::thread::sleep(options.step_delay);
         }
+        if weight != 1.0 {
+            for g in &mut grad[..=d + 1] {
+                *g *= weight;
+            }
+        }
         if options.time_limit.is_some_and(|t| started.elapsed() >= t) {
             grad[d + 2] = 1.0;
+        }
+        if options.interrupt.is_some_and(|asked| asked()) {
+            grad[d + 3] = 1.0;
         }
         comm.all_reduce_in_place(&mut grad, ReduceOp::Avg)?;
         let loss = grad[d + 1];
@@ -213,7 +239,8 @@ pub fn train<C: Communicator>(
         on_event(DemoEvent::Step { step, loss });
         step += 1;
         // Any rank past the window stops everyone after the same step.
-        let stop = grad[d + 2] > 0.0;
+        interrupted = grad[d + 3] > 0.0 && step < cfg.steps as u64;
+        let stop = grad[d + 2] > 0.0 || interrupted;
         let last = stop || step >= cfg.steps as u64;
         if let Some(ck) = &options.checkpoint
             && comm.rank() == 0
@@ -238,6 +265,7 @@ pub fn train<C: Communicator>(
         true_weights: truth,
         first_step,
         resumed_from,
+        interrupted,
     })
 }
 

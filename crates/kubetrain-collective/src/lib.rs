@@ -5,7 +5,9 @@
 //!
 //! The ranks that a TrainJob starts find each other through the environment the renderer injects
 //! ([`rendezvous::RankEnv`]: `PET_*`, `JAX_*` or `WORLD_SIZE`/`RANK`/`MASTER_*`); rank 0 hosts a small TCP
-//! store that hands out the membership ([`rendezvous::exchange`]). Both backends implement
+//! store that hands out the membership ([`rendezvous::exchange`]); the nodes of an elastic job
+//! (`PET_NNODES=min:max`) meet round after round at [`rendezvous::ElasticAgent`]'s store instead, which
+//! re-forms the group when a node is lost or joins. Both backends implement
 //! [`Communicator`]:
 //!
 //! * [`cpu::CpuCommunicator`]: ring reduce-scatter + all-gather with chunked pipelining; shared memory

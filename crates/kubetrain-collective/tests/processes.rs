@@ -1,5 +1,5 @@
 //! Ranks as separate processes: every collective on 1..=8 processes, rendezvous through each environment
-//! flavour, and a killed rank failing the others.
+//! flavour, a killed rank failing the others, and an elastic group re-forming without a killed node.
 //!
 //! `harness = false`: the same binary is the driver and, with `KUBETRAIN_TEST_WORKER` set, one rank.
 
@@ -10,7 +10,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
-use kubetrain_collective::rendezvous::{RankEnv, free_port};
+use kubetrain_collective::rendezvous::{ElasticAgent, ElasticSettings, RankEnv, free_port};
 use kubetrain_collective::{CollectiveError, Communicator, ReduceOp};
 
 const WORKER: &str = "KUBETRAIN_TEST_WORKER";
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
     // Every test starts up to 8 rank processes with timeouts: one test at a time unless asked otherwise.
     args.test_threads.get_or_insert(1);
     let mpirun = mpirun_found();
-    let tests: [(&str, fn(), bool); 5] = [
+    let tests: [(&str, fn(), bool); 6] = [
         (
             "every_op_and_type_on_1_to_8_processes",
             every_op_and_type_on_1_to_8_processes,
@@ -62,6 +62,11 @@ fn main() -> ExitCode {
         (
             "killed_rank_fails_the_others_within_the_timeout",
             killed_rank_fails_the_others,
+            false,
+        ),
+        (
+            "an_elastic_group_shrinks_when_a_node_is_killed_and_finishes",
+            elastic_group_shrinks,
             false,
         ),
         (
@@ -117,6 +122,9 @@ fn worker_options() -> CpuOptions {
 
 /// One rank: forms the communicator from the environment and runs the scenario.
 fn worker(scenario: &str) -> ExitCode {
+    if scenario == "elastic" {
+        return elastic_worker();
+    }
     let env = match RankEnv::from_env() {
         Ok(env) => env,
         Err(e) => {
@@ -169,6 +177,69 @@ fn worker(scenario: &str) -> ExitCode {
         other => panic!("unknown scenario {other}"),
     }
     ExitCode::SUCCESS
+}
+
+/// One node of an elastic job: meets the others at the elastic rendezvous and trains the demo with
+/// checkpoints in `TEST_CKPT_DIR`, round after round, until it is done.
+fn elastic_worker() -> ExitCode {
+    use kubetrain_collective::checkpoint::DirStore;
+    use kubetrain_collective::demo::{self, CheckpointOptions, DemoConfig, DemoOptions};
+    let settings = ElasticSettings::from_env()
+        .unwrap()
+        .expect("an elastic environment");
+    let store = DirStore::new(std::env::var("TEST_CKPT_DIR").unwrap());
+    let mut agent = ElasticAgent::start(settings, None).unwrap();
+    let say = |line: String| {
+        println!("{line}");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+    };
+    loop {
+        let Some(mut round) = agent.next_round().unwrap() else {
+            say("finished by the others".into());
+            return ExitCode::SUCCESS;
+        };
+        say(format!(
+            "round {} rank {} of {}",
+            round.generation, round.node_rank, round.nnodes
+        ));
+        let env = round.rank_env();
+        let mut comm = match CpuCommunicator::init(&env, round.store.take(), worker_options()) {
+            Ok(c) => c,
+            Err(e) => {
+                say(format!("init-error {e}"));
+                continue;
+            }
+        };
+        let changed = || agent.membership_changed();
+        let options = DemoOptions {
+            checkpoint: Some(CheckpointOptions {
+                store: &store,
+                every: 5,
+                keep: 0,
+            }),
+            step_delay: Duration::from_millis(10),
+            interrupt: Some(&changed),
+            ..DemoOptions::default()
+        };
+        let cfg = DemoConfig {
+            samples: 1200,
+            steps: 80,
+            ..DemoConfig::default()
+        };
+        match demo::train(&mut comm, &cfg, &options, |_| {}) {
+            Ok(report) if !report.interrupted => {
+                drop(comm);
+                agent.finish().unwrap();
+                say(format!(
+                    "done round={} world={} first_step={}",
+                    round.generation, round.nnodes, report.first_step
+                ));
+                return ExitCode::SUCCESS;
+            }
+            Ok(_) => say("interrupted".into()),
+            Err(e) => say(format!("left the round: {e}")),
+        }
+    }
 }
 
 fn spawn(scenario: &str, vars: &[(&str, String)]) -> Child {
@@ -362,6 +433,65 @@ fn killed_rank_fails_the_others() {
         );
         println!("  rank {r} noticed after {ms} ms (timeout {timeout_ms} ms)");
         println!("  rank {r}: {}", text.trim());
+    }
+}
+
+fn elastic_group_shrinks() {
+    let port = free_port().unwrap();
+    let ckpt = tempfile::tempdir().unwrap();
+    let mut children: Vec<Child> = (0..3)
+        .map(|r| {
+            let vars = [
+                ("PET_NNODES", "2:3".to_string()),
+                ("PET_NPROC_PER_NODE", "1".into()),
+                ("PET_NODE_RANK", r.to_string()),
+                ("PET_MASTER_ADDR", "127.0.0.1".into()),
+                ("PET_MASTER_PORT", port.to_string()),
+                ("PET_RDZV_ID", "elastic-test".into()),
+                (
+                    "PET_RDZV_CONF",
+                    "join_timeout=60,last_call_timeout=0.3,keep_alive_interval=0.1".into(),
+                ),
+                ("TEST_CKPT_DIR", ckpt.path().display().to_string()),
+                ("TEST_TIMEOUT_MS", "10000".into()),
+            ];
+            spawn("elastic", &vars)
+        })
+        .collect();
+    // Node 2 (not the store's host, node 0) is lost once the group of 3 has formed and trained: after the
+    // first checkpoint is written.
+    let stdout = children[2].stdout.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok);
+    assert!(
+        lines.any(|l| l.starts_with("round 1 ") && l.ends_with(" of 3")),
+        "node 2 never joined a round of 3"
+    );
+    let first = ckpt.path().join("ckpt-0000000005.ktckpt");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !first.exists() {
+        assert!(Instant::now() < deadline, "no checkpoint was written");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    children[2].kill().unwrap();
+    let _ = children[2].wait();
+    for (r, child) in children.into_iter().enumerate().take(2) {
+        let (ok, text) = finish(child);
+        assert!(ok, "node {r}:\n{text}");
+        let done = text
+            .lines()
+            .find(|l| l.starts_with("done "))
+            .unwrap_or_else(|| panic!("node {r} never finished:\n{text}"));
+        // The survivors re-formed at 2 nodes (>= min) and resumed from a checkpoint.
+        assert!(done.contains(" world=2 "), "node {r}: {done}\n{text}");
+        let first_step: u64 = done.rsplit("first_step=").next().unwrap().parse().unwrap();
+        assert!(first_step >= 5, "node {r} did not resume: {done}");
+        println!(
+            "  node {r}: {}",
+            text.lines()
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
     }
 }
 

@@ -203,6 +203,7 @@ impl LocalJob {
             cancelled: false,
             elapsed,
             restarts: 0,
+            restart_history: Vec::new(),
             trainer_status: None,
             pods: self
                 .plan

@@ -151,8 +151,11 @@ pub struct RunSummary {
     pub cancelled: bool,
     /// Wall time of the whole run.
     pub elapsed: Duration,
-    /// Restarts done.
+    /// Restarts of the whole run done (after failures and after disruptions).
     pub restarts: u32,
+    /// Every restart in order, with its cause, the last checkpoint and the work lost; an elastic run's
+    /// shrinks too ([`RestartScope::Shrink`]).
+    pub restart_history: Vec<Restart>,
     /// Every pod of the last attempt.
     pub pods: Vec<PodSummary>,
     /// The last progress the training code reported (`status.trainerStatus`), if it reported.
@@ -175,6 +178,8 @@ pub const DEADLINE_EXCEEDED_MESSAGE: &str = "TrainJob exceeded its active deadli
 
 struct PodState {
     phase: PodPhase,
+    /// An elastic job went on without it (it was lost to a disruption): success no longer waits for it.
+    removed: bool,
     started: Option<Instant>,
     duration: Option<Duration>,
     detail: Option<String>,
@@ -197,12 +202,245 @@ impl PodState {
 struct PodExit {
     ok: bool,
     detail: String,
+    /// A container ended by a signal the runner did not send (SIGKILL, SIGTERM, SIGINT, SIGHUP): the local
+    /// stand-in for a lost node or an evicted pod (a `DisruptionTarget` on a cluster).
+    disrupted: bool,
 }
 
 enum Outcome {
     Complete,
     Failed(String),
+    /// A pod failed: a real failure, which consumes the failure budget.
+    PodFailed {
+        pod: String,
+        detail: String,
+    },
+    /// A pod was disrupted: the run restarts without consuming the failure budget.
+    Disrupted {
+        pod: String,
+        detail: String,
+    },
+    /// A failure no restart can mend (an elastic job below its minimum).
+    Fatal(String),
     Cancelled,
+}
+
+/// Why the run (or, for an elastic job, its group) restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum RestartCause {
+    /// A pod's process was killed by a signal the runner did not send: the local stand-in for a lost node
+    /// or an evicted or preempted pod. It does not consume the failure budget.
+    Disruption,
+    /// A pod failed (a non-zero exit): it consumes the failure budget (`failurePolicy.maxRestarts`).
+    Failure,
+}
+
+/// What restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RestartScope {
+    /// Every pod was stopped and the run started again.
+    Job,
+    /// An elastic job lost a trainer pod and goes on with the others (they meet again at the elastic
+    /// rendezvous and resume from the last checkpoint).
+    Shrink {
+        /// Trainer pods left.
+        nodes: u32,
+    },
+}
+
+/// One restart: its cause, the last checkpoint the training code reported before it (the
+/// `kubetrain.dev/*` metrics of `trainerStatus`), the step resumed from after it, and the work lost.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Restart {
+    /// The restart's number in the run, from 1.
+    pub number: u32,
+    /// Why.
+    pub cause: RestartCause,
+    /// What restarted.
+    pub scope: RestartScope,
+    /// The pod that failed or was disrupted.
+    pub pod: String,
+    /// How it ended (`killed by signal 9`, `exit code 3`).
+    pub detail: String,
+    /// Whether it consumed the failure budget.
+    pub consumed_budget: bool,
+    /// When it happened (RFC 3339).
+    pub time: String,
+    /// The step the training code last reported (`kubetrain.dev/step`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// The step of the last checkpoint it reported (`kubetrain.dev/checkpoint-step`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_step: Option<u64>,
+    /// When that checkpoint was written (`kubetrain.dev/checkpoint-time`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_time: Option<String>,
+    /// The step the training resumed from afterwards (`kubetrain.dev/resumed-from-step` of the next report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from_step: Option<u64>,
+    /// Steps between the checkpoint and the last reported step: trained again after the restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_steps: Option<u64>,
+    /// Seconds between the checkpoint and the restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_seconds: Option<u64>,
+    /// GPUs of the trainer pods that ran (the plan's `nvidia.com/gpu`/`amd.com/gpu` limits).
+    pub gpus: u32,
+    /// `lost_seconds × gpus`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_gpu_seconds: Option<u64>,
+}
+
+impl Restart {
+    /// One line for people: the cause, the budget, the last checkpoint and the work lost.
+    pub fn describe(&self) -> String {
+        let cause = match self.cause {
+            RestartCause::Disruption => format!(
+                "disruption: pod {} was {} (not by the runner: a lost node or an evicted pod)",
+                self.pod, self.detail
+            ),
+            RestartCause::Failure => format!("failure: pod {} failed ({})", self.pod, self.detail),
+        };
+        let what = match self.scope {
+            RestartScope::Job => "every pod restarts".to_string(),
+            RestartScope::Shrink { nodes } => {
+                format!("the elastic job goes on with {nodes} node(s)")
+            }
+        };
+        let budget = if self.consumed_budget {
+            "consumes the failure budget"
+        } else {
+            "the failure budget is not consumed"
+        };
+        let checkpoint = match (self.checkpoint_step, &self.checkpoint_time) {
+            (Some(step), Some(time)) => format!("last checkpoint: step {step} at {time}"),
+            (Some(step), None) => format!("last checkpoint: step {step}"),
+            _ => "no checkpoint reported".to_string(),
+        };
+        let mut lost = Vec::new();
+        if let Some(steps) = self.lost_steps {
+            lost.push(format!("{steps} steps"));
+        }
+        if let Some(seconds) = self.lost_seconds {
+            lost.push(format!("{seconds} s"));
+        }
+        if let Some(gpu_seconds) = self.lost_gpu_seconds {
+            lost.push(format!("{gpu_seconds} GPU-seconds ({} GPUs)", self.gpus));
+        }
+        let lost = if lost.is_empty() {
+            String::new()
+        } else {
+            format!("; work lost: {}", lost.join(", "))
+        };
+        let resumed = self
+            .resumed_from_step
+            .map(|s| format!("; resumed from step {s}"))
+            .unwrap_or_default();
+        format!("{cause}; {what}, {budget}; {checkpoint}{lost}{resumed}")
+    }
+}
+
+/// The `kubetrain.dev/*` metrics of a report.
+#[derive(Default)]
+struct Reported {
+    step: Option<u64>,
+    checkpoint_step: Option<u64>,
+    checkpoint_time: Option<String>,
+    resumed_from_step: Option<u64>,
+}
+
+impl Reported {
+    fn of(p: Option<&crate::types::TrainerProgress>) -> Self {
+        use kubetrain_api::constants as c;
+        let Some(p) = p else {
+            return Reported::default();
+        };
+        let get = |name: &str| {
+            p.metrics
+                .iter()
+                .rev()
+                .find(|m| m.name == name)
+                .map(|m| m.value.trim().to_string())
+        };
+        let int = |name: &str| get(name).and_then(|v| v.parse::<u64>().ok());
+        Reported {
+            step: int(c::METRIC_STEP),
+            checkpoint_step: int(c::METRIC_CHECKPOINT_STEP),
+            checkpoint_time: get(c::METRIC_CHECKPOINT_TIME),
+            resumed_from_step: int(c::METRIC_RESUMED_FROM_STEP),
+        }
+    }
+}
+
+/// What the run's restarts need: the reports of the training code, counted per restart.
+#[derive(Default)]
+struct Reports {
+    /// Restarts so far: a report is filed under the count at the time it arrived.
+    restarts: u32,
+    latest: Option<(u32, crate::types::TrainerProgress)>,
+}
+
+/// GPUs of `pods` (their first container's `nvidia.com/gpu` or `amd.com/gpu` limit).
+fn gpus<'a>(pods: impl Iterator<Item = &'a PodPlan>) -> u32 {
+    pods.filter(|p| p.device.0 == "gpu")
+        .filter_map(|p| p.device.1.trim().parse::<u32>().ok())
+        .sum()
+}
+
+/// Builds a restart from the latest report, and gives the previous restart the step its run resumed from.
+fn new_restart(
+    reports: &Mutex<Reports>,
+    history: &mut [Restart],
+    cause: RestartCause,
+    scope: RestartScope,
+    (pod, detail): (String, String),
+    gpus: u32,
+) -> Restart {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut reports = reports
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    fill_resumed(&reports, history);
+    let latest = Reported::of(reports.latest.as_ref().map(|(_, p)| p));
+    reports.restarts += 1;
+    let lost_seconds = latest
+        .checkpoint_time
+        .as_deref()
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(|t| u64::try_from(now.duration_since(t).as_secs()).unwrap_or(0));
+    Restart {
+        number: reports.restarts,
+        cause,
+        scope,
+        pod,
+        detail,
+        consumed_budget: cause == RestartCause::Failure,
+        time: now.to_string(),
+        step: latest.step,
+        checkpoint_step: latest.checkpoint_step,
+        checkpoint_time: latest.checkpoint_time,
+        resumed_from_step: None,
+        lost_steps: match (latest.step, latest.checkpoint_step) {
+            (Some(step), Some(ckpt)) => Some(step.saturating_sub(ckpt)),
+            (Some(step), None) => Some(step),
+            _ => None,
+        },
+        lost_seconds,
+        gpus,
+        lost_gpu_seconds: lost_seconds.map(|s| s * u64::from(gpus)),
+    }
+}
+
+/// The last restart's `resumed_from_step`: from the latest report, if it arrived after that restart.
+fn fill_resumed(reports: &Reports, history: &mut [Restart]) {
+    if let (Some(last), Some((filed, p))) = (history.last_mut(), &reports.latest)
+        && *filed == last.number
+        && last.resumed_from_step.is_none()
+    {
+        last.resumed_from_step = Reported::of(Some(p)).resumed_from_step;
+    }
 }
 
 /// Runs the plan until it completes, fails, passes its [`JobPlan::active_deadline`] (then it fails with
@@ -241,6 +479,10 @@ pub async fn execute(
     };
     let mut cancel = std::pin::pin!(stop);
     let mut restarts = 0;
+    // Restarts after failures: the failure budget (`failurePolicy.maxRestarts`) bounds these only.
+    let mut budget_used = 0;
+    let mut history: Vec<Restart> = Vec::new();
+    let reports = Arc::new(Mutex::new(Reports::default()));
     // The pods bind their ports now.
     for port in &plan.ports {
         port.release();
@@ -250,10 +492,87 @@ pub async fn execute(
     } else {
         plan.run_id.clone()
     };
+    let (endpoint, status_env) = status_endpoint(plan, events, &reports).await;
+    loop {
+        let (outcome, pods) = run_once(
+            plan,
+            &run_id,
+            &status_env,
+            events,
+            cancel.as_mut(),
+            (&reports, &mut history),
+        )
+        .await;
+        reaper::stop_orphans().await;
+        let (status, message, cancelled) = match outcome {
+            Outcome::Complete => (
+                JobStatus::Complete,
+                "jobset completed successfully".to_string(),
+                false,
+            ),
+            Outcome::Cancelled if deadline_passed.load(std::sync::atomic::Ordering::Relaxed) => (
+                JobStatus::Failed,
+                format!("{DEADLINE_EXCEEDED_MESSAGE}: every pod was stopped"),
+                false,
+            ),
+            Outcome::Cancelled => (
+                JobStatus::Failed,
+                "cancelled: every pod was stopped".to_string(),
+                true,
+            ),
+            other => match after_failure(plan, other, &mut budget_used, (&reports, &mut history)) {
+                Ok(reason) => {
+                    restarts += 1;
+                    let _ = events
+                        .send(RunEvent::Restarting {
+                            attempt: restarts,
+                            reason,
+                        })
+                        .await;
+                    continue;
+                }
+                Err(message) => (JobStatus::Failed, message, false),
+            },
+        };
+        if let Ok(r) = reports.lock() {
+            fill_resumed(&r, &mut history);
+        }
+        return RunSummary {
+            name: plan.name.clone(),
+            status,
+            message,
+            cancelled,
+            elapsed: start.elapsed(),
+            restarts,
+            restart_history: history,
+            pods,
+            trainer_status: endpoint
+                .as_ref()
+                .ok()
+                .and_then(|e| e.latest())
+                .map(|s| crate::types::TrainerProgress::of(&s)),
+        };
+    }
+}
+
+/// The run's status endpoint and the env it gives the trainer; each accepted report is filed in `reports`
+/// and sent as a [`RunEvent::TrainerStatus`].
+async fn status_endpoint(
+    plan: &JobPlan,
+    events: &mpsc::Sender<RunEvent>,
+    reports: &Arc<Mutex<Reports>>,
+) -> (
+    std::io::Result<super::status::StatusEndpoint>,
+    Vec<(String, String)>,
+) {
     let endpoint = {
         // Weak: a request still in flight when the run ends must not keep the event stream open.
         let events = events.downgrade();
+        let reports = reports.clone();
         super::status::StatusEndpoint::start(&plan.namespace, &plan.name, &plan.run_dir, move |s| {
+            if let Ok(mut r) = reports.lock() {
+                r.latest = Some((r.restarts, crate::types::TrainerProgress::of(s)));
+            }
             // Never waits: the endpoint must answer the training code at once.
             if let Some(events) = events.upgrade() {
                 let _ = events.try_send(RunEvent::TrainerStatus(
@@ -274,51 +593,49 @@ pub async fn execute(
             Vec::new()
         }
     };
-    loop {
-        let (outcome, pods) = run_once(plan, &run_id, &status_env, events, cancel.as_mut()).await;
-        reaper::stop_orphans().await;
-        let (status, message, cancelled) = match outcome {
-            Outcome::Complete => (
-                JobStatus::Complete,
-                "jobset completed successfully".to_string(),
-                false,
-            ),
-            Outcome::Cancelled if deadline_passed.load(std::sync::atomic::Ordering::Relaxed) => (
-                JobStatus::Failed,
-                format!("{DEADLINE_EXCEEDED_MESSAGE}: every pod was stopped"),
-                false,
-            ),
-            Outcome::Cancelled => (
-                JobStatus::Failed,
-                "cancelled: every pod was stopped".to_string(),
-                true,
-            ),
-            Outcome::Failed(reason) if restarts < plan.max_restarts => {
-                restarts += 1;
-                let _ = events
-                    .send(RunEvent::Restarting {
-                        attempt: restarts,
-                        reason,
-                    })
-                    .await;
-                continue;
-            }
-            Outcome::Failed(reason) => (JobStatus::Failed, reason, false),
-        };
-        return RunSummary {
-            name: plan.name.clone(),
-            status,
-            message,
-            cancelled,
-            elapsed: start.elapsed(),
-            restarts,
-            pods,
-            trainer_status: endpoint
-                .as_ref()
-                .ok()
-                .and_then(|e| e.latest())
-                .map(|s| crate::types::TrainerProgress::of(&s)),
-        };
+    (endpoint, status_env)
+}
+
+/// After an attempt that did not complete and was not cancelled: `Ok(reason)` to restart the run (a
+/// disruption always, a failure while the budget lasts), `Err(message)` to fail it.
+fn after_failure(
+    plan: &JobPlan,
+    outcome: Outcome,
+    budget_used: &mut u32,
+    (reports, history): (&Mutex<Reports>, &mut Vec<Restart>),
+) -> Result<String, String> {
+    let job_restart = |history: &mut Vec<Restart>, cause, pod, detail| {
+        let restart = new_restart(
+            reports,
+            history,
+            cause,
+            RestartScope::Job,
+            (pod, detail),
+            gpus(trainer_pods(plan)),
+        );
+        let reason = restart.describe();
+        history.push(restart);
+        reason
+    };
+    match outcome {
+        Outcome::Disrupted { pod, detail } => {
+            Ok(job_restart(history, RestartCause::Disruption, pod, detail))
+        }
+        Outcome::PodFailed { pod, detail } if *budget_used < plan.max_restarts => {
+            *budget_used += 1;
+            let reason = job_restart(history, RestartCause::Failure, pod, detail);
+            Ok(format!(
+                "{reason} ({budget_used} of failurePolicy.maxRestarts {})",
+                plan.max_restarts
+            ))
+        }
+        Outcome::PodFailed { pod, detail } => Err(format!("pod {pod} failed ({detail})")),
+        Outcome::Failed(reason) if *budget_used < plan.max_restarts => {
+            *budget_used += 1;
+            Ok(reason)
+        }
+        Outcome::Failed(reason) | Outcome::Fatal(reason) => Err(reason),
+        Outcome::Complete | Outcome::Cancelled => Err("the run ended".into()),
     }
 }
 
@@ -343,7 +660,7 @@ fn is_complete(plan: &JobPlan, states: &[Vec<PodState>]) -> bool {
         .filter(|(r, _)| is_target(&r.name))
         .flat_map(|(r, st)| {
             let mut by_job: Vec<(i32, bool)> = Vec::new();
-            for (pod, s) in r.pods.iter().zip(st) {
+            for (pod, s) in r.pods.iter().zip(st).filter(|(_, s)| !s.removed) {
                 let ok = s.phase == PodPhase::Succeeded;
                 match by_job.iter_mut().find(|(j, _)| *j == pod.job_index) {
                     Some(slot) => slot.1 &= ok,
@@ -358,12 +675,22 @@ fn is_complete(plan: &JobPlan, states: &[Vec<PodState>]) -> bool {
     }
 }
 
+/// The trainer's pods (every pod when no replicated job is labelled the trainer).
+fn trainer_pods(plan: &JobPlan) -> impl Iterator<Item = &PodPlan> {
+    let any_trainer = plan.replicated_jobs.iter().any(|r| r.trainer);
+    plan.replicated_jobs
+        .iter()
+        .filter(move |r| r.trainer || !any_trainer)
+        .flat_map(|r| r.pods.iter())
+}
+
 async fn run_once(
     plan: &JobPlan,
     run_id: &str,
     status_env: &[(String, String)],
     events: &mpsc::Sender<RunEvent>,
     mut cancel: std::pin::Pin<&mut impl Future<Output = ()>>,
+    (reports, history): (&Mutex<Reports>, &mut Vec<Restart>),
 ) -> (Outcome, Vec<PodSummary>) {
     let mut states = pending_states(plan);
     let mut started = vec![false; plan.replicated_jobs.len()];
@@ -426,10 +753,34 @@ async fn run_once(
                 running -= 1;
                 let state = &mut states[r][p];
                 state.finish(exit.ok, exit.detail.clone());
-                let pod = &plan.replicated_jobs[r].pods[p].name;
+                let rjob = &plan.replicated_jobs[r];
+                let pod = &rjob.pods[p].name;
+                // An elastic job goes on without a trainer pod lost to a disruption, while enough are left.
+                let elastic = plan
+                    .elastic
+                    .filter(|_| !exit.ok && exit.disrupted && (rjob.trainer || !any_trainer));
+                if let Some(bounds) = elastic {
+                    match shrink(plan, &mut states, (r, p), &exit, bounds, (reports, history)) {
+                        Ok(notice) => {
+                            let detail = states[r][p].detail.clone().unwrap_or_default();
+                            let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: PodPhase::Failed, detail }).await;
+                            let _ = events.send(RunEvent::Notice(notice)).await;
+                            continue;
+                        }
+                        Err(fatal) => {
+                            let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: PodPhase::Failed, detail: exit.detail.clone() }).await;
+                            break fatal;
+                        }
+                    }
+                }
                 let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: state.phase, detail: exit.detail.clone() }).await;
                 if !exit.ok {
-                    break Outcome::Failed(format!("pod {pod} failed ({})", exit.detail));
+                    let (pod, detail) = (pod.clone(), exit.detail.clone());
+                    break if exit.disrupted {
+                        Outcome::Disrupted { pod, detail }
+                    } else {
+                        Outcome::PodFailed { pod, detail }
+                    };
                 }
             }
             () = cancel.as_mut() => break Outcome::Cancelled,
@@ -437,6 +788,18 @@ async fn run_once(
     };
     // Stop whatever still runs and collect its exit, so no process outlives the run.
     let _ = kill_tx.send(true);
+    stop_the_rest(plan, &mut states, running, &mut exit_rx, events).await;
+    (outcome, summaries(plan, states))
+}
+
+/// Collects the exits of the `running` pods left (the runner stopped them), so no process outlives the run.
+async fn stop_the_rest(
+    plan: &JobPlan,
+    states: &mut [Vec<PodState>],
+    mut running: usize,
+    exit_rx: &mut mpsc::UnboundedReceiver<((usize, usize), PodExit)>,
+    events: &mpsc::Sender<RunEvent>,
+) {
     while running > 0 {
         let Some(((r, p), exit)) = exit_rx.recv().await else {
             break;
@@ -457,7 +820,55 @@ async fn run_once(
             })
             .await;
     }
-    (outcome, summaries(plan, states))
+}
+
+/// An elastic job lost trainer pod `(r, p)` to a disruption: goes on without it while at least `min`
+/// trainer pods are left (the restart's notice), else fails ([`Outcome::Fatal`]).
+fn shrink(
+    plan: &JobPlan,
+    states: &mut [Vec<PodState>],
+    (r, p): (usize, usize),
+    exit: &PodExit,
+    (min, max): (u32, u32),
+    (reports, history): (&Mutex<Reports>, &mut Vec<Restart>),
+) -> Result<String, Outcome> {
+    let any_trainer = plan.replicated_jobs.iter().any(|r| r.trainer);
+    let pod = &plan.replicated_jobs[r].pods[p];
+    let live: Vec<&PodPlan> = plan
+        .replicated_jobs
+        .iter()
+        .zip(states.iter())
+        .filter(|(rj, _)| rj.trainer || !any_trainer)
+        .flat_map(|(rj, st)| rj.pods.iter().zip(st))
+        // Pods still training or done training (the lost one is Failed by now).
+        .filter(|(_, s)| !s.removed && matches!(s.phase, PodPhase::Running | PodPhase::Succeeded))
+        .map(|(pod, _)| pod)
+        .collect();
+    let nodes = u32::try_from(live.len()).unwrap_or(u32::MAX);
+    if nodes < min {
+        return Err(Outcome::Fatal(format!(
+            "elastic job below its minimum: pod {} was {} (a disruption) and {nodes} trainer pod(s) are \
+             left, fewer than minNodes {min} (PET_NNODES={min}:{max})",
+            pod.name, exit.detail
+        )));
+    }
+    let restart = new_restart(
+        reports,
+        history,
+        RestartCause::Disruption,
+        RestartScope::Shrink { nodes },
+        (pod.name.clone(), exit.detail.clone()),
+        gpus(live.into_iter().chain(std::iter::once(pod))),
+    );
+    let state = &mut states[r][p];
+    state.removed = true;
+    state.detail = Some(format!(
+        "{} (a disruption: the elastic job went on without it)",
+        exit.detail
+    ));
+    let notice = format!("restart {}: {}", restart.number, restart.describe());
+    history.push(restart);
+    Ok(notice)
 }
 
 /// Every pod of the plan, pending.
@@ -469,6 +880,7 @@ fn pending_states(plan: &JobPlan) -> Vec<Vec<PodState>> {
                 .iter()
                 .map(|_| PodState {
                     phase: PodPhase::Pending,
+                    removed: false,
                     started: None,
                     duration: None,
                     detail: None,
@@ -530,6 +942,7 @@ async fn run_pod(
             return PodExit {
                 ok: false,
                 detail: format!("init container {}: {}", init.container, exit.detail),
+                disrupted: exit.disrupted,
             };
         }
     }
@@ -554,10 +967,12 @@ async fn run_pod(
             } else {
                 e.detail.clone()
             },
+            disrupted: e.disrupted,
         },
         None => PodExit {
             ok: true,
             detail: "exit code 0".into(),
+            disrupted: false,
         },
     }
 }
@@ -590,6 +1005,7 @@ async fn run_process(
         return PodExit {
             ok: false,
             detail: STOPPED.into(),
+            disrupted: false,
         };
     }
     // Inherited by everything the container starts, so that all of it can be found and stopped.
@@ -612,7 +1028,11 @@ async fn run_process(
         Err(e) => {
             let detail = format!("cannot start {}: {e}", p.program.display());
             push_tail(&tail, &detail);
-            return PodExit { ok: false, detail };
+            return PodExit {
+                ok: false,
+                detail,
+                disrupted: false,
+            };
         }
     };
     let pid = child.id();
@@ -649,14 +1069,28 @@ async fn run_process(
     for reader in readers.into_iter().flatten() {
         let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
     }
+    // Killed by a signal the runner did not send: a disruption (a lost node, an evicted pod).
+    let stopped_by_runner = *kill.borrow();
     match status {
         Ok(s) => PodExit {
             ok: s.success(),
             detail: describe(s),
+            disrupted: !stopped_by_runner
+                && s.signal().is_some_and(|sig| {
+                    [
+                        Signal::SIGKILL,
+                        Signal::SIGTERM,
+                        Signal::SIGINT,
+                        Signal::SIGHUP,
+                    ]
+                    .iter()
+                    .any(|d| *d as i32 == sig)
+                }),
         },
         Err(e) => PodExit {
             ok: false,
             detail: format!("waiting for the process: {e}"),
+            disrupted: false,
         },
     }
 }

@@ -89,6 +89,12 @@ impl ProcessIdentity {
         Self::of(self.pid).is_some_and(|now| now == *self)
     }
 
+    /// Kills the process (SIGKILL) only if it is still this one; whether it was signalled. A test or a tool
+    /// that stands in for a lost node kills a pod's process this way, never by a bare pid.
+    pub fn kill(&self) -> bool {
+        self.signal(nix::sys::signal::Signal::SIGKILL)
+    }
+
     /// Sends `signal` to the process only if it is still this one. The check and the signal are two steps;
     /// a pid freed and reused between them within microseconds is the window left, the same as `kill(1)`'s.
     pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) -> bool {

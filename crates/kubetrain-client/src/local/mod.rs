@@ -54,7 +54,7 @@ pub use backend::LocalProcessBackend;
 pub use error::PlanError;
 pub use exec::{
     DEADLINE_EXCEEDED_MESSAGE, EVENT_BUFFER, LOG_PIECE_BYTES, LogLine, PodPhase, PodSummary,
-    RunEvent, RunSummary, execute,
+    Restart, RestartCause, RestartScope, RunEvent, RunSummary, execute,
 };
 pub use identity::ProcessIdentity;
 pub use plan::{JobPlan, PodPlan, ProcessPlan};

@@ -139,6 +139,11 @@ pub struct JobPlan {
     /// passed since the run started, restarts included, every pod is stopped and the run fails with
     /// upstream's `DeadlineExceeded` message. `None` (and when planned from objects alone): no limit.
     pub active_deadline: Option<std::time::Duration>,
+    /// The node bounds `(min, max)` of an elastic torch job: `PET_NNODES=min:max` (`min < max`) in the env of
+    /// the trainer's containers, as the torch plugin renders `mlPolicy.torch.elasticPolicy`. A trainer pod
+    /// lost to a disruption then shrinks the run instead of failing it, while at least `min` trainer pods
+    /// are left ([`execute`](super::execute)). `None`: not elastic.
+    pub elastic: Option<(u32, u32)>,
 }
 
 impl JobPlan {
@@ -328,6 +333,7 @@ fn plan_jobset(
         });
     }
     check_acyclic(&replicated_jobs)?;
+    let elastic = elastic_bounds(&replicated_jobs);
     for image in images {
         notices.insert(
             0,
@@ -363,7 +369,22 @@ fn plan_jobset(
         kueue_pod_sets: None,
         runtime: String::new(),
         active_deadline: None,
+        elastic,
     })
+}
+
+/// `PET_NNODES=min:max` with `min < max` in the first container of the trainer's first pod (of the first
+/// replicated job when none is labelled the trainer).
+fn elastic_bounds(replicated_jobs: &[ReplicatedJobPlan]) -> Option<(u32, u32)> {
+    let trainer = replicated_jobs
+        .iter()
+        .find(|r| r.trainer)
+        .or_else(|| replicated_jobs.first())?;
+    let env = &trainer.pods.first()?.containers.first()?.env;
+    let (_, nnodes) = env.iter().rev().find(|(k, _)| k == "PET_NNODES")?;
+    let (min, max) = nnodes.trim().split_once(':')?;
+    let (min, max): (u32, u32) = (min.trim().parse().ok()?, max.trim().parse().ok()?);
+    (1 <= min && min < max).then_some((min, max))
 }
 
 /// Every `dependsOn` of replicated job `i` names another replicated job of the JobSet.
@@ -703,4 +724,64 @@ pub(crate) fn prepare_run_dir(dir: &Path) -> Result<(), PlanError> {
         dir: dir.to_path_buf(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trainer_with(nnodes: Option<&str>, trainer: bool) -> Vec<ReplicatedJobPlan> {
+        let env = nnodes
+            .map(|v| vec![("PET_NNODES".to_string(), v.to_string())])
+            .unwrap_or_default();
+        let process = ProcessPlan {
+            container: "node".into(),
+            program: "sh".into(),
+            args: Vec::new(),
+            env,
+            cwd: PathBuf::from("/"),
+        };
+        let pod = PodPlan {
+            name: "job-node-0-0".into(),
+            replicated_job: "node".into(),
+            job_index: 0,
+            pod_index: 0,
+            init: Vec::new(),
+            containers: vec![process],
+            device: ("cpu".into(), "1".into()),
+            requests: BTreeMap::new(),
+        };
+        vec![ReplicatedJobPlan {
+            name: "node".into(),
+            depends_on: Vec::new(),
+            pods: vec![pod],
+            trainer,
+        }]
+    }
+
+    #[test]
+    fn an_elastic_range_in_the_trainers_env_makes_the_plan_elastic() {
+        assert_eq!(
+            elastic_bounds(&trainer_with(Some("2:4"), true)),
+            Some((2, 4))
+        );
+        assert_eq!(
+            elastic_bounds(&trainer_with(Some(" 1:3 "), false)),
+            Some((1, 3))
+        );
+        for fixed in [
+            None,
+            Some("3"),
+            Some("3:3"),
+            Some("4:2"),
+            Some("0:2"),
+            Some("a:b"),
+        ] {
+            assert_eq!(
+                elastic_bounds(&trainer_with(fixed, true)),
+                None,
+                "{fixed:?}"
+            );
+        }
+    }
 }

@@ -150,6 +150,10 @@ pub struct RunRecord {
     /// What the training code last reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trainer_status: Option<ProgressRecord>,
+    /// Every restart of the run (and every shrink of an elastic run): cause, last checkpoint, step resumed
+    /// from, work lost. Written when the run ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<super::exec::Restart>,
 }
 
 impl RunRecord {
@@ -186,6 +190,7 @@ impl RunRecord {
                 })
                 .collect(),
             trainer_status: None,
+            restarts: Vec::new(),
         }
     }
 
@@ -551,6 +556,7 @@ impl Recorder {
         if let Some(status) = &summary.trainer_status {
             self.record.trainer_status = Some(ProgressRecord::from(status));
         }
+        self.record.restarts.clone_from(&summary.restart_history);
         self.record.status = summary.status.as_str().to_owned();
         self.record.message = Some(summary.message.clone());
         self.record.finished = Some(k8s_openapi::jiff::Timestamp::now().to_string());
@@ -640,6 +646,7 @@ mod tests {
             kueue_pod_sets: None,
             runtime: "torch-distributed".into(),
             active_deadline: None,
+            elastic: None,
         }
     }
 
@@ -664,6 +671,7 @@ mod tests {
                 cancelled: false,
                 elapsed: std::time::Duration::from_secs(1),
                 restarts: 0,
+                restart_history: Vec::new(),
                 pods: Vec::new(),
                 trainer_status: None,
             })

@@ -6,6 +6,7 @@ mod common;
 mod kubernetes_mock;
 mod local_plugins;
 mod local_queue;
+mod local_restarts;
 mod local_runner;
 mod local_status;
 mod optimize_cluster;

@@ -56,9 +56,15 @@ const JAX_VARS: &str = "JAX_NUM_PROCESSES, JAX_PROCESS_ID, JAX_COORDINATOR_ADDRE
 const GENERIC_VARS: &str = "WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT";
 const MPI_VARS: &str = "OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_RANK";
 
-/// Every variable [`RankEnv::from_env`] reads. A launcher that sets up ranks itself removes them first.
-pub const RENDEZVOUS_VARS: [&str; 19] = [
+/// Every variable [`RankEnv::from_env`] and [`super::ElasticSettings::from_env`] read. A launcher that
+/// sets up ranks itself removes them first.
+pub const RENDEZVOUS_VARS: [&str; 24] = [
     "PET_NNODES",
+    "PET_RDZV_BACKEND",
+    "PET_RDZV_ENDPOINT",
+    "PET_RDZV_ID",
+    "PET_RDZV_CONF",
+    "PET_MAX_RESTARTS",
     "PET_NPROC_PER_NODE",
     "PET_NODE_RANK",
     "PET_MASTER_ADDR",
@@ -178,7 +184,11 @@ fn need(
     })
 }
 
-fn parse_count(var: &'static str, value: &str, min: usize) -> Result<usize, RendezvousError> {
+pub(crate) fn parse_count(
+    var: &'static str,
+    value: &str,
+    min: usize,
+) -> Result<usize, RendezvousError> {
     let n: usize = value.trim().parse().map_err(|_| RendezvousError::Invalid {
         var,
         value: value.to_string(),
@@ -194,7 +204,7 @@ fn parse_count(var: &'static str, value: &str, min: usize) -> Result<usize, Rend
     Ok(n)
 }
 
-fn parse_port(var: &'static str, value: &str) -> Result<u16, RendezvousError> {
+pub(crate) fn parse_port(var: &'static str, value: &str) -> Result<u16, RendezvousError> {
     match value.trim().parse::<u16>() {
         Ok(p) if p != 0 => Ok(p),
         _ => Err(RendezvousError::Invalid {
@@ -222,21 +232,32 @@ fn check_rank(
     Ok(())
 }
 
-/// `PET_NNODES` is a count or a fixed `min:max` range; elastic ranges are not supported.
+/// `PET_NNODES` is a count or a `min:max` range; a fixed range (`3:3`) is a count. An elastic range
+/// (`min < max`) is [`RendezvousError::Elastic`]: ranks then come from the elastic rendezvous
+/// ([`super::elastic`]), not from the environment.
 fn parse_nnodes(value: &str) -> Result<usize, RendezvousError> {
+    let (min, max) = parse_nnodes_range(value)?;
+    if min != max {
+        return Err(RendezvousError::Elastic { min, max });
+    }
+    Ok(min)
+}
+
+/// `PET_NNODES` as `(min, max)`: `4` is `(4, 4)`, `2:4` is `(2, 4)`; `min` must not exceed `max`.
+pub(crate) fn parse_nnodes_range(value: &str) -> Result<(usize, usize), RendezvousError> {
     match value.split_once(':') {
-        None => parse_count("PET_NNODES", value, 1),
+        None => parse_count("PET_NNODES", value, 1).map(|n| (n, n)),
         Some((lo, hi)) => {
             let lo = parse_count("PET_NNODES", lo, 1)?;
             let hi = parse_count("PET_NNODES", hi, 1)?;
-            if lo != hi {
+            if lo > hi {
                 return Err(RendezvousError::Invalid {
                     var: "PET_NNODES",
                     value: value.to_string(),
-                    reason: "elastic ranges are not supported; use a fixed node count".to_string(),
+                    reason: format!("the minimum {lo} is above the maximum {hi}; use min:max"),
                 });
             }
-            Ok(lo)
+            Ok((lo, hi))
         }
     }
 }
@@ -621,7 +642,7 @@ mod tests {
                     ("PET_MASTER_ADDR", "m"),
                     ("PET_MASTER_PORT", "1"),
                 ],
-                "elastic ranges are not supported",
+                "PET_NNODES=1:4 is an elastic range",
             ),
         ];
         for (vars, want) in cases {

@@ -1,11 +1,17 @@
 //! How the ranks of a TrainJob meet: the environment the renderer injects says who this rank is and where
 //! rank 0 is ([`RankEnv`]); rank 0 hosts a small TCP store that collects every rank's address and hands out
 //! the membership and rank 0's payload (the NCCL unique id) ([`exchange`]).
+//!
+//! An elastic torch job (`PET_NNODES=min:max`, torchrun's c10d settings `PET_RDZV_*`) meets through
+//! [`elastic`] instead: a long-lived store admits between `min` and `max` nodes per round, assigns the ranks,
+//! and re-forms the group when a node is lost or a new one arrives.
 
+pub mod elastic;
 mod env;
 mod hostfile;
 mod store;
 
+pub use elastic::{ElasticAgent, ElasticSettings, ElasticStore, Round};
 pub use env::{EnvFlavour, MPI_DEFAULT_STORE_PORT, MPI_HOSTFILE, RENDEZVOUS_VARS, RankEnv};
 pub use hostfile::{HostfileError, first_host as hostfile_first_host};
 pub use store::{Membership, PeerInfo, exchange, host_key};
@@ -42,6 +48,18 @@ pub enum RendezvousError {
         value: String,
         /// What is wrong and how to fix it.
         reason: String,
+    },
+    /// `PET_NNODES` is an elastic range (`min:max` with `min < max`): the ranks are assigned by the elastic
+    /// rendezvous ([`ElasticSettings::from_env`], [`ElasticAgent`]), not read from the environment.
+    #[error(
+        "PET_NNODES={min}:{max} is an elastic range: ranks are assigned by the elastic (c10d) rendezvous \
+         (kubetrain_collective::rendezvous::ElasticAgent), not read from the environment"
+    )]
+    Elastic {
+        /// The fewest nodes.
+        min: usize,
+        /// The most nodes.
+        max: usize,
     },
     /// Two sources disagree (e.g. WORLD_SIZE against PET_NNODES × PET_NPROC_PER_NODE).
     #[error("inconsistent rendezvous environment: {0}")]

@@ -175,11 +175,26 @@ fn train_demo_loss_falls_and_matches_across_world_sizes() {
             assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} vs {b}");
         }
     }
+    // An uneven split (an elastic group of 3 over 1,000 samples) weights each shard by its share: the same
+    // curve again.
+    let uneven = DemoConfig {
+        samples: 1000,
+        ..cfg.clone()
+    };
+    let one = run_ranks(1, test_options(Transport::Auto), |c| {
+        train_linear_regression(c, &uneven, |_, _| {}).unwrap()
+    });
+    let three = run_ranks(3, test_options(Transport::Auto), |c| {
+        train_linear_regression(c, &uneven, |_, _| {}).unwrap()
+    });
+    for (a, b) in three[0].losses.iter().zip(&one[0].losses) {
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} vs {b}");
+    }
     let err = run_ranks(3, test_options(Transport::Auto), |c| {
         train_linear_regression(
             c,
             &DemoConfig {
-                samples: 100,
+                samples: 2,
                 ..cfg.clone()
             },
             |_, _| {},
@@ -188,7 +203,7 @@ fn train_demo_loss_falls_and_matches_across_world_sizes() {
         .to_string()
     });
     assert!(
-        err[0].contains("do not split evenly over 3 ranks"),
+        err[0].contains("2 samples cannot be shared by 3 ranks"),
         "{}",
         err[0]
     );

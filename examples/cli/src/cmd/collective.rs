@@ -16,7 +16,9 @@ use kubetrain_collective::bench::{self, BenchConfig, BenchOp};
 use kubetrain_collective::cpu::{CpuCommunicator, CpuOptions, Transport};
 use kubetrain_collective::demo::{self, DemoConfig};
 use kubetrain_collective::nccl;
-use kubetrain_collective::rendezvous::{EnvFlavour, RENDEZVOUS_VARS, RankEnv, RendezvousError};
+use kubetrain_collective::rendezvous::{
+    ElasticAgent, ElasticSettings, EnvFlavour, RENDEZVOUS_VARS, RankEnv, RendezvousError,
+};
 use kubetrain_collective::{Communicator, ElementType, ReduceOp};
 
 /// Marks a process started by the local launcher (so it does not launch again).
@@ -169,7 +171,7 @@ struct DemoArgs {
     /// Gradient steps.
     #[arg(long, default_value_t = 20)]
     steps: usize,
-    /// Samples over all ranks (must split evenly).
+    /// Samples over all ranks (at least one per rank).
     #[arg(long, default_value_t = 4096)]
     samples: usize,
     /// Learning rate.
@@ -246,6 +248,13 @@ pub(crate) fn run(args: CollectiveArgs) -> anyhow::Result<ExitCode> {
         }
         CollectiveCommand::TrainDemo(a) => {
             let launch = a.launch.clone();
+            // An elastic torch job (PET_NNODES=min:max): ranks come from the elastic rendezvous.
+            if launch.local_ranks.is_none()
+                && let Some(settings) = ElasticSettings::from_env()
+                    .context("reading the elastic rendezvous environment")?
+            {
+                return run_demo_elastic(&a, settings);
+            }
             with_rank(&launch, |env| run_demo(&a, env))
         }
         CollectiveCommand::Info => info(),
@@ -543,6 +552,13 @@ struct DemoProgress {
     first_step: std::cell::Cell<usize>,
     /// The newest checkpoint: step, bytes, write milliseconds.
     checkpointed: std::cell::Cell<(u64, u64, f64)>,
+    /// Kubetrain's view of the newest checkpoint: its step and when it was written (after a resume, the one
+    /// loaded and when: the start of the work a failure would lose).
+    last_checkpoint: std::cell::Cell<Option<(u64, std::time::SystemTime)>>,
+    /// The latest step index and its loss.
+    last: std::cell::Cell<(usize, f64)>,
+    /// When a checkpoint was last reported at once.
+    checkpoint_reported: std::cell::Cell<Option<Instant>>,
     resumed_from: std::cell::Cell<Option<u64>>,
     /// Whether the first step after a resume is still to be reported (at once: it proves the restore).
     report_resume: std::cell::Cell<bool>,
@@ -557,6 +573,9 @@ impl DemoProgress {
             started: Instant::now(),
             first_step: std::cell::Cell::new(0),
             checkpointed: std::cell::Cell::new((0, 0, 0.0)),
+            last_checkpoint: std::cell::Cell::new(None),
+            last: std::cell::Cell::new((0, 0.0)),
+            checkpoint_reported: std::cell::Cell::new(None),
             resumed_from: std::cell::Cell::new(None),
             report_resume: std::cell::Cell::new(false),
         }
@@ -572,6 +591,7 @@ impl DemoProgress {
             .remaining_seconds((per_step * self.steps.saturating_sub(done) as f64).ceil() as i64)
             .metric("loss", format!("{loss:.6}"))
             .metric("step", done)
+            .step(done as u64)
             .metric(
                 "samples_per_second",
                 format!(
@@ -579,6 +599,11 @@ impl DemoProgress {
                     self.samples_per_step * trained as f64 / elapsed.max(1e-9)
                 ),
             );
+        // Kubetrain's checkpoint metrics once a checkpoint exists (written or resumed from).
+        let p = match self.last_checkpoint.get() {
+            Some((step, time)) => p.checkpoint(step, time),
+            None => p,
+        };
         // Checkpoint metrics only when checkpoints are on (0 until the first one is written).
         let p = if self.checkpointing {
             let (ckpt_step, ckpt_bytes, ckpt_ms) = self.checkpointed.get();
@@ -592,7 +617,9 @@ impl DemoProgress {
             p
         };
         match self.resumed_from.get() {
-            Some(step) => p.metric(acceptance_metrics::RESUMED_FROM_STEP, step),
+            Some(step) => p
+                .metric(acceptance_metrics::RESUMED_FROM_STEP, step)
+                .resumed_from_step(step),
             None => p,
         }
     }
@@ -626,16 +653,106 @@ fn open_checkpoint_store(
     }
 }
 
-fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
-    let mut comm = CpuCommunicator::init(&env, None, cpu_options(&a.launch))
-        .with_context(|| format!("rank {}: forming the CPU communicator", env.rank))?;
-    let cfg = DemoConfig {
+fn demo_config(a: &DemoArgs) -> anyhow::Result<DemoConfig> {
+    if let Some(seconds) = a.max_seconds
+        && !(seconds.is_finite() && seconds >= 0.0)
+    {
+        bail!("--max-seconds {seconds} must be a number of seconds ≥ 0");
+    }
+    Ok(DemoConfig {
         samples: a.samples,
         steps: a.steps,
         learning_rate: a.learning_rate,
         momentum: a.momentum,
         ..DemoConfig::default()
-    };
+    })
+}
+
+fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
+    let cfg = demo_config(a)?;
+    let mut comm = CpuCommunicator::init(&env, None, cpu_options(&a.launch))
+        .with_context(|| format!("rank {}: forming the CPU communicator", env.rank))?;
+    let store = open_checkpoint_store(a)?;
+    demo_round(a, &cfg, &mut comm, store.as_deref(), None)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An elastic train-demo: joins rendezvous rounds until the training is done. Each round forms the CPU
+/// communicator over the round's nodes and resumes from the newest checkpoint; when the group changes (a
+/// node lost: a failed all-reduce or the store's word; a node waiting to join) the ranks leave the round,
+/// at a common step and after a checkpoint when they can, and meet again.
+fn run_demo_elastic(a: &DemoArgs, settings: ElasticSettings) -> anyhow::Result<ExitCode> {
+    let cfg = demo_config(a)?;
+    let store = open_checkpoint_store(a)?;
+    if store.is_none() {
+        bail!(
+            "an elastic train-demo (PET_NNODES={}:{}) needs --checkpoint-dir (KUBETRAIN_CHECKPOINT_DIR): each \
+             time the group re-forms it resumes from the newest checkpoint",
+            settings.min_nodes,
+            settings.max_nodes
+        );
+    }
+    println!(
+        "train-demo: elastic, {} to {} nodes, rendezvous {} at {}:{}",
+        settings.min_nodes,
+        settings.max_nodes,
+        settings.run_id,
+        settings.endpoint_host,
+        settings.endpoint_port
+    );
+    let mut agent =
+        ElasticAgent::start(settings, None).context("joining the elastic rendezvous")?;
+    loop {
+        let Some(mut round) = agent.next_round().context("elastic rendezvous")? else {
+            println!("train-demo: the job finished while this node waited for a round");
+            return Ok(ExitCode::SUCCESS);
+        };
+        println!(
+            "rendezvous round {}: node rank {} of {} nodes (restart {})",
+            round.generation, round.node_rank, round.nnodes, round.restarts
+        );
+        let env = round.rank_env();
+        let mut comm = match CpuCommunicator::init(&env, round.store.take(), cpu_options(&a.launch))
+        {
+            Ok(comm) => comm,
+            Err(error) => {
+                eprintln!(
+                    "round {}: forming the group failed ({error}); meeting again",
+                    round.generation
+                );
+                continue;
+            }
+        };
+        let changed = || agent.membership_changed();
+        match demo_round(a, &cfg, &mut comm, store.as_deref(), Some(&changed)) {
+            Ok(report) if !report.interrupted => {
+                drop(comm);
+                agent
+                    .finish()
+                    .context("telling the rendezvous the job finished")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            Ok(_) => println!(
+                "round {}: the group changes; left at a checkpoint",
+                round.generation
+            ),
+            Err(error) => eprintln!(
+                "round {}: training stopped ({error:#}); meeting again",
+                round.generation
+            ),
+        }
+    }
+}
+
+/// Trains over `comm` (resuming from and writing checkpoints to `store`), printing and reporting progress
+/// from rank 0.
+fn demo_round(
+    a: &DemoArgs,
+    cfg: &DemoConfig,
+    comm: &mut CpuCommunicator,
+    store: Option<&dyn kubetrain_collective::checkpoint::CheckpointStore>,
+    interrupt: Option<&dyn Fn() -> bool>,
+) -> anyhow::Result<demo::DemoReport> {
     let rank = comm.rank();
     if rank == 0 {
         println!(
@@ -656,28 +773,24 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let store = open_checkpoint_store(a)?;
-    let progress = DemoProgress::new(&cfg, store.is_some());
-    if let Some(seconds) = a.max_seconds
-        && !(seconds.is_finite() && seconds >= 0.0)
-    {
-        bail!("--max-seconds {seconds} must be a number of seconds ≥ 0");
-    }
+    let progress = DemoProgress::new(cfg, store.is_some());
     let options = demo::DemoOptions {
-        checkpoint: store.as_deref().map(|store| demo::CheckpointOptions {
+        checkpoint: store.map(|store| demo::CheckpointOptions {
             store,
             every: a.checkpoint_every,
             keep: a.keep_checkpoints,
         }),
         time_limit: a.max_seconds.map(Duration::from_secs_f64),
         step_delay: Duration::from_millis(a.step_delay_ms),
+        interrupt,
     };
-    let location = store.as_ref().map(|s| s.location()).unwrap_or_default();
-    let report = demo::train(&mut comm, &cfg, &options, |event| match event {
+    let location = store.map(|s| s.location()).unwrap_or_default();
+    let report = demo::train(comm, cfg, &options, |event| match event {
         demo::DemoEvent::Step { step, loss } => {
             if rank == 0 {
                 println!("step {step:>4}  loss {loss:.6}");
             }
+            progress.last.set((step as usize, loss));
             if let Some(reporter) = &reporter {
                 progress.report_step(reporter, step as usize, loss);
             }
@@ -687,6 +800,9 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
             progress.first_step.set(step as usize);
             progress.resumed_from.set(Some(step));
             progress.report_resume.set(true);
+            progress
+                .last_checkpoint
+                .set(Some((step, std::time::SystemTime::now())));
             if rank == 0 {
                 println!("resumed from checkpoint {name} at step {step} (loss {loss:.6})");
             }
@@ -694,6 +810,27 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
         demo::DemoEvent::Checkpointed { step, saved } => {
             let ms = saved.elapsed.as_secs_f64() * 1000.0;
             progress.checkpointed.set((step, saved.bytes as u64, ms));
+            progress
+                .last_checkpoint
+                .set(Some((step, std::time::SystemTime::now())));
+            // At once (at most once a second): the operator's record of the last checkpoint must not lag a
+            // failure by the 5 s throttle.
+            if let Some(reporter) = &reporter {
+                let (at, loss) = progress.last.get();
+                let due = progress
+                    .checkpoint_reported
+                    .get()
+                    .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+                let sent = if due {
+                    progress.checkpoint_reported.set(Some(Instant::now()));
+                    reporter.report_now(&progress.at(at, loss))
+                } else {
+                    reporter.report(&progress.at(at, loss)).map(|_| ())
+                };
+                if let Err(error) = sent {
+                    eprintln!("train-demo: progress update failed: {error}");
+                }
+            }
             println!(
                 "checkpoint: wrote {} (step {step}, {} bytes, {ms:.1} ms) to {location}",
                 saved.name, saved.bytes
@@ -707,10 +844,10 @@ fn run_demo(a: &DemoArgs, env: RankEnv) -> anyhow::Result<ExitCode> {
             Err(error) => eprintln!("train-demo: final progress update failed: {error}"),
         }
     }
-    if rank == 0 {
+    if rank == 0 && !report.interrupted {
         print_demo_summary(&report);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(report)
 }
 
 fn print_demo_summary(report: &demo::DemoReport) {

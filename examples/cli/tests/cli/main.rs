@@ -5,6 +5,7 @@
 mod common;
 
 mod acceptance;
+mod elastic_run;
 mod guidance;
 mod jobs;
 mod local_identity;
