@@ -213,6 +213,9 @@ internalCertManagement: {enable: false}
 webhook: {port: $JOBSET_WEBHOOK_PORT, host: 127.0.0.1, certDir: $PKI/webhook-certs}
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: "127.0.0.1:$JOBSET_PROBE_PORT"}
+# Elastic TrainJobs scale the node Job's parallelism/completions of a running JobSet (docs/operator.md); with the
+# gate off JobSet's webhook refuses the change. It changes nothing for a JobSet whose replicas never change.
+featureGates: {ElasticJobSet: true}
 YAML
     component jobset env KUBECONFIG="$ADMIN_KUBECONFIG" "$(JOBSET_BIN)/jobset" --config "$E2E_STATE/jobset-config.yaml"
     wait_ready jobset "http://127.0.0.1:$JOBSET_PROBE_PORT/readyz"

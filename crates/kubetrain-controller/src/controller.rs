@@ -13,8 +13,12 @@
 //! 2. Unless the TrainJob is finished or names an unsupported runtime kind: `GET` the runtime snapshot
 //!    ConfigMap, or else `GET` the (Cluster)TrainingRuntime; `GET` the MPI Secret / PodGroup when the runtime
 //!    has them; render; then, as leader, apply the snapshot (first reconcile only) and every rendered object.
+//!    An elastic TrainJob's leader also `LIST`s the nodes and sizes the node job: in the JobSet it applies, or
+//!    with a JSON `PATCH` of a running one (`reconcile::elastic`).
 //! 3. Compute the status; as leader `DELETE` the JobSet after the active deadline and merge-patch the status
-//!    subresource when it changed.
+//!    subresource when it changed. After a JobSet restart (its `status.restarts` moved), the leader also
+//!    merge-patches the TrainJob's `kubetrain.dev/restarts` annotation and publishes a `TrainJobRestarted`
+//!    event (`reconcile::restarts`).
 //! 4. As leader, `DELETE` a finished TrainJob whose `ttlSecondsAfterFinished` (its own, else its runtime's
 //!    `runPolicy` default; KEP-2899) expired, with a `TTLExpired` event; otherwise requeue for when it does.
 //!
@@ -59,11 +63,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch,
+    PatchParams,
 };
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::controller::{Action, Config, Controller};
@@ -112,7 +117,14 @@ pub struct Context {
     memory: AppliedMemory,
     /// Runtime snapshots, parsed once per distinct text.
     snapshots: ParsedSnapshots,
+    /// The restart history this leader last recorded per TrainJob (uid, history): the cache may not have the
+    /// annotation's echo yet, and a restart must be announced once.
+    restarts: RestartMemory,
 }
+
+/// What the leader last recorded of each TrainJob's restarts ([`reconcile::restarts`]).
+type RestartMemory =
+    std::sync::Mutex<std::collections::HashMap<Key, (String, reconcile::restarts::RestartHistory)>>;
 
 impl Context {
     /// A context for reconciles through `client`, rendering with the built-in plugins that `settings.render`
@@ -142,6 +154,7 @@ impl Context {
             cache: None,
             memory: AppliedMemory::default(),
             snapshots: ParsedSnapshots::default(),
+            restarts: RestartMemory::default(),
         }
     }
 
@@ -257,7 +270,7 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         (synced.unsupported, synced.failure, synced.run_policy);
 
     let now = Time(Timestamp::now());
-    let decision = reconcile::decide_status(
+    let mut decision = reconcile::decide_status(
         job,
         jobset.as_ref(),
         unsupported.as_deref(),
@@ -271,6 +284,20 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     if decision.delete_jobset {
         delete_jobset_after_deadline(ctx, &key, uid).await;
     }
+    // A JobSet restart since the last one recorded: its condition goes with the status write (no extra one).
+    let restart = observe_restarts(
+        job,
+        jobset.as_ref(),
+        synced.gpus,
+        synced.opted_in,
+        ctx,
+        &now,
+    );
+    if let Some(condition) = restart.as_ref().and_then(|u| u.condition.clone()) {
+        kubetrain_jobset::status::set_condition(&mut decision.status.conditions, condition);
+        let before = job.status.clone().unwrap_or_default();
+        decision.patch = reconcile::merge_patch(&before, &decision.status);
+    }
     if let Err(error) = write_status(job, ctx, &decision, jobset.as_ref()).await {
         match &failure {
             None => failure = Some(error),
@@ -279,6 +306,9 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     }
     if let Some(error) = failure {
         return Err(error);
+    }
+    if let Some(update) = restart {
+        record_restarts(job, ctx, update).await?;
     }
     if decision.ttl == Ttl::Expired {
         delete_after_ttl(job, ctx, &decision).await?;
@@ -296,7 +326,87 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
             .reconciled(&key, uid, fingerprint(job, &decision.status));
         ctx.memory.awaiting_echoes(&key, uid, false);
     }
-    Ok(decision.requeue_after.map(whole_seconds))
+    if is_finished(&decision.status) {
+        forget_restarts(ctx, &key);
+    }
+    let requeue = match (decision.requeue_after, synced.requeue_after) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    Ok(requeue.map(whole_seconds))
+}
+
+/// The restart update for `job` ([`reconcile::restarts::observe`]), reading the history this leader last
+/// recorded when its annotation has not come back through the cache yet.
+fn observe_restarts(
+    job: &TrainJob,
+    jobset: Option<&JobSet>,
+    gpus: f64,
+    opted_in: bool,
+    ctx: &Context,
+    now: &Time,
+) -> Option<reconcile::restarts::RestartUpdate> {
+    use reconcile::restarts::{RESTARTS_ANNOTATION, RestartHistory, observe};
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let remembered = ctx
+        .restarts
+        .lock()
+        .ok()?
+        .get(&key_of(job))
+        .filter(|(u, _)| u == uid)
+        .map(|(_, h)| h.clone());
+    match remembered {
+        Some(history) if history != RestartHistory::of(job) => {
+            let mut seen = job.clone();
+            seen.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(RESTARTS_ANNOTATION.to_owned(), history.to_annotation());
+            observe(&seen, jobset, gpus, opted_in, now)
+        }
+        _ => observe(job, jobset, gpus, opted_in, now),
+    }
+}
+
+/// Stores the restart history in the TrainJob's annotation (a merge patch of that one key), then publishes
+/// the update's events. A failed patch is returned (the reconcile retries; nothing was announced yet).
+async fn record_restarts(
+    job: &TrainJob,
+    ctx: &Context,
+    update: reconcile::restarts::RestartUpdate,
+) -> Result<()> {
+    let key = key_of(job);
+    let (namespace, name) = &key;
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        reconcile::restarts::RESTARTS_ANNOTATION: update.history.to_annotation(),
+    }}});
+    let params = PatchParams {
+        field_manager: Some(ctx.settings.field_manager.clone()),
+        ..Default::default()
+    };
+    Api::<TrainJob>::namespaced(ctx.client.clone(), namespace)
+        .patch(name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("recording the restarts of TrainJob {namespace}/{name}"),
+                e,
+            )
+        })?;
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    if let Ok(mut memory) = ctx.restarts.lock() {
+        memory.insert(key.clone(), (uid, update.history));
+    }
+    for notice in &update.events {
+        events::publish(&ctx.recorder, &notice.to_event(), &job.object_ref(&())).await;
+    }
+    Ok(())
+}
+
+fn forget_restarts(ctx: &Context, key: &Key) {
+    if let Ok(mut memory) = ctx.restarts.lock() {
+        memory.remove(key);
+    }
 }
 
 /// What [`sync_unless_finished`] found.
@@ -308,6 +418,12 @@ struct Synced {
     failure: Option<Error>,
     /// The runtime's KEP-2899 `runPolicy`, when the runtime was read.
     run_policy: Option<RunPolicy>,
+    /// The GPUs the rendered JobSet asks for (the work lost by a restart is counted in GPU-seconds).
+    gpus: f64,
+    /// Whether the job opted in to restarts after disruptions (annotation, or elastic).
+    opted_in: bool,
+    /// Look again after this long (a running elastic job counts its nodes again).
+    requeue_after: Option<Duration>,
 }
 
 /// Brings the children in line with the TrainJob unless it is finished or names an unsupported runtime kind;
@@ -341,12 +457,15 @@ async fn sync_unless_finished(
             }
         }
         Ok(kind) => match sync_children(job, kind, jobset.as_ref(), ctx).await {
-            Ok((applied, run_policy)) => {
-                if let Some(applied) = applied {
+            Ok(children) => {
+                if let Some(applied) = children.applied {
                     *jobset = Some(applied);
                 }
                 Synced {
-                    run_policy,
+                    run_policy: children.run_policy,
+                    gpus: children.gpus,
+                    opted_in: children.opted_in,
+                    requeue_after: children.requeue_after,
                     ..Synced::default()
                 }
             }
@@ -673,14 +792,28 @@ fn whole_seconds(d: Duration) -> Duration {
     Duration::from_secs(secs.max(1))
 }
 
-/// Reads the runtime (snapshot first) and the children's facts, renders, and applies as leader. Returns the
-/// JobSet as stored after the apply, if it was applied, and the runtime's `runPolicy`.
+/// What [`sync_children`] rendered and applied.
+struct Children {
+    /// The JobSet as stored after the apply, if it was applied.
+    applied: Option<JobSet>,
+    /// The runtime's `runPolicy`.
+    run_policy: Option<RunPolicy>,
+    /// The GPUs the rendered JobSet asks for.
+    gpus: f64,
+    /// Whether the job opted in to restarts after disruptions (annotation, or elastic).
+    opted_in: bool,
+    /// Look again after this long (elastic jobs).
+    requeue_after: Option<Duration>,
+}
+
+/// Reads the runtime (snapshot first) and the children's facts, renders, sizes an elastic job's node job
+/// ([`reconcile::elastic`]) and applies as leader.
 async fn sync_children(
     job: &TrainJob,
     kind: RuntimeKind,
     jobset: Option<&JobSet>,
     ctx: &Context,
-) -> Result<(Option<JobSet>, Option<RunPolicy>)> {
+) -> Result<Children> {
     let key = key_of(job);
     let namespace = &key.0;
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
@@ -703,11 +836,31 @@ async fn sync_children(
         pod_group_exists,
     );
     // Operator keys must be unpredictable: the OS random source, never a seed.
-    let rendered =
+    let mut rendered =
         kubetrain_jobset::render_with_registry(job, runtime, &observed, &ctx.plugins, &mut OsRng)?;
+    // A running JobSet is not rendered again: the one read stands for it.
+    let shown = rendered.jobset().or(jobset);
+    let gpus = shown.map_or(0.0, reconcile::restarts::gpus);
+    let elastic = shown.and_then(reconcile::elastic::bounds).is_some();
+    let mut children = Children {
+        applied: None,
+        run_policy,
+        gpus,
+        opted_in: elastic || kubetrain_jobset::disruption::requested(job),
+        requeue_after: None,
+    };
 
     if !ctx.leader() {
-        return Ok((None, run_policy));
+        return Ok(children);
+    }
+    if elastic {
+        let scaling = Scaling {
+            job,
+            existing: jobset,
+            runtime,
+            observed: &observed,
+        };
+        children.requeue_after = scale_elastic(&scaling, &mut rendered.objects, ctx).await?;
     }
     // The leader exports the opt-in trainerStatus gauges of a running job (crate::platform).
     ctx.metrics
@@ -727,11 +880,184 @@ async fn sync_children(
             );
         }
     }
-    Ok((
-        apply_rendered(job, &rendered.objects, ctx).await?,
-        run_policy,
-    ))
+    children.applied = apply_rendered(job, &rendered.objects, ctx).await?;
+    Ok(children)
 }
+
+/// What [`scale_elastic`] sizes.
+struct Scaling<'a> {
+    job: &'a TrainJob,
+    /// The JobSet read (or `None` before it exists).
+    existing: Option<&'a JobSet>,
+    runtime: &'a kubetrain_api::TrainingRuntimeSpec,
+    observed: &'a kubetrain_jobset::Observed,
+}
+
+/// Sizes an elastic job's node job to the nodes a node pod fits on, within its bounds (a live `LIST` of the
+/// nodes, made only for elastic jobs), with a `TrainJobScaled` event when the size changes. A JobSet about to
+/// be applied gets the size in its body; a running one (never re-applied) gets a JSON patch of the node job's
+/// `parallelism` and `completions` (JobSet's `ElasticJobSet` gate resizes its Job in place). A suspended job,
+/// one Kueue admits (it sizes the job: partial admission) and a finished JobSet keep their size. Returns when
+/// to count again.
+async fn scale_elastic(
+    scaling: &Scaling<'_>,
+    objects: &mut [kubetrain_jobset::Object],
+    ctx: &Context,
+) -> Result<Option<Duration>> {
+    use reconcile::elastic;
+    let (job, existing) = (scaling.job, scaling.existing);
+    let to_apply = objects.iter_mut().find_map(|o| match o {
+        kubetrain_jobset::Object::JobSet(js) => Some(js),
+        _ => None,
+    });
+    let Some(bounds) = to_apply
+        .as_deref()
+        .and_then(|js| elastic::bounds(js))
+        .or_else(|| existing.and_then(elastic::bounds))
+    else {
+        return Ok(None);
+    };
+    let from = existing.and_then(|e| elastic::current(e, &bounds));
+    let kueue = job
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL));
+    let terminal = existing
+        .and_then(|e| e.status.as_ref())
+        .is_some_and(|s| s.terminal_state.is_some());
+    if job.spec.is_suspended() || kueue || terminal {
+        if let (Some(from), Some(js)) = (from, to_apply) {
+            // Keep the size it has: the apply must not undo an earlier scaling.
+            elastic::scale(js, &bounds, from);
+        }
+        return Ok(None);
+    }
+    let pod = match to_apply.as_deref() {
+        Some(js) => elastic::node_pod(js, &bounds).cloned(),
+        None => rendered_node_pod(scaling, &bounds, ctx)?,
+    };
+    let Some(pod) = pod else {
+        return Ok(None);
+    };
+    let nodes = Api::<Node>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| Error::kube("listing nodes for an elastic TrainJob".to_owned(), e))?;
+    let fitting = elastic::fitting_nodes(&nodes.items, &pod);
+    // The policy's metrics, read from what the trainer reports.
+    let reported = job
+        .status
+        .as_ref()
+        .and_then(|s| s.trainer_status.as_ref())
+        .map(|t| t.metrics.as_slice())
+        .unwrap_or_default();
+    let current = from.unwrap_or(bounds.max);
+    let wanted = elastic::wanted_by_metrics(policy_metrics(scaling.runtime), reported, current);
+    let size = elastic::desired(&bounds, fitting, wanted);
+    match to_apply {
+        Some(js) => elastic::scale(js, &bounds, size),
+        None if from != Some(size) => {
+            if let Some(existing) = existing {
+                patch_node_count(job, existing, &bounds, size, ctx).await?;
+            }
+        }
+        None => {}
+    }
+    if let Some(from) = from
+        && from != size
+    {
+        tracing::info!(
+            trainjob = job.name(),
+            from,
+            to = size,
+            fitting,
+            "scaling an elastic TrainJob"
+        );
+        let event = elastic::scaled_event(&bounds, from, size, fitting, wanted);
+        events::publish(&ctx.recorder, &event, &job.object_ref(&())).await;
+    }
+    Ok(Some(elastic::ELASTIC_RESYNC))
+}
+
+/// The node pod of the JobSet rendered in full (a running JobSet is not among the objects to apply).
+fn rendered_node_pod(
+    scaling: &Scaling<'_>,
+    bounds: &reconcile::elastic::Bounds,
+    ctx: &Context,
+) -> Result<Option<k8s_openapi::api::core::v1::PodSpec>> {
+    let fresh = kubetrain_jobset::Observed {
+        jobset: None,
+        ..*scaling.observed
+    };
+    let full = kubetrain_jobset::render_with_registry(
+        scaling.job,
+        scaling.runtime,
+        &fresh,
+        &ctx.plugins,
+        &mut OsRng,
+    )?;
+    Ok(full
+        .jobset()
+        .and_then(|js| reconcile::elastic::node_pod(js, bounds))
+        .cloned())
+}
+
+/// The elastic policy's `metrics` in `runtime` (none without one).
+fn policy_metrics(
+    runtime: &kubetrain_api::TrainingRuntimeSpec,
+) -> &[k8s_openapi::api::autoscaling::v2::MetricSpec] {
+    match runtime.ml_policy.as_ref().and_then(|p| p.source.as_ref()) {
+        Some(kubetrain_api::MLPolicySource::Torch(torch)) => torch
+            .elastic_policy
+            .as_ref()
+            .map(|e| e.metrics.as_slice())
+            .unwrap_or_default(),
+        _ => &[],
+    }
+}
+
+/// JSON-patches a running JobSet's node job to `size` nodes (`parallelism` = `completions`), tested against
+/// the replicated job's name at its index so that a reordered JobSet is refused, not mis-sized.
+async fn patch_node_count(
+    job: &TrainJob,
+    existing: &JobSet,
+    bounds: &reconcile::elastic::Bounds,
+    size: i32,
+    ctx: &Context,
+) -> Result<()> {
+    let (namespace, name) = key_of(job);
+    let Some(index) = existing
+        .spec
+        .replicated_jobs
+        .iter()
+        .position(|r| r.name == bounds.replicated_job)
+    else {
+        return Ok(());
+    };
+    let base = format!("/spec/replicatedJobs/{index}");
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": format!("{base}/name"), "value": bounds.replicated_job},
+        {"op": "replace", "path": format!("{base}/template/spec/parallelism"), "value": size},
+        {"op": "replace", "path": format!("{base}/template/spec/completions"), "value": size},
+    ]))
+    .map_err(|source| Error::Serialize {
+        what: "the scaling patch".to_owned(),
+        source,
+    })?;
+    let params = PatchParams {
+        field_manager: Some(ctx.settings.field_manager.clone()),
+        ..Default::default()
+    };
+    Api::<JobSet>::namespaced(ctx.client.clone(), &namespace)
+        .patch(&name, &params, &Patch::<()>::Json(patch))
+        .await
+        .map_err(|e| Error::kube(format!("scaling JobSet {namespace}/{name}"), e))?;
+    Ok(())
+}
+
+/// The label that hands a TrainJob to a Kueue LocalQueue.
+const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 
 /// The runtime this TrainJob renders with: its snapshot ConfigMap's when there is one, after upstream's
 /// checks in upstream's order (owner, then the data, then runtimeRef; only parsing is memoized); else the

@@ -109,6 +109,22 @@ impl Call {
             ..Self::new(Method::PATCH, path)
         }
     }
+    /// A JSON merge patch of an object (not its status) by our field manager.
+    pub(crate) fn merge(path: String) -> Self {
+        Self {
+            query: vec![("fieldManager".into(), FIELD_MANAGER.into())],
+            content_type: Some("application/merge-patch+json"),
+            ..Self::new(Method::PATCH, path)
+        }
+    }
+    /// A JSON patch (RFC 6902) by our field manager.
+    pub(crate) fn json_patch(path: String) -> Self {
+        Self {
+            query: vec![("fieldManager".into(), FIELD_MANAGER.into())],
+            content_type: Some("application/json-patch+json"),
+            ..Self::new(Method::PATCH, path)
+        }
+    }
     /// The server holds `object` (at this call's path) when the reconcile starts.
     pub(crate) fn ok(mut self, object: Value) -> Self {
         self.stored = Some(object);

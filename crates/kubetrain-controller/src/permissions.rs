@@ -22,6 +22,9 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 /// - Children (JobSets, ConfigMaps, Secrets, both PodGroup kinds) are read with `get`, watched (`list`,
 ///   `watch`) to trigger reconciles, and written with server-side apply, which is a `patch` that also needs
 ///   `create` when the object does not exist yet. JobSets are `delete`d after the active deadline.
+/// - A TrainJob's `kubetrain.dev/restarts` annotation is merge-`patch`ed when its JobSet restarted
+///   (`reconcile::restarts`).
+/// - Nodes are `list`ed for elastic TrainJobs only (`reconcile::elastic`).
 /// - Events are created, and patched when they repeat (an event series).
 /// - OptimizationJobs are watched and their status merge-patched; their trials are TrainJobs the controller
 ///   creates and patches (early stopping), see [`crate::optimization::required_rules`].
@@ -33,7 +36,7 @@ pub fn required_rules() -> Vec<PolicyRule> {
         rule(
             "trainer.kubeflow.org",
             &["trainjobs"],
-            &["delete", "list", "watch"],
+            &["delete", "list", "patch", "watch"],
         ),
         rule("trainer.kubeflow.org", &["trainjobs/status"], &["patch"]),
         rule(
@@ -50,6 +53,8 @@ pub fn required_rules() -> Vec<PolicyRule> {
         rule("scheduling.x-k8s.io", &["podgroups"], CHILD),
         rule("scheduling.volcano.sh", &["podgroups"], CHILD),
         rule("events.k8s.io", &["events"], &["create", "patch"]),
+        // The elastic loop counts the nodes an elastic TrainJob's pods fit on (reconcile::elastic).
+        rule("", &["nodes"], &["list"]),
     ]
     .into_iter()
     // The OptimizationJob controller: its jobs and their status, and the trial TrainJobs it creates and stops.
@@ -86,6 +91,8 @@ mod tests {
             ("scheduling.x-k8s.io", "podgroups", "patch"),
             ("scheduling.volcano.sh", "podgroups", "watch"),
             ("events.k8s.io", "events", "create"),
+            ("trainer.kubeflow.org", "trainjobs", "patch"),
+            ("", "nodes", "list"),
         ] {
             assert!(allows(group, resource, verb), "{verb} {group}/{resource}");
         }

@@ -469,3 +469,190 @@ async fn coscheduling_runtimes_get_their_pod_group() {
     .await;
     assert_eq!(result.expect("reconciled"), Action::await_change());
 }
+
+/// `/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/<name>`.
+fn trainjob_path(name: &str) -> String {
+    format!("/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainjobs/{name}")
+}
+
+/// A TrainJob that opted in to restarts after disruptions, whose trainer reported step 437 and a checkpoint
+/// at step 400.
+fn spot_job() -> TrainJob {
+    use kubetrain_api::{Metric, TrainerStatus};
+    let mut job = trainjob("spot");
+    job.metadata.annotations = Some(
+        [(
+            kubetrain_jobset::disruption::RESTART_ON_DISRUPTION_ANNOTATION.to_owned(),
+            "true".to_owned(),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let metric = |name: &str, value: &str| Metric {
+        name: name.to_owned(),
+        value: value.to_owned(),
+    };
+    job.status
+        .get_or_insert_with(Default::default)
+        .trainer_status = Some(TrainerStatus {
+        metrics: vec![
+            metric("kubetrain.dev/step", "437"),
+            metric("kubetrain.dev/checkpoint-step", "400"),
+        ],
+        last_updated_time: Some(ago(30)),
+        ..TrainerStatus::default()
+    });
+    job
+}
+
+#[tokio::test]
+async fn a_disruption_restart_is_recorded_once_in_the_status_the_annotation_and_an_event() {
+    let job = spot_job();
+    let mut jobset = jobset_json(&job, false, None, 1);
+    jobset["status"]["restarts"] = json!(1);
+    jobset["status"]["restartsCountTowardsMax"] = json!(0);
+    jobset["status"]["conditions"] = json!([condition(
+        "RestartingJobSet",
+        "True",
+        "FailurePolicy_RestartOnDisruption",
+        ago(2)
+    )]);
+    let calls = vec![
+        Call::get(jobset_path("spot")).ok(jobset.clone()),
+        Call::get(configmap_path("spot-runtime-snapshot"))
+            .ok(snapshot_json(&job, "torch-distributed")),
+        Call::merge_status(status_path("spot")).check(|patch| {
+            let c = condition_of(patch, "Restarted");
+            assert_eq!(
+                (&c["status"], &c["reason"]),
+                (&json!("True"), &json!("Disruption"))
+            );
+            let message = c["message"].as_str().unwrap();
+            assert!(
+                message.contains("last checkpoint at step 400; 37 steps lost"),
+                "{message}"
+            );
+        }),
+        Call::merge(trainjob_path("spot")).check(|patch| {
+            let text = patch["metadata"]["annotations"]["kubetrain.dev/restarts"]
+                .as_str()
+                .unwrap();
+            let history: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(history["restarts"], 1);
+            assert_eq!(history["disruptions"], 1);
+            assert_eq!(history["failures"], 0);
+            assert_eq!(history["records"][0]["cause"], "Disruption");
+            assert_eq!(history["records"][0]["stepsLost"], 37);
+        }),
+        Call::post(events_path()).check(|event| {
+            assert_eq!(event["type"], "Normal");
+            assert_eq!(event["reason"], "TrainJobRestarted");
+            assert!(event["note"].as_str().unwrap().contains("a disruption"));
+        }),
+    ];
+    let server = fake_server(&job);
+    prepare(&server, &calls);
+    let ctx = context(server.client(), Leadership::always());
+    reconcile(Arc::new(job.clone()), ctx.clone())
+        .await
+        .expect("reconciled");
+    verify(&server, &calls);
+
+    // The same TrainJob again (the cache has not seen the annotation yet): no second announcement; only the
+    // status (this TrainJob still lacks the condition) is written again.
+    reconcile(Arc::new(job), ctx).await.expect("reconciled");
+    verify(
+        &server,
+        &[
+            Call::get(jobset_path("spot")),
+            Call::get(configmap_path("spot-runtime-snapshot")),
+            Call::merge_status(status_path("spot")),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn without_a_restart_nothing_more_is_read_or_written() {
+    let job = spot_job();
+    let (result, _) = scenario(
+        &job,
+        Leadership::always(),
+        vec![
+            Call::get(jobset_path("spot")).ok(jobset_json(&job, false, None, 1)),
+            Call::get(configmap_path("spot-runtime-snapshot"))
+                .ok(snapshot_json(&job, "torch-distributed")),
+            Call::merge_status(status_path("spot")).check(|patch| {
+                assert!(patch["status"].get("conditions").is_none(), "{patch}");
+            }),
+        ],
+    )
+    .await;
+    result.expect("reconciled");
+}
+
+fn kwok_node(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "status": {
+        "allocatable": {"cpu": "64", "nvidia.com/gpu": "8"},
+        "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+#[tokio::test]
+async fn a_running_elastic_job_follows_the_nodes_within_its_bounds() {
+    let job = trainjob("elastic");
+    let mut jobset = jobset_json(&job, false, None, 1);
+    jobset["metadata"]["annotations"] = json!({
+        "kubetrain.dev/elastic-min-nodes": "2",
+        "kubetrain.dev/elastic-max-nodes": "6",
+        "kubetrain.dev/elastic-replicated-job": "node",
+    });
+    jobset["spec"]["replicatedJobs"] = json!([{"name": "node", "replicas": 1, "template": {"spec": {
+        "parallelism": 4, "completions": 4,
+        "template": {"spec": {"containers": [{"name": "node", "image": "i"}]}}}}}]);
+    let calls = vec![
+        Call::get(jobset_path("elastic")).ok(jobset),
+        Call::get(configmap_path("elastic-runtime-snapshot"))
+            .ok(snapshot_json(&job, "torch-distributed")),
+        Call::get("/api/v1/nodes".to_owned()),
+        Call::json_patch(jobset_path("elastic")).check(|patch| {
+            assert_eq!(
+                patch,
+                &json!([
+                    {"op": "test", "path": "/spec/replicatedJobs/0/name", "value": "node"},
+                    {"op": "replace", "path": "/spec/replicatedJobs/0/template/spec/parallelism", "value": 5},
+                    {"op": "replace", "path": "/spec/replicatedJobs/0/template/spec/completions", "value": 5},
+                ])
+            );
+        }),
+        Call::post(events_path()).check(|event| {
+            assert_eq!(event["reason"], "TrainJobScaled");
+            let note = event["note"].as_str().unwrap();
+            assert!(note.contains("from 4 to 5 nodes: more nodes fit"), "{note}");
+        }),
+        Call::merge_status(status_path("elastic")),
+    ];
+    let server = fake_server(&job);
+    prepare(&server, &calls);
+    let stored = server
+        .get("jobset.x-k8s.io/v1alpha2", "jobsets", NS, "elastic")
+        .unwrap();
+    server.intercept(move |r| {
+        let path = r.uri.split_once('?').map_or(r.uri.as_str(), |(p, _)| p);
+        match (r.method.as_str(), path) {
+            ("GET", "/api/v1/nodes") => Some((
+                200,
+                json!({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
+                       "items": (0..5).map(|i| kwok_node(&format!("kwok-node-{i}"))).collect::<Vec<_>>()}),
+            )),
+            ("PATCH", p) if p.ends_with("/jobsets/elastic") => Some((200, stored.clone())),
+            _ => None,
+        }
+    });
+    let ctx = context(server.client(), Leadership::always());
+    let action = reconcile(Arc::new(job), ctx).await.expect("reconciled");
+    verify(&server, &calls);
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(10)),
+        "counts again"
+    );
+}

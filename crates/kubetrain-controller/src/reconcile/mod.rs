@@ -10,7 +10,9 @@
 //! | finished (`Complete` or `Failed`) | no objects, never a new JobSet (kubeflow/trainer#3779); status still follows the JobSet; deleted once its TTL expired ([`lifecycle`]) |
 //! | otherwise | snapshot (first time), render, apply every object; status from the applied JobSet |
 
+pub mod elastic;
 pub mod lifecycle;
+pub mod restarts;
 mod snapshot;
 mod status;
 
@@ -20,9 +22,7 @@ pub use snapshot::{
     FetchedRuntime, RUNTIME_KEY, SnapshotRuntime, check_owner, parse_snapshot, snapshot_config_map,
     snapshot_name,
 };
-#[cfg(test)]
-use status::merge_patch;
-pub use status::{StatusDecision, decide_status};
+pub use status::{StatusDecision, decide_status, merge_patch};
 
 use kubetrain_api::constants::{
     CLUSTER_TRAINING_RUNTIME_KIND, GROUP, TRAINING_RUNTIME_KIND, TRAINJOB_CONTROLLER,

@@ -1,0 +1,101 @@
+"""Elastic TrainJobs (issue 32, item 2, operator side) on the real control plane with kwok nodes.
+
+An elastic TrainJob (`mlPolicy.torch.elasticPolicy` with minNodes 2, maxNodes 4; pods that need a whole node)
+starts with the nodes its pods fit on between the bounds, grows when more kwok nodes appear, and shrinks when
+one is lost, instead of failing: the operator's elastic loop resizes the running JobSet's node job
+(`parallelism` = `completions`, JobSet's `ElasticJobSet` gate), with a `TrainJobScaled` event each time.
+"""
+
+import pytest
+
+from conftest import apply, condition, eventually, exists, get, kubectl, wait
+from test_resume import kwok_nodes, pool, running_pods  # noqa: F401 (pool is a fixture)
+
+pytestmark = pytest.mark.kubetrain
+
+
+def elastic_runtime(name, pool_name):
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {
+            "mlPolicy": {"torch": {"elasticPolicy": {"minNodes": 2, "maxNodes": 4}}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {
+                                    "template": {
+                                        "spec": {
+                                            "nodeSelector": {"e2e.kubetrain.dev/pool": pool_name},
+                                            "containers": [{"name": "node", "image": "pytorch/pytorch:2.7.1"}],
+                                        }
+                                    }
+                                },
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def elastic_job(name, runtime):
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {"name": runtime, "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+            "trainer": {"image": "kwok.e2e/run:1", "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}}},
+        },
+    }
+
+
+def nodes_of(ns, name):
+    """The node job's parallelism and completions in the JobSet."""
+    spec = get("jobset", name, ns)["spec"]["replicatedJobs"][0]["template"]["spec"]
+    return spec.get("parallelism"), spec.get("completions")
+
+
+def scaled(ns, name, words):
+    for e in get("events.events.k8s.io", namespace=ns)["items"]:
+        if e.get("reason") == "TrainJobScaled" and (e.get("regarding") or {}).get("name") == name \
+                and words in (e.get("note") or ""):
+            return e
+    return None
+
+
+def test_an_elastic_job_starts_with_the_nodes_there_grows_with_more_and_shrinks_when_one_is_lost(ns, pool):
+    kwok_nodes(pool, 2)
+    apply(elastic_runtime("elastic", pool), ns)
+    apply(elastic_job("grow", "elastic"), ns)
+    eventually(lambda: exists("jobset", "grow", ns), "the JobSet")
+    # Two nodes fit (maxNodes would be 4): the job starts with 2, torchrun told 2:4.
+    assert nodes_of(ns, "grow") == (2, 2)
+    pods = eventually(lambda: len(running_pods(ns, "grow")) == 2 and running_pods(ns, "grow"), "two running pods")
+    env = {e["name"]: e.get("value") for e in pods[0]["spec"]["containers"][0].get("env", [])}
+    assert env.get("PET_NNODES") == "2:4", env
+
+    # Two more nodes: the running job grows to its maximum (in one step or two, as the nodes become schedulable).
+    kwok_nodes(pool, 2)
+    eventually(lambda: nodes_of(ns, "grow") == (4, 4), "the node job grown to 4")
+    eventually(lambda: scaled(ns, "grow", "to 4 nodes: more nodes fit"), "the TrainJobScaled event of the growth")
+    pods = eventually(lambda: len(running_pods(ns, "grow")) == 4 and running_pods(ns, "grow"), "four running pods")
+
+    # The node of the last index goes: the job shrinks to 3 instead of failing.
+    last = next(p for p in pods if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "3")
+    kubectl("delete", "node", last["spec"]["nodeName"])
+    eventually(lambda: scaled(ns, "grow", "from 4 to 3 nodes"), "the TrainJobScaled event of the shrink")
+    assert nodes_of(ns, "grow") == (3, 3)
+    pods = eventually(lambda: len(running_pods(ns, "grow")) == 3 and running_pods(ns, "grow"), "three running pods")
+    assert condition(get("trainjob", "grow", ns), "Failed") is None
+
+    for pod in pods:
+        kubectl("annotate", "pod", pod["metadata"]["name"], "-n", ns, "e2e.kubetrain.dev/finish=succeed")
+    wait("trainjob/grow", "condition=Complete", ns)
