@@ -34,7 +34,9 @@ KINDS = {
 }
 # The rendezvous env each kind's processes read (v1's names, which the TrainJob sets too).
 WORLD_ENV = {
-    "PyTorchJob": ["WORLD_SIZE", "RANK", "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK"],
+    # With elasticPolicy, v1 also gave torchrun its elastic env (pkg/controller.v1/pytorch/elastic.go).
+    "PyTorchJob": ["WORLD_SIZE", "RANK", "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_RDZV_BACKEND",
+                   "PET_RDZV_ID", "PET_RDZV_CONF", "PET_MAX_RESTARTS", "PET_STANDALONE"],
     "XGBoostJob": ["WORLD_SIZE", "RANK", "WORKER_PORT"],
     "PaddleJob": ["PADDLE_NNODES", "PADDLE_JOB_ID"],
     "TFJob": [],
@@ -42,7 +44,7 @@ WORLD_ENV = {
 }
 # Env values that are addresses of another pod: compared by the rank they reach.
 ADDRESS_ENV = {
-    "PyTorchJob": ["MASTER_ADDR", "PET_MASTER_ADDR"],
+    "PyTorchJob": ["MASTER_ADDR", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT"],
     "XGBoostJob": ["MASTER_ADDR", "WORKER_ADDRS"],
     "PaddleJob": ["PADDLE_MASTER"],
 }
@@ -367,6 +369,14 @@ def view(job, side, key, v2):
                 v[f"env {name} reaches"] = [side.reach(h) for h in env[name].split(",") if h]
             else:
                 v[f"env {name} reaches"] = None
+        if kind == "PyTorchJob" and env.get("PET_RDZV_ENDPOINT"):
+            v["env PET_RDZV_ENDPOINT port"] = env["PET_RDZV_ENDPOINT"].rsplit(":", 1)[-1]
+            # The c10d rendezvous id only has to be the one of every node of the job.
+            v["env PET_RDZV_ID same on every node"] = all(
+                env_of(p, main_container(p, ["node", "pytorch"])).get("PET_RDZV_ID") == env.get("PET_RDZV_ID")
+                for k, p in side.pods.items() if k[0] == "node")
+        if kind == "PyTorchJob" and torchrun(v):
+            v["torchrun nproc_per_node"] = torchrun_option(v, "nproc_per_node", env)
         if kind == "PaddleJob" and env.get("PADDLE_MASTER"):
             v["env PADDLE_MASTER port"] = env["PADDLE_MASTER"].rsplit(":", 1)[-1]
         if kind == "TFJob":
@@ -423,13 +433,31 @@ def hostfile(side, pod):
 MPI_TRANSPORT_VOLUMES = {"mpi-job-kubectl", "mpi-job-config", "mpi-ssh-auth", "mpi-hostfile"}
 
 
-def equivalent(job, field, a, b, view_v1):
+def equivalent(job, field, a, b, view_v1, view_v2):
     """The docs/migrate.md entry that makes this difference equivalent, or None."""
     if field == "env PET_NPROC_PER_NODE" and a == "auto" and str(b).isdigit() and not torchrun(view_v1):
         return ("PET_NPROC_PER_NODE: v1's default auto vs V2's CPU count of a pod without GPUs; only torchrun "
                 "reads it, and this process is not started by torchrun (WORLD_SIZE and RANK are equal)")
+    if field == "env PET_NPROC_PER_NODE" and torchrun(view_v1) and torchrun(view_v2) and \
+            view_v1.get("torchrun nproc_per_node") == view_v2.get("torchrun nproc_per_node"):
+        return ("PET_NPROC_PER_NODE: torchrun's --nproc-per-node on the command line wins over the env, and the "
+                "value torchrun uses is the same")
+    if field in ("command", "args") and without_inserted_nproc(view_v2) == (view_v1.get("command"),
+                                                                           view_v1.get("args")):
+        return ("torchrun's --nproc-per-node=<v1's value> inserted after torchrun by the converter, so that torchrun "
+                "counts processes as v1's did (V2 sets PET_NPROC_PER_NODE to the pod's CPU count without GPUs)")
     if field == "env PET_MASTER_PORT" and b == "29500" and a is not None:
         return "PET_MASTER_PORT: torchrun's rendezvous port on rank 0 is V2's 29500 on every rank (v1: the master port)"
+    elastic = c10d(view_v1) and c10d(view_v2)
+    if elastic and field in ("env PET_MASTER_ADDR reaches", "env PET_MASTER_PORT", "env PET_NODE_RANK"):
+        return ("elastic: with a c10d rendezvous torchrun ignores PET_MASTER_ADDR, PET_MASTER_PORT and PET_NODE_RANK "
+                "(they serve the static rendezvous only); the rendezvous assigns node ranks")
+    if elastic and field == "env PET_RDZV_ENDPOINT port" and b == "29500":
+        return ("elastic: the c10d store's port on the rank-0 pod, V2's 29500 on every rank (v1: rdzvPort, else the "
+                "worker's pytorchjob-port)")
+    if elastic and field == "env PET_RDZV_ID" and b and view_v2.get("env PET_RDZV_ID same on every node"):
+        return ("elastic: the rendezvous id only names the rendezvous on its endpoint, the job's own rank-0 pod; "
+                "every node of the TrainJob has the same one (its UID)")
     if job["kind"] == "MPIJob" and field in ("volumes", "volumeMounts"):
         strip = lambda xs: [x for x in xs if x["name"] not in MPI_TRANSPORT_VOLUMES]  # noqa: E731
         if strip(a) == strip(b):
@@ -442,6 +470,44 @@ def torchrun(v):
     return any("torchrun" in w or "torch.distributed.run" in w or "torch.distributed.launch" in w for w in words)
 
 
+def c10d(v):
+    return v.get("env PET_RDZV_BACKEND") == "c10d"
+
+
+def torchrun_at(words):
+    """The index of the word that starts torchrun (`torchrun`, or `torch.distributed.run`/`.launch` after -m)."""
+    for i, w in enumerate(words):
+        if os.path.basename(w) == "torchrun" or \
+                (w in ("torch.distributed.run", "torch.distributed.launch") and i > 0 and words[i - 1] == "-m"):
+            return i
+    return None
+
+
+def torchrun_option(v, name, env):
+    """What torchrun uses for option `name`: its flag on the command line (`--nproc-per-node`, `--nproc_per_node`,
+    `=` or a separate word), else its PET_ env (torch.distributed.argparse_util's `env` action)."""
+    words = (v.get("command") or []) + (v.get("args") or [])
+    at = torchrun_at(words)
+    flags = {f"--{name}", f"--{name.replace('_', '-')}"}
+    if at is not None:
+        for i, w in enumerate(words[at + 1:], at + 1):
+            flag, eq, value = w.partition("=")
+            if flag in flags:
+                return value if eq else (words[i + 1] if i + 1 < len(words) else None)
+    return env.get(f"PET_{name.upper()}")
+
+
+def without_inserted_nproc(v):
+    """V2's command and args less a `--nproc-per-node=...` word right after the torchrun word (the converter's)."""
+    command, args = list(v.get("command") or []), list(v.get("args") or [])
+    at = torchrun_at(command + args)
+    if at is not None:
+        lst, i = (command, at) if at < len(command) else (args, at - len(command))
+        if i + 1 < len(lst) and lst[i + 1].startswith("--nproc-per-node="):
+            del lst[i + 1]
+    return (command or None, args or None)
+
+
 def compare_job(job, v1, v2):
     diffs, equiv = [], []
     for key in sorted(set(v1.pods) | set(v2.pods), key=lambda k: (k[0] != "node", k)):
@@ -452,7 +518,7 @@ def compare_job(job, v1, v2):
         for field in sorted(set(a) | set(b)):
             if a.get(field) == b.get(field):
                 continue
-            why = equivalent(job, field, a.get(field), b.get(field), a)
+            why = equivalent(job, field, a.get(field), b.get(field), a, b)
             line = f"{key_str(key)} {field}: v1 {json.dumps(a.get(field))} vs V2 {json.dumps(b.get(field))}"
             (equiv if why else diffs).append(line + (f" (equivalent: {why})" if why else ""))
     return diffs, equiv

@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
-use kubetrain_api::constants::{MPI_RESERVED_ENV, TORCH_RESERVED_ENV, XGBOOST_RESERVED_ENV};
+use kubetrain_api::constants::{
+    MPI_RESERVED_ENV, TORCH_ELASTIC_RESERVED_ENV, TORCH_RESERVED_ENV, XGBOOST_RESERVED_ENV,
+};
 use kubetrain_api::{
-    JAXMLPolicySource, MLPolicySource, MPIImplementation, MPIMLPolicySource, TorchMLPolicySource,
-    XGBoostMLPolicySource,
+    JAXMLPolicySource, MLPolicySource, MPIImplementation, MPIMLPolicySource, TorchElasticPolicy,
+    TorchMLPolicySource, XGBoostMLPolicySource,
 };
 
 // The Job completion index of a pod: its rank among the nodes.
@@ -32,10 +34,18 @@ pub(crate) fn node_roles(kind: V1Kind, specs: &ReplicaSpecs) -> Vec<&'static str
     }
 }
 
-/// The ML policy of a runtime for `kind`; `None` is PlainML (TFJob, PaddleJob).
-pub(crate) fn ml_policy(kind: V1Kind, slots_per_worker: Option<i32>) -> Option<MLPolicySource> {
+/// The ML policy of a runtime for `kind`; `None` is PlainML (TFJob, PaddleJob). `elastic`: a PyTorchJob's
+/// `elasticPolicy`, converted.
+pub(crate) fn ml_policy(
+    kind: V1Kind,
+    slots_per_worker: Option<i32>,
+    elastic: Option<TorchElasticPolicy>,
+) -> Option<MLPolicySource> {
     match kind {
-        V1Kind::PyTorchJob => Some(MLPolicySource::Torch(TorchMLPolicySource::default())),
+        V1Kind::PyTorchJob => Some(MLPolicySource::Torch(TorchMLPolicySource {
+            elastic_policy: elastic,
+            ..TorchMLPolicySource::default()
+        })),
         V1Kind::XGBoostJob => Some(MLPolicySource::Xgboost(XGBoostMLPolicySource {})),
         V1Kind::JAXJob => Some(MLPolicySource::Jax(JAXMLPolicySource {})),
         V1Kind::MPIJob => Some(MLPolicySource::Mpi(MPIMLPolicySource {
@@ -58,13 +68,19 @@ pub(crate) fn builtin_runtime(kind: V1Kind) -> Option<&'static str> {
     }
 }
 
-/// Env names the V2 plugin of `kind` owns: a TrainJob may not set them.
-pub(crate) fn reserved_env(kind: V1Kind) -> &'static [&'static str] {
+/// Env names the V2 plugin of `kind` owns: a TrainJob may not set them (on an elastic torch runtime, the c10d
+/// rendezvous names too).
+pub(crate) fn reserved_env(kind: V1Kind, elastic: bool) -> Vec<&'static str> {
     match kind {
-        V1Kind::PyTorchJob => &TORCH_RESERVED_ENV,
-        V1Kind::XGBoostJob => &XGBOOST_RESERVED_ENV,
-        V1Kind::MPIJob => &MPI_RESERVED_ENV,
-        _ => &[],
+        V1Kind::PyTorchJob if elastic => TORCH_RESERVED_ENV
+            .iter()
+            .chain(&TORCH_ELASTIC_RESERVED_ENV)
+            .copied()
+            .collect(),
+        V1Kind::PyTorchJob => TORCH_RESERVED_ENV.to_vec(),
+        V1Kind::XGBoostJob => XGBOOST_RESERVED_ENV.to_vec(),
+        V1Kind::MPIJob => MPI_RESERVED_ENV.to_vec(),
+        _ => Vec::new(),
     }
 }
 
@@ -79,8 +95,15 @@ pub(crate) struct World<'a> {
     pub(crate) procs_per_node: i32,
     /// The port the v1 operator told processes to meet on.
     pub(crate) port: i32,
-    /// Whether the job had a Master replica (v1 sets the master env only then for XGBoost).
+    /// Whether the job had a Master replica (v1 sets the master env only then for XGBoost, and for an elastic
+    /// PyTorchJob).
     pub(crate) has_master: bool,
+    /// Whether the PyTorchJob is elastic (`elasticPolicy`): v1 gave its pods the rendezvous env of torchrun's
+    /// elastic mode and, without a Master, no `MASTER_ADDR`, `WORLD_SIZE` or `RANK`.
+    pub(crate) elastic: bool,
+    /// PyTorchJob: v1's `PET_NPROC_PER_NODE` when not an integer (`auto`, v1's default, `cpu`, `gpu`), which
+    /// the converter hands torchrun as `--nproc-per-node` where V2's torch policy would give another value.
+    pub(crate) torch_nproc: Option<String>,
     /// TFJob: the cluster spec of `TF_CONFIG` (None: one pod in all, where v1 sets no `TF_CONFIG`) and the
     /// task type of the trainer's nodes.
     pub(crate) tf: Option<(&'a TfCluster, &'a str)>,
@@ -121,6 +144,16 @@ impl World<'_> {
         let nodes = self.nodes.to_string();
         let rank = || field(COMPLETION_INDEX);
         match self.kind {
+            // v1's setPodEnv sets the master env, WORLD_SIZE and RANK only when there is a Master; an elastic job
+            // without one gets the elastic env alone, which the torch policy of an elastic runtime sets.
+            V1Kind::PyTorchJob if self.elastic && !self.has_master => (
+                vec![value("PYTHONUNBUFFERED", "1")],
+                "v1 set PET_NNODES=<min>:<max>, PET_RDZV_BACKEND and PET_RDZV_ENDPOINT=<job>-worker-0:<port> (no \
+                 MASTER_ADDR, WORLD_SIZE or RANK without a Master); the elastic runtime's torch policy sets \
+                 PET_NNODES=<min>:<max>, PET_RDZV_BACKEND=c10d, PET_RDZV_ENDPOINT=<job>-node-0-0.<job>:29500 (node 0, \
+                 worker 0 of a job without a Master), PET_RDZV_ID and PET_NPROC_PER_NODE, and PET_MASTER_ADDR and \
+                 PET_MASTER_PORT, which torchrun ignores with a c10d rendezvous",
+            ),
             V1Kind::PyTorchJob => (
                 vec![
                     value("PYTHONUNBUFFERED", "1"),

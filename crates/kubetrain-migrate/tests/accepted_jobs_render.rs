@@ -166,9 +166,10 @@ fn v1_job() -> impl Strategy<Value = Value> {
             proptest::option::of(prop_oneof![Just("1"), Just("3"), Just("auto"), Just("x")]),
             proptest::option::of(1..4i32),
             proptest::option::of(name()),
+            proptest::option::of((proptest::option::of(0..4i32), proptest::option::of(0..5i32))),
         )
             .prop_map(
-                move |(name, namespace, replicas, run, nproc, slots, label_queue)| {
+                move |(name, namespace, replicas, run, nproc, slots, label_queue, elastic)| {
                     let mut specs = serde_json::Map::new();
                     for (role, spec) in replicas {
                         specs.insert(role.to_owned(), spec);
@@ -188,6 +189,16 @@ fn v1_job() -> impl Strategy<Value = Value> {
                         V1Kind::PyTorchJob => {
                             if let Some(n) = nproc {
                                 job["spec"]["nprocPerNode"] = json!(n);
+                            }
+                            if let Some((min, max)) = elastic {
+                                let mut policy = json!({"rdzvBackend": "c10d", "maxRestarts": 3});
+                                if let Some(min) = min {
+                                    policy["minReplicas"] = json!(min);
+                                }
+                                if let Some(max) = max {
+                                    policy["maxReplicas"] = json!(max);
+                                }
+                                job["spec"]["elasticPolicy"] = policy;
                             }
                         }
                         V1Kind::MPIJob => {

@@ -137,16 +137,12 @@ fn pytorch_jobs_of_one_shape_share_a_generated_runtime() {
             .iter()
             .any(|e| e.name == "TOKEN" && e.value_from.is_some())
     );
-    assert_eq!(env_value(env(&m, 0), "MASTER_PORT"), Some("23457"));
     let labels = m.jobs[0].trainjob.metadata.labels.as_ref().unwrap();
     assert_eq!(labels["kueue.x-k8s.io/queue-name"], "research");
     for (path, want) in [
-        ("spec.elasticPolicy", Outcome::NotCarried),
+        ("spec.elasticPolicy", Outcome::Changed),
         ("spec.runPolicy.cleanPodPolicy", Outcome::NotCarried),
-        (
-            "spec.runPolicy.ttlSecondsAfterFinished",
-            Outcome::NotCarried,
-        ),
+        ("spec.runPolicy.ttlSecondsAfterFinished", Outcome::Exact),
         ("spec.runPolicy.backoffLimit", Outcome::Changed),
         ("spec.runPolicy.schedulingPolicy.queue", Outcome::Changed),
         (
@@ -174,6 +170,41 @@ fn pytorch_jobs_of_one_shape_share_a_generated_runtime() {
         );
     }
     assert!(m.needs_person());
+}
+
+#[test]
+fn pytorch_elastic_jobs_of_one_shape_share_an_elastic_runtime() {
+    let m = migrate("pytorch-full.yaml", &MigrateOptions::default());
+    let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
+        panic!("a ClusterTrainingRuntime by default")
+    };
+    // Elastic without a Master: v1 set no MASTER_*, WORLD_SIZE or RANK, and neither does the TrainJob.
+    for name in ["MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"] {
+        assert!(!env(&m, 0).iter().any(|e| e.name == name), "{name}");
+    }
+    // The runtime is elastic with v1's bounds; both jobs start with their v1 pod count.
+    let Some(kubetrain_api::MLPolicySource::Torch(torch)) = runtime
+        .spec
+        .ml_policy
+        .as_ref()
+        .and_then(|p| p.source.as_ref())
+    else {
+        panic!("a torch policy")
+    };
+    let elastic = torch.elastic_policy.as_ref().expect("an elastic policy");
+    assert_eq!((elastic.min_nodes, elastic.max_nodes), (1, 4));
+    let rendered_env = rendered_node_env(&m, 0);
+    assert_eq!(env_value(&rendered_env, "PET_NNODES"), Some("1:4"));
+    assert_eq!(env_value(&rendered_env, "PET_RDZV_BACKEND"), Some("c10d"));
+    assert_eq!(
+        env_value(&rendered_env, "PET_RDZV_ENDPOINT"),
+        Some("bert-node-0-0.bert:29500")
+    );
+    assert!(!rendered_env.iter().any(|e| e.name == "PET_NODE_RANK"));
+    assert_eq!(
+        m.jobs[1].trainjob.spec.trainer.as_ref().unwrap().num_nodes,
+        Some(4)
+    );
 }
 
 #[test]
@@ -449,7 +480,10 @@ fn unknown_fields_and_differing_templates_need_a_person() {
 fn pytorch_without_nproc_per_node_keeps_v1s_default_auto() {
     // v1.8.1 defaults nprocPerNode to "auto": torchrun saw PET_NPROC_PER_NODE=auto (found by
     // e2e/migrate-compare.sh against the real v1 operator). V2's auto gives torchrun the same with GPUs.
-    let m = migrate("pytorch-full.yaml", &MigrateOptions::default());
+    let mut job = fixture("pytorch-plain.yaml").remove(0);
+    job["spec"].as_object_mut().unwrap().remove("nprocPerNode");
+    let m = migrate_values(&[job], &MigrateOptions::default()).unwrap();
+    validated(&m);
     let trainer = m.jobs[0].trainjob.spec.trainer.as_ref().unwrap();
     assert_eq!(trainer.num_proc_per_node, None);
     assert_eq!(
@@ -461,4 +495,265 @@ fn pytorch_without_nproc_per_node_keeps_v1s_default_auto() {
     let world = env_value(env(&m, 0), "WORLD_SIZE").map(str::to_owned);
     let nodes = trainer.num_nodes.unwrap();
     assert_eq!(world, Some(nodes.to_string()));
+}
+
+/// The env of the rendered node container of job `index`.
+fn rendered_node_env(migration: &Migration, index: usize) -> Vec<EnvVar> {
+    let jobset = rendered(migration, index);
+    let node = jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .find(|r| r.name == "node")
+        .expect("a node job");
+    let pod = node
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("a pod");
+    let container = pod
+        .containers
+        .iter()
+        .find(|c| c.name == "node")
+        .expect("node");
+    container.env.clone().unwrap_or_default()
+}
+
+fn elastic_job(policy: serde_json::Value, workers: i32) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "echo", "namespace": "v2"},
+        "spec": {"elasticPolicy": policy, "pytorchReplicaSpecs": {"Worker": {"replicas": workers,
+            "template": {"spec": {"containers": [{"name": "pytorch", "image": "example.com/echo:1",
+                "command": ["python", "-m", "torch.distributed.run", "./echo.py"],
+                "env": [{"name": "PET_RDZV_ID", "value": "mine"}]}]}}}}}})
+}
+
+#[test]
+fn pytorch_elastic_policy_becomes_an_elastic_runtime_field_by_field() {
+    // v1's echo example, plus every other field of the policy.
+    let policy = serde_json::json!({"minReplicas": 1, "maxReplicas": 2, "rdzvBackend": "c10d", "maxRestarts": 100,
+        "rdzvConf": [{"key": "join_timeout", "value": "600"}, {"key": "read_timeout", "value": "60"}],
+        "rdzvId": "echo-1", "rdzvPort": 29400, "standalone": true, "nProcPerNode": 2,
+        "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization", "averageUtilization": 80}}}]});
+    let m = migrate_values(&[elastic_job(policy, 2)], &MigrateOptions::default()).unwrap();
+    validated(&m);
+    let trainer = m.jobs[0].trainjob.spec.trainer.as_ref().unwrap();
+    assert_eq!(trainer.num_nodes, Some(2));
+    assert_eq!(
+        trainer.num_proc_per_node,
+        Some(2),
+        "the deprecated nProcPerNode"
+    );
+    assert_eq!(env_value(&trainer.env, "PET_MAX_RESTARTS"), Some("100"));
+    assert_eq!(
+        env_value(&trainer.env, "PET_RDZV_CONF"),
+        Some("join_timeout=600,read_timeout=60")
+    );
+    // The rendezvous id is the torch policy's on an elastic runtime: the user's is dropped.
+    assert_eq!(env_value(&trainer.env, "PET_RDZV_ID"), None);
+    let rendered_env = rendered_node_env(&m, 0);
+    assert_eq!(env_value(&rendered_env, "PET_NNODES"), Some("1:2"));
+    assert_eq!(env_value(&rendered_env, "PET_MAX_RESTARTS"), Some("100"));
+    assert_eq!(env_value(&rendered_env, "PET_NPROC_PER_NODE"), Some("2"));
+    for (path, want) in [
+        ("spec.elasticPolicy", Outcome::Changed),
+        ("spec.elasticPolicy.minReplicas", Outcome::Exact),
+        ("spec.elasticPolicy.maxReplicas", Outcome::Exact),
+        ("spec.elasticPolicy.rdzvBackend", Outcome::Exact),
+        ("spec.elasticPolicy.maxRestarts", Outcome::Exact),
+        ("spec.elasticPolicy.rdzvConf", Outcome::Exact),
+        ("spec.elasticPolicy.rdzvId", Outcome::Changed),
+        ("spec.elasticPolicy.rdzvPort", Outcome::Changed),
+        ("spec.elasticPolicy.standalone", Outcome::NotCarried),
+        ("spec.elasticPolicy.nProcPerNode", Outcome::Changed),
+        ("spec.elasticPolicy.metrics", Outcome::Changed),
+        (
+            "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].env[PET_RDZV_ID]",
+            Outcome::Changed,
+        ),
+    ] {
+        assert_eq!(
+            outcome(&m, 0, path),
+            Some(want),
+            "{path}:\n{}",
+            m.jobs[0].report.to_text()
+        );
+    }
+    let Document::ClusterTrainingRuntime(runtime) = &m.runtimes[0] else {
+        panic!("a generated runtime")
+    };
+    let Some(kubetrain_api::MLPolicySource::Torch(torch)) = runtime
+        .spec
+        .ml_policy
+        .as_ref()
+        .and_then(|p| p.source.as_ref())
+    else {
+        panic!("a torch policy")
+    };
+    assert_eq!(torch.elastic_policy.as_ref().unwrap().metrics.len(), 1);
+}
+
+#[test]
+fn pytorch_elastic_defaults_bounds_and_sizes_as_v1() {
+    // Neither bound: v1 takes the Worker replicas for both.
+    let m = migrate_values(
+        &[elastic_job(serde_json::json!({}), 3)],
+        &MigrateOptions::default(),
+    )
+    .unwrap();
+    validated(&m);
+    assert_eq!(
+        env_value(&rendered_node_env(&m, 0), "PET_NNODES"),
+        Some("3:3")
+    );
+    assert_eq!(
+        outcome(&m, 0, "spec.elasticPolicy.maxReplicas"),
+        Some(Outcome::Changed)
+    );
+    // One bound: the other takes its value; 5 pods outside [2, 2] start as 2.
+    let m = migrate_values(
+        &[elastic_job(serde_json::json!({"minReplicas": 2}), 5)],
+        &MigrateOptions::default(),
+    )
+    .unwrap();
+    validated(&m);
+    let trainer = m.jobs[0].trainjob.spec.trainer.as_ref().unwrap();
+    assert_eq!(trainer.num_nodes, Some(2));
+    assert_eq!(outcome(&m, 0, "(v1 elastic size)"), Some(Outcome::Changed));
+    // etcd is not V2's rendezvous: reported, and the job meets at node 0's c10d store.
+    let m = migrate_values(
+        &[elastic_job(
+            serde_json::json!({"minReplicas": 1, "maxReplicas": 2, "rdzvBackend": "etcd", "rdzvHost": "etcd.infra"}),
+            2,
+        )],
+        &MigrateOptions::default(),
+    )
+    .unwrap();
+    validated(&m);
+    assert_eq!(
+        outcome(&m, 0, "spec.elasticPolicy.rdzvBackend"),
+        Some(Outcome::NotCarried)
+    );
+    assert!(m.needs_person());
+    // Bounds torchrun cannot take are bad input.
+    for (policy, path) in [
+        (
+            serde_json::json!({"minReplicas": 0, "maxReplicas": 2}),
+            "spec.elasticPolicy.minReplicas",
+        ),
+        (
+            serde_json::json!({"minReplicas": 3, "maxReplicas": 2}),
+            "spec.elasticPolicy.maxReplicas",
+        ),
+    ] {
+        let error =
+            migrate_values(&[elastic_job(policy, 2)], &MigrateOptions::default()).unwrap_err();
+        assert_eq!(error.path, path, "{error}");
+    }
+}
+
+fn torch_job(
+    command: &[&str],
+    args: &[&str],
+    nproc: Option<&str>,
+    gpus: bool,
+) -> serde_json::Value {
+    let mut container =
+        serde_json::json!({"name": "pytorch", "image": "example.com/t:1", "command": command});
+    if !args.is_empty() {
+        container["args"] = serde_json::json!(args);
+    }
+    if gpus {
+        container["resources"] = serde_json::json!({"limits": {"nvidia.com/gpu": "2"}});
+    }
+    let mut job = serde_json::json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "t"},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2,
+            "template": {"spec": {"containers": [container]}}}}}});
+    if let Some(n) = nproc {
+        job["spec"]["nprocPerNode"] = serde_json::json!(n);
+    }
+    job
+}
+
+/// A torchrun case: command, args, v1's nprocPerNode, GPUs, and the command and args expected (None: as given).
+type NprocCase = (
+    &'static [&'static str],
+    &'static [&'static str],
+    Option<&'static str>,
+    bool,
+    Option<(&'static [&'static str], &'static [&'static str])>,
+);
+
+#[test]
+fn torchrun_gets_v1s_nproc_per_node_where_v2_would_differ() {
+    let cases: [NprocCase; 7] = [
+        // CPU pods, v1's default auto: V2 would give the CPU count, so torchrun gets the flag.
+        (
+            &["torchrun"],
+            &["/opt/t.py"],
+            None,
+            false,
+            Some((&["torchrun", "--nproc-per-node=auto"], &["/opt/t.py"])),
+        ),
+        (
+            &["python"],
+            &["-m", "torch.distributed.run", "t.py"],
+            None,
+            false,
+            Some((
+                &["python"],
+                &[
+                    "-m",
+                    "torch.distributed.run",
+                    "--nproc-per-node=auto",
+                    "t.py",
+                ],
+            )),
+        ),
+        (
+            &["/usr/bin/torchrun"],
+            &[],
+            Some("cpu"),
+            true,
+            Some((&["/usr/bin/torchrun", "--nproc-per-node=cpu"], &[])),
+        ),
+        // GPUs and auto: V2 gives auto too.
+        (&["torchrun"], &["/opt/t.py"], None, true, None),
+        // An integer is numProcPerNode; a flag already there wins over the env; a shell line is not parsed.
+        (&["torchrun"], &["/opt/t.py"], Some("2"), false, None),
+        (
+            &["torchrun", "--nproc_per_node", "4"],
+            &["t.py"],
+            None,
+            false,
+            None,
+        ),
+        (&["bash", "-c", "torchrun t.py"], &[], None, false, None),
+    ];
+    for (command, args, nproc, gpus, want) in cases {
+        let m = migrate_values(
+            &[torch_job(command, args, nproc, gpus)],
+            &MigrateOptions::default(),
+        )
+        .unwrap();
+        validated(&m);
+        let trainer = m.jobs[0].trainjob.spec.trainer.as_ref().unwrap();
+        let own = |words: &[&str]| {
+            (!words.is_empty()).then(|| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>())
+        };
+        let (want_command, want_args) = want.unwrap_or((command, args));
+        assert_eq!(trainer.command, own(want_command), "{command:?} {args:?}");
+        assert_eq!(trainer.args, own(want_args), "{command:?} {args:?}");
+        let changed = ["command", "args"].iter().any(|f| {
+            outcome(
+                &m,
+                0,
+                &format!("spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].{f}"),
+            ) == Some(Outcome::Changed)
+        });
+        assert_eq!(changed, want.is_some(), "{command:?} {args:?}");
+    }
 }

@@ -57,6 +57,7 @@ pub(crate) fn convert(
     };
     let mut carried = Carried::default();
     policies::metadata(meta, options, job.run_policy(), &mut report, &mut carried);
+    let elastic = policies::torch_elastic(job, nodes, &fail, &mut report)?;
     let (mut node, mut extra) = build_roles(job, &roles, &fail, &mut report)?;
     report_replicas(
         job.replica_specs(),
@@ -69,12 +70,7 @@ pub(crate) fn convert(
     let tf_cluster = tf_cluster(job, roles[0], &name);
     let node_type = roles[0].to_lowercase();
     if let Some(cluster) = &tf_cluster {
-        for e in extra
-            .iter_mut()
-            .filter(|e| has_tf_container(job, &e.role.path))
-        {
-            e.role.append_env(kinds::tf_config_env(cluster, &e.name));
-        }
+        add_tf_config(job, cluster, &mut extra);
     }
     let world = World {
         kind,
@@ -83,6 +79,8 @@ pub(crate) fn convert(
         procs_per_node: role::procs_per_node(job),
         port: kinds::meeting_port(kind, node.main().and_then(|c| c.ports.as_deref())),
         has_master: job.replica_specs().contains_key("Master"),
+        elastic: elastic.is_some(),
+        torch_nproc: role::v1_torch_nproc(job),
         tf: tf_cluster
             .as_ref()
             .filter(|_| has_tf_container(job, &node.path))
@@ -104,11 +102,14 @@ pub(crate) fn convert(
                 "no trainer replica",
             )
         })?;
-    let trainer = Trainer {
-        num_nodes: Some(nodes),
+    let mut trainer = Trainer {
+        num_nodes: Some(elastic.as_ref().map_or(nodes, |e| e.num_nodes)),
         num_proc_per_node: role::num_proc_per_node(job, &mut report),
         ..trainer
     };
+    if let Some(elastic) = elastic {
+        add_elastic(&mut trainer, elastic, &mut carried);
+    }
     policies::job_level(parsed, &mut report, &mut carried);
 
     let templates: Vec<String> = std::iter::once(node.path.clone())
@@ -139,6 +140,27 @@ pub(crate) fn convert(
         runtime: builtin.is_none().then_some(spec),
         report,
     })
+}
+
+/// TFJob: `TF_CONFIG` in the pods of the other replica types that have a `tensorflow` container.
+fn add_tf_config(job: &V1Job, cluster: &kinds::TfCluster, extra: &mut [Extra]) {
+    for e in extra
+        .iter_mut()
+        .filter(|e| has_tf_container(job, &e.role.path))
+    {
+        e.role.append_env(kinds::tf_config_env(cluster, &e.name));
+    }
+}
+
+/// An elastic PyTorchJob: v1's elastic env on the trainer (after the user's, as v1 appended it: a name the user
+/// set wins, it came first) and the policy for the runtime.
+fn add_elastic(trainer: &mut Trainer, elastic: policies::Elastic, carried: &mut Carried) {
+    for var in elastic.env {
+        if !trainer.env.iter().any(|e| e.name == var.name) {
+            trainer.env.push(var);
+        }
+    }
+    carried.elastic = Some(elastic.policy);
 }
 
 /// What makes a v1 job impossible to migrate: no name or one a TrainJob cannot have, replicas the kind does not
@@ -370,6 +392,7 @@ fn trainjob(
             trainer: Some(trainer),
             suspend: run.suspend,
             active_deadline_seconds: run.active_deadline_seconds,
+            ttl_seconds_after_finished: run.ttl_seconds_after_finished,
             ..TrainJobSpec::default()
         },
     );
@@ -385,6 +408,8 @@ struct Carried {
     labels: BTreeMap<String, String>,
     priority_class: Option<String>,
     backoff_limit: Option<i32>,
+    /// A PyTorchJob's `elasticPolicy`, as the runtime's `mlPolicy.torch.elasticPolicy`.
+    elastic: Option<kubetrain_api::TorchElasticPolicy>,
 }
 
 fn node_roles_wanted(kind: V1Kind) -> &'static str {

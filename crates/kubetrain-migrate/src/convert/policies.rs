@@ -1,11 +1,17 @@
 //! The job-level fields: metadata and the Kueue queue, `runPolicy`, and the fields only some kinds have.
 
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use k8s_openapi::api::core::v1::EnvVar;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kubetrain_api::TorchElasticPolicy;
 
 use super::Carried;
 use crate::report::MigrationReport;
-use crate::v1::{CleanPodPolicy, Parsed, RunPolicy, V1Job};
-use crate::{MigrateOptions, QUEUE_LABEL};
+use crate::v1::{CleanPodPolicy, ElasticPolicy, Parsed, ReplicaSpec, RunPolicy, V1Job};
+use crate::{MigrateError, MigrateOptions, QUEUE_LABEL};
+
+/// The most metrics a runtime's `elasticPolicy` holds (its schema's `maxItems`).
+const MAX_ELASTIC_METRICS: usize = 16;
 
 /// Labels, annotations and the Kueue queue.
 pub(super) fn metadata(
@@ -140,10 +146,12 @@ fn run_policy(job: &V1Job, report: &mut MigrationReport, carried: &mut Carried) 
         ),
         None => {}
     }
-    if let Some(ttl) = run.ttl_seconds_after_finished {
-        report.not_carried(
+    if run.ttl_seconds_after_finished.is_some() {
+        // KEP-2899's field, ahead of upstream v2.3 (docs/validation.md): kubetrain-operator deletes the
+        // finished TrainJob and its children, as v1 deleted the finished job.
+        report.exact(
             format!("{p}.ttlSecondsAfterFinished"),
-            format!("{ttl}s: a TrainJob has no TTL; delete finished TrainJobs yourself (e.g. a CronJob running `kubectl delete trainjob`)"),
+            "spec.ttlSecondsAfterFinished (KEP-2899; kubetrain-operator honours it, upstream v2.3 does not have it)",
         );
     }
     if run.active_deadline_seconds.is_some() {
@@ -196,16 +204,14 @@ fn run_policy(job: &V1Job, report: &mut MigrationReport, carried: &mut Carried) 
 /// Fields only some kinds have.
 fn kind_specific(job: &V1Job, report: &mut MigrationReport) {
     match job {
-        V1Job::PyTorch(j) if j.spec.elastic_policy.is_some() => report.not_carried(
-            "spec.elasticPolicy",
-            "TrainJobs have no torch elastic: the node count is fixed at numNodes; drop elasticPolicy (and HPA metrics) or keep this job on v1",
-        ),
         V1Job::Paddle(j) if j.spec.elastic_policy.is_some() => report.not_carried(
             "spec.elasticPolicy",
             "TrainJobs have no Paddle elastic: the node count is fixed at numNodes",
         ),
         V1Job::TF(j) => {
-            let chief = ["Chief", "Master"].iter().any(|r| j.spec.replica_specs.contains_key(*r));
+            let chief = ["Chief", "Master"]
+                .iter()
+                .any(|r| j.spec.replica_specs.contains_key(*r));
             let others = j.spec.replica_specs.len() > 1;
             match j.spec.success_policy.as_deref().filter(|s| !s.is_empty()) {
                 Some("AllWorkers") => report.exact(
@@ -225,18 +231,27 @@ fn kind_specific(job: &V1Job, report: &mut MigrationReport) {
                 None => {}
             }
             if j.spec.enable_dynamic_worker == Some(true) {
-                report.not_carried("spec.enableDynamicWorker", "TrainJobs have a fixed number of workers");
+                report.not_carried(
+                    "spec.enableDynamicWorker",
+                    "TrainJobs have a fixed number of workers",
+                );
             }
         }
         V1Job::Mpi(j) => {
-            report.exact("spec.slotsPerWorker", "mpi.numProcPerNode of the runtime's ML policy (default 1)");
+            report.exact(
+                "spec.slotsPerWorker",
+                "mpi.numProcPerNode of the runtime's ML policy (default 1)",
+            );
             report.exact(
                 "(v1 success)",
                 "the launcher's success ends the job: the JobSet successPolicy targets replicatedJob launcher, which \
                  starts once every worker is Ready",
             );
             if j.spec.main_container.is_some() {
-                report.exact("spec.mainContainer", "that container is the runtime's node container");
+                report.exact(
+                    "spec.mainContainer",
+                    "that container is the runtime's node container",
+                );
             }
             report.not_carried(
                 "(v1 operator launch)",
@@ -246,5 +261,269 @@ fn kind_specific(job: &V1Job, report: &mut MigrationReport) {
             );
         }
         _ => {}
+    }
+}
+
+/// What a PyTorchJob's `elasticPolicy` became: the runtime's `mlPolicy.torch.elasticPolicy`, the node count the
+/// TrainJob starts with, and the torchrun env v1 set that V2's torch policy does not (`PET_MAX_RESTARTS`,
+/// `PET_RDZV_CONF`).
+pub(super) struct Elastic {
+    /// The runtime's elastic policy: v1's bounds (after v1's defaulting) and HPA metrics.
+    pub(super) policy: TorchElasticPolicy,
+    /// `spec.trainer.numNodes`: v1's pod count, within the bounds.
+    pub(super) num_nodes: i32,
+    /// Env for the TrainJob's trainer, as v1's `ElasticEnvVarGenerator` wrote it.
+    pub(super) env: Vec<EnvVar>,
+}
+
+/// A PyTorchJob's `elasticPolicy`, field by field (v1.8.1's `setElasticPolicy` defaulting and
+/// `ElasticEnvVarGenerator`). `None` for other kinds and jobs without one.
+pub(super) fn torch_elastic(
+    job: &V1Job,
+    nodes: i32,
+    fail: &dyn Fn(&str, &str) -> MigrateError,
+    report: &mut MigrationReport,
+) -> Result<Option<Elastic>, MigrateError> {
+    let V1Job::PyTorch(j) = job else {
+        return Ok(None);
+    };
+    let Some(elastic) = &j.spec.elastic_policy else {
+        return Ok(None);
+    };
+    let p = "spec.elasticPolicy";
+    // v1's defaulting: one bound missing takes the other's value; both missing take the Worker replicas.
+    let workers = j
+        .spec
+        .replica_specs
+        .get("Worker")
+        .map_or(nodes, ReplicaSpec::replicas_or_default);
+    let (min, max) = match (elastic.min_replicas, elastic.max_replicas) {
+        (Some(min), Some(max)) => (min, max),
+        (Some(min), None) => (min, min),
+        (None, Some(max)) => (max, max),
+        (None, None) => (workers, workers),
+    };
+    if min < 1 {
+        return Err(fail(
+            &format!("{p}.minReplicas"),
+            &format!("{min}: torchrun needs at least 1 node (PET_NNODES={min}:{max})"),
+        ));
+    }
+    if max < min {
+        return Err(fail(
+            &format!("{p}.maxReplicas"),
+            &format!("{max}: must be at least minReplicas ({min})"),
+        ));
+    }
+    report.changed(
+        p,
+        format!(
+            "mlPolicy.torch.elasticPolicy of the generated runtime: torchrun runs elastic with PET_NNODES={min}:{max} \
+             and a c10d rendezvous hosted by node 0, as v1's did (no fixed RANK or PET_NODE_RANK: the rendezvous \
+             assigns ranks); kubetrain-operator sizes the job itself within the bounds: it starts as large as the \
+             nodes allow, up to maxNodes, where v1 started with the replicas and only its HPA changed them \
+             (docs/operator.md, \"Elastic TrainJobs\")"
+        ),
+    );
+    bound_entries(elastic, min, max, report);
+    let num_nodes = nodes.clamp(min, max);
+    if num_nodes != nodes {
+        report.changed(
+            "(v1 elastic size)",
+            format!(
+                "v1 started {nodes} pod(s), outside elasticPolicy's [{min}, {max}]; spec.trainer.numNodes is \
+                 {num_nodes}, the nearest bound (an elastic TrainJob's numNodes must lie within them)"
+            ),
+        );
+    }
+    rendezvous_entries(elastic, report);
+    let env = elastic_env(elastic, report);
+    let metrics = metrics(elastic, report);
+    Ok(Some(Elastic {
+        policy: TorchElasticPolicy {
+            min_nodes: min,
+            max_nodes: max,
+            metrics,
+        },
+        num_nodes,
+        env,
+    }))
+}
+
+/// The env v1's `ElasticEnvVarGenerator` wrote that V2's torch policy does not (`PET_MAX_RESTARTS`,
+/// `PET_RDZV_CONF`), and the report lines of `standalone` and `nProcPerNode`.
+fn elastic_env(elastic: &ElasticPolicy, report: &mut MigrationReport) -> Vec<EnvVar> {
+    let p = "spec.elasticPolicy";
+    let mut env = Vec::new();
+    if let Some(restarts) = elastic.max_restarts {
+        report.exact(
+            format!("{p}.maxRestarts"),
+            format!(
+                "PET_MAX_RESTARTS={restarts} in spec.trainer.env, as v1 set it: torchrun's --max-restarts (the \
+                 agent restarts its worker group); failed pods are the Jobs' backoffLimit, a failed JobSet the \
+                 runtime's failurePolicy.maxRestarts"
+            ),
+        );
+        env.push(env_var("PET_MAX_RESTARTS", &restarts.to_string()));
+    }
+    // v1 joins the entries as `key=value,...`; an empty list crashes v1's generator, so there is nothing to carry.
+    if let Some(conf) = elastic.rdzv_conf.as_ref().filter(|c| !c.is_empty()) {
+        let value = conf
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}={}",
+                    c.key.as_deref().unwrap_or(""),
+                    c.value.as_deref().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        report.exact(
+            format!("{p}.rdzvConf"),
+            format!(
+                "PET_RDZV_CONF={value:?} in spec.trainer.env, as v1 set it (torchrun's --rdzv-conf)"
+            ),
+        );
+        env.push(env_var("PET_RDZV_CONF", &value));
+    }
+    match elastic.standalone {
+        Some(true) => report.not_carried(
+            format!("{p}.standalone"),
+            "true: v1 set PET_STANDALONE=\"\", which torchrun's flag parser reads with int() and refuses; standalone \
+             is a rendezvous local to one node, while the TrainJob's nodes meet at node 0's c10d store: drop it (a \
+             one-node job needs no rendezvous of its own)",
+        ),
+        Some(false) => report.exact(format!("{p}.standalone"), "false: v1 set nothing, nor does the TrainJob"),
+        None => {}
+    }
+    if elastic.n_proc_per_node.is_some() {
+        report.changed(
+            format!("{p}.nProcPerNode"),
+            "deprecated place of spec.nprocPerNode (v1 set PET_NPROC_PER_NODE from it): spec.trainer.numProcPerNode",
+        );
+    }
+    env
+}
+
+/// The report lines of `minReplicas` and `maxReplicas`, and of v1's defaulting when one or both are unset.
+fn bound_entries(elastic: &ElasticPolicy, min: i32, max: i32, report: &mut MigrationReport) {
+    let p = "spec.elasticPolicy";
+    for (field, given, value, other) in [
+        ("minReplicas", elastic.min_replicas, min, "minNodes"),
+        ("maxReplicas", elastic.max_replicas, max, "maxNodes"),
+    ] {
+        let path = format!("{p}.{field}");
+        match given {
+            Some(_) => report.exact(path, format!("mlPolicy.torch.elasticPolicy.{other}: {value}")),
+            None => report.changed(
+                path,
+                format!(
+                    "unset: v1 defaults it to {} ({value}); mlPolicy.torch.elasticPolicy.{other}: {value}",
+                    if elastic.min_replicas.is_some() || elastic.max_replicas.is_some() {
+                        "the other bound"
+                    } else {
+                        "the Worker replicas"
+                    }
+                ),
+            ),
+        }
+    }
+}
+
+/// The report lines of the rendezvous: backend, host, port and id become V2's c10d rendezvous at node 0.
+fn rendezvous_entries(elastic: &ElasticPolicy, report: &mut MigrationReport) {
+    let p = "spec.elasticPolicy";
+    match elastic.rdzv_backend.as_deref() {
+        None => report.exact(
+            format!("{p}.rdzvBackend"),
+            "unset: v1 set PET_RDZV_BACKEND=c10d, as the TrainJob's torch policy does",
+        ),
+        Some("c10d") => report.exact(format!("{p}.rdzvBackend"), "PET_RDZV_BACKEND=c10d, set by the torch policy"),
+        Some(other) => report.not_carried(
+            format!("{p}.rdzvBackend"),
+            format!(
+                "{other:?}: V2's elastic rendezvous is c10d, hosted by node 0's torchrun agent (PET_RDZV_BACKEND \
+                 and PET_RDZV_ENDPOINT are the torch policy's): the job meets there instead of at the {other} \
+                 server; it needs no {other}, but keep the job on v1 if it relies on that store"
+            ),
+        ),
+    }
+    // v1's endpoint host: rdzvHost, else the Service of worker 0 (v1's default, reported with the env).
+    if let Some(host) = &elastic.rdzv_host {
+        report.changed(
+            format!("{p}.rdzvHost"),
+            format!(
+                "{host:?}: the TrainJob's PET_RDZV_ENDPOINT is node 0's DNS name <job>-node-0-0.<job> (the torch \
+                 policy's), whose torchrun agent hosts the c10d store; a store outside the job at {host:?} is no \
+                 longer used"
+            ),
+        );
+    }
+    if let Some(port) = elastic.rdzv_port {
+        report.changed(
+            format!("{p}.rdzvPort"),
+            format!("{port}: the c10d store listens on V2's torch port 29500 of node 0 (PET_RDZV_ENDPOINT)"),
+        );
+    }
+    if let Some(id) = &elastic.rdzv_id {
+        report.changed(
+            format!("{p}.rdzvId"),
+            format!(
+                "{id:?}: PET_RDZV_ID is the TrainJob's UID (the torch policy's); the id only has to be the same on \
+                 every node, and it is"
+            ),
+        );
+    }
+}
+
+/// `metrics`: HPA MetricSpecs, carried when they parse and fit the runtime's list.
+fn metrics(elastic: &ElasticPolicy, report: &mut MigrationReport) -> Vec<MetricSpec> {
+    let path = "spec.elasticPolicy.metrics";
+    let Some(raw) = elastic.metrics.as_ref().filter(|m| !m.is_empty()) else {
+        return Vec::new();
+    };
+    let parsed: Result<Vec<MetricSpec>, String> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, m)| serde_json::from_value(m.clone()).map_err(|e| format!("[{i}]: {e}")))
+        .collect();
+    match parsed {
+        Err(e) => {
+            report.not_carried(
+                format!("{path}{e}"),
+                "not an autoscaling/v2 MetricSpec; fix it, or set the runtime's mlPolicy.torch.elasticPolicy.metrics",
+            );
+            Vec::new()
+        }
+        Ok(m) if m.len() > MAX_ELASTIC_METRICS => {
+            report.not_carried(
+                path,
+                format!(
+                    "{} metrics; a runtime's elasticPolicy holds at most {MAX_ELASTIC_METRICS}: keep the ones that \
+                     matter in mlPolicy.torch.elasticPolicy.metrics",
+                    m.len()
+                ),
+            );
+            Vec::new()
+        }
+        Ok(m) => {
+            report.changed(
+                path,
+                "mlPolicy.torch.elasticPolicy.metrics: v1 made a HorizontalPodAutoscaler of them; kubetrain-operator's \
+                 elastic loop reads Pods, External and Object metrics from what the trainer reports and sizes the job \
+                 by the nodes it fits on; Resource and ContainerResource metrics (CPU, memory) are not read, the size \
+                 follows capacity (docs/operator.md, \"The elastic loop\")",
+            );
+            m
+        }
+    }
+}
+
+fn env_var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        value_from: None,
     }
 }

@@ -177,11 +177,32 @@ pub(super) fn trainer(
         ..Trainer::default()
     };
     report.exact(format!("{path}.image"), "spec.trainer.image");
-    if trainer.command.is_some() {
-        report.exact(format!("{path}.command"), "spec.trainer.command");
-    }
-    if trainer.args.is_some() {
-        report.exact(format!("{path}.args"), "spec.trainer.args");
+    let gpus = container
+        .resources
+        .as_ref()
+        .map_or(0, kubetrain_merge::resources::gpus);
+    let inserted = world
+        .torch_nproc
+        .as_deref()
+        .filter(|v1| *v1 != "auto" || gpus == 0)
+        .and_then(|v1| insert_nproc_flag(&mut trainer, v1).map(|field| (field, v1)));
+    for (field, present) in [
+        ("command", trainer.command.is_some()),
+        ("args", trainer.args.is_some()),
+    ] {
+        match inserted {
+            Some((at, v1)) if at == field => report.changed(
+                format!("{path}.{field}"),
+                format!(
+                    "spec.trainer.{field}, with --nproc-per-node={v1} inserted after torchrun: v1 told torchrun \
+                     PET_NPROC_PER_NODE={v1}, which a TrainJob cannot set (the torch policy sets the pod's CPU \
+                     count on a pod without GPUs); torchrun takes the flag over the env, so it starts as many \
+                     processes per node as under v1"
+                ),
+            ),
+            _ if present => report.exact(format!("{path}.{field}"), format!("spec.trainer.{field}")),
+            _ => {}
+        }
     }
     // MPI: the launcher's resources stay on the launcher (TrainJob resources would apply to the workers too).
     if kind != V1Kind::MPIJob {
@@ -190,7 +211,7 @@ pub(super) fn trainer(
             report.exact(format!("{path}.resources"), "spec.trainer.resourcesPerNode");
         }
     }
-    let reserved = kinds::reserved_env(kind);
+    let reserved = kinds::reserved_env(kind, world.elastic);
     let (aliases, note) = world.env();
     let mut env: Vec<EnvVar> = Vec::new();
     for var in container.env.take().unwrap_or_default() {
@@ -237,18 +258,29 @@ pub(super) fn procs_per_node(job: &V1Job) -> i32 {
 
 /// PyTorchJob's `nprocPerNode`: an integer is carried; anything else is left to V2's auto. Unset is v1's
 /// `auto` too: v1.8.1's defaulting sets it, so v1 gave torchrun `PET_NPROC_PER_NODE=auto` (one process per
-/// GPU, else per CPU) and `WORLD_SIZE` as if one process ran per node.
+/// GPU, else per CPU) and `WORLD_SIZE` as if one process ran per node. An elastic job's deprecated
+/// `elasticPolicy.nProcPerNode` (which v1's webhook forbids beside `nprocPerNode`, and which stops v1's
+/// defaulting) gives the count instead.
 pub(super) fn num_proc_per_node(job: &V1Job, report: &mut MigrationReport) -> Option<i32> {
     let V1Job::PyTorch(j) = job else {
         return None;
     };
+    let elastic = j
+        .spec
+        .elastic_policy
+        .as_ref()
+        .and_then(|e| e.n_proc_per_node);
+    if let (None, Some(n)) = (j.spec.nproc_per_node.as_deref(), elastic) {
+        return (n >= 1).then_some(n);
+    }
     match j.spec.nproc_per_node.as_deref() {
         None => {
             report.changed(
                 "spec.nprocPerNode",
                 "unset, which v1 defaults to \"auto\": spec.trainer.numProcPerNode is left unset, V2's auto: with \
                  GPUs torchrun gets PET_NPROC_PER_NODE=auto as in v1; without, V2 gives the pod's CPU request (at \
-                 least 1) where v1's torchrun counted the node's CPUs (set nprocPerNode to choose)",
+                 least 1) where v1's torchrun counted the node's CPUs, so a command that starts torchrun gets \
+                 --nproc-per-node=auto (set nprocPerNode to choose)",
             );
             None
         }
@@ -262,11 +294,76 @@ pub(super) fn num_proc_per_node(job: &V1Job, report: &mut MigrationReport) -> Op
                     "spec.nprocPerNode",
                     format!(
                         "{text:?}: spec.trainer.numProcPerNode is left unset, V2's auto: one process per GPU, else per \
-                         CPU (v1 gave WORLD_SIZE as if one process ran per node)"
+                         CPU (v1 gave WORLD_SIZE as if one process ran per node); a command that starts torchrun \
+                         gets --nproc-per-node={text} where V2's value would differ"
                     ),
                 );
                 None
             }
         },
+    }
+}
+
+/// PyTorchJob: v1's `PET_NPROC_PER_NODE` when it is not an integer (`nprocPerNode` `auto`, v1's default, `cpu`
+/// or `gpu`), which a TrainJob cannot give torchrun. `None` otherwise (an integer is `numProcPerNode`).
+pub(super) fn v1_torch_nproc(job: &V1Job) -> Option<String> {
+    let V1Job::PyTorch(j) = job else {
+        return None;
+    };
+    let elastic = j
+        .spec
+        .elastic_policy
+        .as_ref()
+        .and_then(|e| e.n_proc_per_node);
+    match (j.spec.nproc_per_node.as_deref(), elastic) {
+        (None, Some(_)) => None,
+        (None, None) => Some("auto".to_owned()),
+        (Some(text), _) if text.parse::<i32>().is_ok_and(|n| n >= 1) => None,
+        (Some(text), _) => Some(text.to_owned()),
+    }
+}
+
+/// Where a command starts torchrun: the word `torchrun` (any directory), or `torch.distributed.run` /
+/// `torch.distributed.launch` after `-m`.
+fn torchrun_at(words: &[&str]) -> Option<usize> {
+    (0..words.len()).find(|&i| {
+        words[i].rsplit('/').next() == Some("torchrun")
+            || (matches!(
+                words[i],
+                "torch.distributed.run" | "torch.distributed.launch"
+            ) && i > 0
+                && words[i - 1] == "-m")
+    })
+}
+
+/// Inserts `--nproc-per-node=<value>` right after the word that starts torchrun in the trainer's command or
+/// args, unless torchrun already gets `--nproc-per-node`/`--nproc_per_node` there. Returns the field changed
+/// (`command` or `args`); `None` when no torchrun is started directly (a shell line, a script) or the flag is
+/// there.
+fn insert_nproc_flag(trainer: &mut Trainer, value: &str) -> Option<&'static str> {
+    let command = trainer.command.clone().unwrap_or_default();
+    let args = trainer.args.clone().unwrap_or_default();
+    let words: Vec<&str> = command.iter().chain(&args).map(String::as_str).collect();
+    let at = torchrun_at(&words)?;
+    let has_flag = words[at + 1..].iter().any(|w| {
+        let flag = w.split('=').next().unwrap_or_default();
+        matches!(flag, "--nproc-per-node" | "--nproc_per_node")
+    });
+    if has_flag {
+        return None;
+    }
+    let flag = format!("--nproc-per-node={value}");
+    if at < command.len() {
+        trainer
+            .command
+            .get_or_insert_with(Vec::new)
+            .insert(at + 1, flag);
+        Some("command")
+    } else {
+        trainer
+            .args
+            .get_or_insert_with(Vec::new)
+            .insert(at + 1 - command.len(), flag);
+        Some("args")
     }
 }

@@ -9,7 +9,7 @@ use kubetrain_api::constants::{ANCESTOR_LABEL, ANCESTOR_TRAINER, LAUNCHER, NODE}
 use kubetrain_api::jobset::{
     DependsOn, DependsOnStatus, JobSetSpec, Network, ReplicatedJob, SuccessOperator, SuccessPolicy,
 };
-use kubetrain_api::{JobSetTemplateSpec, MLPolicy, TrainingRuntimeSpec};
+use kubetrain_api::{JobSetTemplateSpec, MLPolicy, MLPolicySource, TrainingRuntimeSpec};
 
 use super::role::Role;
 use super::{Carried, Extra};
@@ -62,10 +62,12 @@ pub(super) fn runtime_spec(
             ..Network::default()
         });
     }
+    // An elastic runtime's numNodes must lie within its bounds (the TrainJob's numNodes is the start).
+    let num_nodes = carried.elastic.as_ref().map_or(1, |e| e.min_nodes);
     TrainingRuntimeSpec {
         ml_policy: Some(MLPolicy {
-            num_nodes: Some(1),
-            source: kinds::ml_policy(kind, slots),
+            num_nodes: Some(num_nodes),
+            source: kinds::ml_policy(kind, slots, carried.elastic.clone()),
         }),
         pod_group_policy: None,
         run_policy: None,
@@ -130,9 +132,16 @@ fn replicated_job(
     }
 }
 
-/// Whether `spec` is what a built-in runtime already is: one trainer job whose pod has one container with a
-/// name and an image, restarted on failure (JobSet's default), and nothing else.
+/// Whether `spec` is what a built-in runtime already is: no elastic policy, one trainer job whose pod has one
+/// container with a name and an image, restarted on failure (JobSet's default), and nothing else.
 pub(super) fn is_plain(spec: &TrainingRuntimeSpec) -> bool {
+    let elastic = matches!(
+        spec.ml_policy.as_ref().and_then(|p| p.source.as_ref()),
+        Some(MLPolicySource::Torch(t)) if t.elastic_policy.is_some()
+    );
+    if elastic {
+        return false;
+    }
     let [only] = spec.template.spec.replicated_jobs.as_slice() else {
         return false;
     };

@@ -143,7 +143,23 @@ pub fn v1_world(job: &Value) -> (i32, String) {
         }
         _ => (vec!["Worker"], None),
     };
-    let nodes = node_roles.iter().filter_map(|r| replicas(r)).sum();
+    let nodes: i32 = node_roles.iter().filter_map(|r| replicas(r)).sum();
+    // An elastic PyTorchJob starts within its bounds (v1's defaulting: a missing bound takes the other's
+    // value, both missing take the Worker replicas).
+    let elastic = &job["spec"]["elasticPolicy"];
+    let nodes = if kind == "PyTorchJob" && elastic.is_object() {
+        let bound = |b: &str| elastic[b].as_i64().map(|v| v as i32);
+        let workers = replicas("Worker").unwrap_or(nodes);
+        let min = bound("minReplicas")
+            .or(bound("maxReplicas"))
+            .unwrap_or(workers);
+        let max = bound("maxReplicas")
+            .or(bound("minReplicas"))
+            .unwrap_or(workers);
+        nodes.clamp(min, max.max(min))
+    } else {
+        nodes
+    };
     let role = image_role
         .or_else(|| node_roles.iter().copied().find(|r| specs.get(*r).is_some()))
         .unwrap();

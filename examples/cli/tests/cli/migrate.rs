@@ -67,7 +67,11 @@ fn runtimes_come_first_and_the_report_file_says_a_person_is_needed() {
         ]
     );
     assert!(
-        stderr.contains("NOT CARRIED  spec.elasticPolicy: "),
+        stderr.contains("changed      spec.elasticPolicy: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("NOT CARRIED  spec.runPolicy.cleanPodPolicy: "),
         "{stderr}"
     );
     let json: serde_json::Value =
@@ -79,8 +83,7 @@ fn runtimes_come_first_and_the_report_file_says_a_person_is_needed() {
     assert!(
         entries
             .iter()
-            .any(|e| e["path"] == "spec.runPolicy.ttlSecondsAfterFinished"
-                && e["outcome"] == "notCarried")
+            .any(|e| e["path"] == "spec.runPolicy.cleanPodPolicy" && e["outcome"] == "notCarried")
     );
     // Written by rename: nothing but the report is left in the directory.
     let names: Vec<_> = std::fs::read_dir(dir.path())
