@@ -216,6 +216,27 @@ def requests_of(metrics, schema):
     return total
 
 
+# Resources the TrainJob controllers write or read; the breakdown of a run counts every client's requests to
+# them (kwok, the JobSet and Job controllers touch none of these but events and leases).
+BREAKDOWN_RESOURCES = ("trainjobs", "jobsets", "configmaps", "events", "secrets", "trainingruntimes",
+                       "clustertrainingruntimes")
+
+
+def requests_by_kind(before, after):
+    """Cluster-wide `apiserver_request_total` growth by verb, resource and subresource, for the resources the
+    controllers under test use: where a controller's requests go (the FlowSchema count has no such labels)."""
+    out = {}
+    for (name, labels), value in after.items():
+        labels_d = dict(labels)
+        if name != "apiserver_request_total" or labels_d.get("resource") not in BREAKDOWN_RESOURCES:
+            continue
+        key = " ".join(x for x in (labels_d.get("verb"), labels_d["resource"], labels_d.get("subresource")) if x)
+        grown = value - before.get((name, labels), 0.0)
+        if grown:
+            out[key] = out.get(key, 0) + int(grown)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def wait_admission(api, ns, timeout=120):
     """Until a dry-run create of a TrainJob passes every webhook: a restarted controller reports ready before
     its webhook server and runtime cache may be serving."""
@@ -333,6 +354,7 @@ def jobs(args):
         "peak_rss_mib": round(after_proc["peak_rss_mib"], 1), "rss_sampled_peak_mib": round(peak_rss, 1),
         "process": after_proc["comm"],
         "api_requests": int(requests_of(after_metrics, schema) - requests_of(before_metrics, schema)),
+        "requests_by_kind": requests_by_kind(before_metrics, after_metrics),
         "load_avg_1m": {"min": min(x[0] for x in loads), "max": max(x[0] for x in loads)},
         "cpus": os.cpu_count(), "timed_out": len(complete) + len(failed) < args.n,
     }
