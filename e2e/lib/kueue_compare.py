@@ -13,6 +13,12 @@
         for `kubetrain queue simulate`; --order N shuffles the Workloads' and ClusterQueues' documents (seed N).
     kueue_compare.py fair-weights --scenarios FILE [--seed S] --out FILE
         The scenarios with a fair-sharing weight on every ClusterQueue (0.5, 1 or 2), for --fair-sharing.
+    kueue_compare.py trainjobs --scenarios FILE [--seed S] [--share PERCENT] --out FILE
+        The scenarios with a seeded share of their Workloads (default 35 %) submitted as TrainJobs instead: same
+        name, LocalQueue, priority (a WorkloadPriorityClass), pod count and requests (`numNodes`,
+        `resourcesPerNode`), on the ClusterTrainingRuntime RUNTIME, suspended as Kueue's webhook leaves them.
+        Kueue's TrainJob integration builds their Workloads; the model builds its own from the same TrainJob
+        (crates/kubetrain-kueue/src/trainjob.rs). A TrainJob carries no node selector, toleration or minCount.
     kueue_compare.py gate --scenarios FILE --out FILE
         The scenarios with every ClusterQueue's namespaceSelector also requiring the label GATE_LABEL, which
         no scenario namespace has yet: Kueue can load everything but admit nothing until `open`.
@@ -47,6 +53,25 @@ import yaml
 WORKLOADS = "workloads.v1beta2.kueue.x-k8s.io"
 # Held off every ClusterQueue's namespaceSelector until Kueue's caches hold every scenario whole (`open`).
 GATE_LABEL = "kueue-compare.kubetrain.dev/open"
+# The ClusterTrainingRuntime every TrainJob of the random scenarios runs on (`trainjobs`).
+RUNTIME = "kueue-compare-torch"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def trainjob_owner(w):
+    """The name of the TrainJob that owns Workload `w` (Kueue's TrainJob integration), or None."""
+    for o in w.get("metadata", {}).get("ownerReferences") or []:
+        if o.get("kind") == "TrainJob" and o.get("apiVersion", "").startswith("trainer.kubeflow.org/"):
+            return o["name"]
+    return None
+
+
+def workload_key(w):
+    """`namespace/name` as the model names it: a TrainJob's Workload is `trainjob-NAME` there (Kueue adds a hash)."""
+    ns = w["metadata"]["namespace"]
+    owner = trainjob_owner(w)
+    return f"{ns}/trainjob-{owner}" if owner else f'{ns}/{w["metadata"]["name"]}'
 
 
 def kubectl(k, *args, stdin=None):
@@ -99,7 +124,8 @@ def settle(args):
         items = list_workloads(args.kubectl)
         for w in items:
             ev = cond(w, "Evicted")
-            if ev and ev["status"] == "True" and w.get("status", {}).get("admission"):
+            # A TrainJob's Workload is finished by Kueue's job reconciler once it has suspended the TrainJob.
+            if ev and ev["status"] == "True" and w.get("status", {}).get("admission") and not trainjob_owner(w):
                 if finish_eviction(args.kubectl, w):
                     finished += 1
         fp = fingerprint(items)
@@ -137,6 +163,73 @@ def fair_weights(args):
         yaml.safe_dump_all(docs, f, sort_keys=False)
 
 
+def runtime_doc():
+    """One torch ClusterTrainingRuntime: a single `node` replicated job, numNodes set by each TrainJob."""
+    job = {"template": {"spec": {"containers": [{"name": "node", "image": "kwok.e2e/succeed:1"}]}}}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": RUNTIME},
+        "spec": {"mlPolicy": {"numNodes": 1, "torch": {}},
+                 "template": {"spec": {"replicatedJobs": [{
+                     "name": "node",
+                     "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                  "spec": job}}]}}},
+    }
+
+
+def priority_class(value):
+    return f"kueue-compare-p{value}"
+
+
+def to_trainjob(wl):
+    """The TrainJob standing for Workload `wl`: its name, queue, priority, pod count and per-pod requests."""
+    ps = wl["spec"]["podSets"][0]
+    requests = ps["template"]["spec"]["containers"][0]["resources"].get("requests") or {}
+    # Extended resources must have limits equal to their requests (cpu needs none).
+    limits = {r: v for r, v in requests.items() if r != "cpu"}
+    labels = {QUEUE_LABEL: wl["spec"]["queueName"]}
+    priority = wl["spec"].get("priority") or 0
+    if priority:
+        labels[PRIORITY_LABEL] = priority_class(priority)
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": wl["metadata"]["name"], "namespace": wl["metadata"]["namespace"], "labels": labels},
+        "spec": {
+            "runtimeRef": {"name": RUNTIME, "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"},
+            # What Kueue's TrainJob webhook adds on create (trainjob_webhook.go Default); its webhooks are off while
+            # the objects are created: the job suspended, and Kueue's own runtime patch, which its job reconciler
+            # fills on admission and empties to finish an eviction (without it, a preempted TrainJob's Workload
+            # keeps its quota: "error restoring info to the trainjob").
+            "suspend": True,
+            "runtimePatches": [{"manager": "kueue.x-k8s.io/manager",
+                                "trainingRuntimeSpec": {"template": {"spec": {}}}}],
+            "trainer": {"numNodes": ps["count"],
+                        "resourcesPerNode": {"requests": dict(requests), **({"limits": limits} if limits else {})}},
+        },
+    }
+
+
+def trainjobs(args):
+    """Submits a seeded share of the Workloads as TrainJobs (see the module docs)."""
+    rng = random.Random(f"trainjobs-{args.seed}")
+    docs = read_docs(args.scenarios)
+    out, priorities, converted = [], set(), 0
+    for d in docs:
+        if d.get("kind") == "Workload" and rng.random() * 100 < args.share:
+            d = to_trainjob(d)
+            converted += 1
+            if PRIORITY_LABEL in d["metadata"]["labels"]:
+                priorities.add(int(d["metadata"]["labels"][PRIORITY_LABEL].rsplit("p", 1)[1]))
+        out.append(d)
+    head = [runtime_doc()] if converted else []
+    head += [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+              "metadata": {"name": priority_class(v)}, "value": v, "description": "kueue-compare"}
+             for v in sorted(priorities)]
+    with open(args.out, "w") as f:
+        yaml.safe_dump_all(head + out, f, sort_keys=False)
+    print(f"{converted} of the Workloads submitted as TrainJobs", file=sys.stderr)
+
+
 def rfc3339_ms(t):
     return int(datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ").replace(
         tzinfo=datetime.timezone.utc).timestamp() * 1000)
@@ -144,7 +237,9 @@ def rfc3339_ms(t):
 
 def model_input(args):
     with open(args.cluster) as f:
-        stored = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in json.load(f)}
+        items = json.load(f)
+    stored = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in items if not trainjob_owner(w)}
+    owned = {(w["metadata"]["namespace"], trainjob_owner(w)): w for w in items if trainjob_owner(w)}
     out = []
     with open(args.scenarios) as f:
         for d in yaml.safe_load_all(f):
@@ -154,30 +249,76 @@ def model_input(args):
                 key = (d["metadata"].get("namespace", "default"), d["metadata"]["name"])
                 if key in stored:
                     d = clean_workload(stored[key])
+            elif d.get("kind") == "TrainJob":
+                key = (d["metadata"].get("namespace", "default"), d["metadata"]["name"])
+                if key in owned:
+                    # Kueue orders a TrainJob by its Workload, created when Kueue's TrainJob reconciler first saw
+                    # the TrainJob (after Kueue started): the model takes the TrainJob's creation time as its
+                    # Workload's, and the job UID Kueue labels the Workload with.
+                    wl = owned[key]["metadata"]
+                    d["metadata"]["creationTimestamp"] = wl["creationTimestamp"]
+                    d["metadata"]["uid"] = (wl.get("labels") or {}).get("kueue.x-k8s.io/job-uid", "")
+                    d["metadata"]["annotations"] = {"kueue-compare.kubetrain.dev/workload-uid": wl["uid"]}
             out.append(d)
     # Every Workload existed before Kueue started, so all reach its queues together, after the last was
     # created; the model still orders them by creation time (kubetrain.dev/arrival sets the arrival only).
+    # The TrainJobs' Workloads were created while every queue was held shut (`gate`), so they arrive then too.
+    queued = ("Workload", "TrainJob")
     created = [rfc3339_ms(d["metadata"]["creationTimestamp"]) for d in out
-               if d.get("kind") == "Workload" and d["metadata"].get("creationTimestamp")]
+               if d.get("kind") in queued and d["metadata"].get("creationTimestamp")]
     if created:
         arrival = f"{max(created) - min(created)}ms"
         for d in out:
-            if d.get("kind") == "Workload":
+            if d.get("kind") in queued:
                 d["metadata"].setdefault("annotations", {})["kubetrain.dev/arrival"] = arrival
     # Kueue takes one head per ClusterQueue per cycle from a Go map and sorts them without a final tie-break
     # (with fair sharing, a cohort's tournament keeps the first of equal ClusterQueues from a set's unsorted
     # list), so equal-ranked heads are processed in a random order; the model takes them in document order
     # (Workloads, and ClusterQueues for the tournament). --order N shuffles both (seed N): another such order.
-    if args.order:
-        rng = random.Random(args.order)
+    rng = random.Random(args.order) if args.order else None
+    if rng:
         for kind in ("Workload", "ClusterQueue"):
             slots = [i for i, d in enumerate(out) if d.get("kind") == kind]
             docs = [out[i] for i in slots]
             rng.shuffle(docs)
             for i, d in zip(slots, docs):
                 out[i] = d
+    order_trainjobs(out, rng)
     with open(args.out, "w") as f:
         yaml.safe_dump_all(out, f, sort_keys=False)
+
+
+def order_trainjobs(out, rng):
+    """Orders the TrainJob documents for the model, which builds their Workloads after every other Workload,
+    in document order, and gives each the UID `uid-<index>`: within a ClusterQueue the order of their
+    Workloads' UIDs in the cluster (Kueue's last tie-break of equal creation times), across ClusterQueues
+    the document order (shuffled by `rng`, as the Workloads are: equal-ranked heads)."""
+    slots = [i for i, d in enumerate(out) if d.get("kind") == "TrainJob"]
+    if not slots:
+        return
+    local_queues = {(d["metadata"].get("namespace"), d["metadata"]["name"]): d["spec"]["clusterQueue"]
+                    for d in out if d.get("kind") == "LocalQueue"}
+
+    def queue_of(d):
+        m = d["metadata"]
+        return local_queues.get((m.get("namespace"), m["labels"].get(QUEUE_LABEL)), "")
+
+    def uid_of(d):
+        return (d["metadata"].get("annotations") or {}).get("kueue-compare.kubetrain.dev/workload-uid", "")
+
+    docs = [out[i] for i in slots]
+    if rng:
+        rng.shuffle(docs)
+    else:
+        docs.sort(key=uid_of)
+    # Each ClusterQueue keeps the places the shuffle gave it, filled in UID order.
+    by_queue = {}
+    for d in docs:
+        by_queue.setdefault(queue_of(d), []).append(d)
+    for q in by_queue.values():
+        q.sort(key=uid_of)
+    for i, d in zip(slots, docs):
+        out[i] = by_queue[queue_of(d)].pop(0)
 
 
 # What Kueue writes on a Workload tried while its namespace was still gated (`gate`): the gate's mark, not an
@@ -236,8 +377,7 @@ def scenario_agrees(cluster, model, ns):
 
 def compare(args):
     with open(args.cluster) as f:
-        cluster = {f'{w["metadata"]["namespace"]}/{w["metadata"]["name"]}': outcome_cluster(w)
-                   for w in json.load(f)}
+        cluster = {workload_key(w): outcome_cluster(w) for w in json.load(f)}
     model = load_model(args.model)
     alternatives = [load_model(p) for p in args.alternatives]
     scenarios = {}
@@ -307,7 +447,10 @@ def expected_state(docs):
     parents = {d["spec"]["parentName"] for d in docs if d.get("kind") == "Cohort" and d["spec"].get("parentName")}
     cohorts = declared | parents | {c for c in queues.values() if c}
     workloads = {f'{d["metadata"]["namespace"]}/{d["metadata"]["name"]}' for d in docs if d.get("kind") == "Workload"}
-    return queues, cohorts, declared, workloads
+    # A TrainJob's Workload, once Kueue's TrainJob reconciler has built it: `trainjob-NAME-<5-character hash>`.
+    trainjobs = {f'{d["metadata"]["namespace"]}/trainjob-{d["metadata"]["name"]}-' for d in docs
+                 if d.get("kind") == "TrainJob"}
+    return queues, cohorts, declared, workloads, trainjobs
 
 
 def kueue_pid(pid_file, exe):
@@ -354,7 +497,7 @@ def dump(args, pid):
 
 
 def cache_gaps(docs, log_path, lines):
-    queues, cohorts, declared, workloads = expected_state(docs)
+    queues, cohorts, declared, workloads, trainjobs = expected_state(docs)
     # The Cohort reconciler's line just before it puts the Cohort (with its parent edge) into the cache.
     reconciled = {l.get("name") for l in log_lines(log_path, 0)
                   if l.get("msg") == "Cohort is being created or updated"}
@@ -373,6 +516,8 @@ def cache_gaps(docs, log_path, lines):
     gaps += [f"ClusterQueue {q} not under {c}" for q, c in sorted(queues.items()) if seen_queues.get(q, "?") != c]
     gaps += [f"cohort {c} not in the cache" for c in sorted(cohorts - seen_cohorts)]
     gaps += [f"Workload {w} not queued" for w in sorted(workloads - queued)]
+    gaps += [f"the Workload of TrainJob {p[:-1].replace('/trainjob-', '/')} not queued" for p in sorted(trainjobs)
+             if not any(q.startswith(p) and len(q) == len(p) + 5 for q in queued)]
     return gaps
 
 
@@ -420,6 +565,12 @@ def main():
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--out", required=True)
     w.set_defaults(fn=fair_weights)
+    t = sub.add_parser("trainjobs")
+    t.add_argument("--scenarios", required=True)
+    t.add_argument("--seed", type=int, default=1)
+    t.add_argument("--share", type=float, default=35, help="percent of the Workloads submitted as TrainJobs")
+    t.add_argument("--out", required=True)
+    t.set_defaults(fn=trainjobs)
     g = sub.add_parser("gate")
     g.add_argument("--scenarios", required=True)
     g.add_argument("--out", required=True)

@@ -42,6 +42,9 @@ pub struct Admitted {
     pub pod_sets: Vec<PodSetFlavors>,
     /// Workloads preempted on the way (`namespace/name`), in the order they were evicted.
     pub preempted: Vec<String>,
+    /// Pod sets admitted with fewer pods than asked (partial admission), one sentence each, e.g.
+    /// `admitted with 2 of 4 nodes (partial admission: quota for 4 not available in ClusterQueue team, ...)`.
+    pub partial_admission: Vec<String>,
 }
 
 /// The workload waits.
@@ -190,6 +193,7 @@ fn verdict(s: &Scheduler, me: usize, key: String, preempted: Vec<String>) -> Adm
                 })
                 .collect(),
             preempted,
+            partial_admission: crate::explain::partial_admission(s, me),
         }),
         _ => {
             let explanation = explain(s, me);

@@ -822,6 +822,9 @@ pub struct WorkloadStatus {
     /// Requeues after pods-ready timeouts so far, and when the backoff ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeue_state: Option<RequeueStateSpec>,
+    /// The MultiKueue worker cluster that admitted it (on a manager cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
 }
 
 /// `status.admissionChecks[]`.
@@ -878,6 +881,35 @@ pub struct Configuration {
     /// `waitForPodsReady` (upstream v1beta2 defaults it on with a 30-minute timeout).
     #[serde(default)]
     pub wait_for_pods_ready: Option<WaitForPodsReady>,
+    /// `multiKueue`: the dispatcher of a MultiKueue manager cluster.
+    #[serde(default)]
+    pub multi_kueue: Option<MultiKueueSettings>,
+}
+
+/// `Configuration.multiKueue`: the fields that decide where a workload goes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MultiKueueSettings {
+    /// `kueue.x-k8s.io/multikueue-dispatcher-all-at-once` (default),
+    /// `kueue.x-k8s.io/multikueue-dispatcher-incremental`, or an external dispatcher (not modelled: nothing
+    /// is nominated).
+    #[serde(default)]
+    pub dispatcher_name: Option<String>,
+    /// The incremental dispatcher's settings.
+    #[serde(default)]
+    pub incremental_dispatcher_config: Option<IncrementalDispatcherConfig>,
+    /// Read, not modelled (`gcInterval`, `origin`, `workerLostTimeout`, `externalFrameworks`, ...).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `Configuration.multiKueue.incrementalDispatcherConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IncrementalDispatcherConfig {
+    /// Clusters added per round (default 3).
+    #[serde(default)]
+    pub step_size: Option<i32>,
 }
 
 /// `Configuration.waitForPodsReady`: durations as Go writes them (`5m`, `90s`, `1h30m`).

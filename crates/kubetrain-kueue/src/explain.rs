@@ -91,6 +91,9 @@ pub struct Explanation {
     pub placement: Vec<(String, Vec<String>)>,
     /// `waitForPodsReady` state: the PodsReady condition, requeues, backoff.
     pub pods_ready: Option<String>,
+    /// Pod sets admitted with fewer pods than they asked for (partial admission), one sentence each, e.g.
+    /// `admitted with 2 of 4 nodes (partial admission: ...)`.
+    pub partial_admission: Vec<String>,
 }
 
 /// A topology level's short name: `cloud.com/topology-rack` → `rack`,
@@ -194,7 +197,45 @@ pub fn explain(s: &Scheduler, wl: WlId) -> Explanation {
         topology: topology_notes(s, wl),
         placement: placement(st),
         pods_ready: pods_ready_line(st),
+        partial_admission: partial_admission(s, wl),
     }
+}
+
+/// One sentence per pod set of an admitted workload that got fewer pods than its count (partial admission,
+/// Kueue's `podset_reducer`: the full count neither fit nor could preempt, so the largest count down to
+/// `minCount` that fits was taken). An elastic TrainJob's node pod set is counted in nodes.
+pub fn partial_admission(s: &Scheduler, wl: WlId) -> Vec<String> {
+    let m = &s.model;
+    let w = &m.workloads[wl];
+    let Some(admission) = &s.wls[wl].admission else {
+        return Vec::new();
+    };
+    let cq = &m.cqs[admission.cq].name;
+    admission
+        .pod_sets
+        .iter()
+        .filter_map(|got| {
+            let asked = w.pod_sets.iter().find(|p| p.name == got.name)?;
+            if got.count >= asked.count {
+                return None;
+            }
+            let min = asked.min_count.unwrap_or(got.count);
+            let elastic = w.elastic_pod_set.as_deref() == Some(got.name.as_str());
+            Some(if elastic {
+                format!(
+                    "admitted with {} of {} nodes (partial admission: quota for {} not available in ClusterQueue {cq}, \
+not even by preemption; elastic minNodes {min})",
+                    got.count, asked.count, asked.count
+                )
+            } else {
+                format!(
+                    "pod set {} admitted with {} of {} pods (partial admission: quota for {} not available in \
+ClusterQueue {cq}, not even by preemption; minCount {min})",
+                    got.name, got.count, asked.count, asked.count
+                )
+            })
+        })
+        .collect()
 }
 
 /// 1-based position of `wl` among the pending workloads of queue `c` (active heap order, then
@@ -398,6 +439,9 @@ impl Explanation {
                 "Quota reserved; waiting for admission check(s): {}",
                 waiting.join(", ")
             );
+        }
+        for p in &self.partial_admission {
+            let _ = writeln!(o, "Partially admitted: {p}");
         }
         if let Some(p) = &self.pods_ready {
             let _ = writeln!(o, "PodsReady: {p}");

@@ -67,6 +67,7 @@ pub mod error;
 pub mod explain;
 pub mod load;
 pub mod model;
+pub mod multikueue;
 pub mod quantity;
 pub mod quota;
 pub mod recorded;

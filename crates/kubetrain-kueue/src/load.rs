@@ -95,6 +95,8 @@ pub struct Setup {
     /// `trainer.kubeflow.org` documents (TrainJobs and runtimes), kept as read; with the `trainjob`
     /// feature, `trainjob::add_trainjobs` turns the TrainJobs into the Workloads Kueue builds.
     pub trainer_documents: Vec<Value>,
+    /// MultiKueueCluster and MultiKueueConfig documents, kept as read (module `multikueue`).
+    pub multikueue: Vec<Value>,
 }
 
 /// Our scenario document: `apiVersion: kubetrain.dev/v1alpha1`, `kind: QueueScenario`.
@@ -292,6 +294,7 @@ impl Setup {
                     status,
                 });
             }
+            "MultiKueueCluster" | "MultiKueueConfig" => self.multikueue.push(doc),
             "WorkloadPriorityClass" => {
                 let wpc: WorkloadPriorityClass = typed(kind, name, doc)?;
                 self.priority_classes.push(wpc);

@@ -318,6 +318,9 @@ pub struct Workload {
     pub check_answers: BTreeMap<String, Vec<CheckAnswer>>,
     /// When its pods become ready (simulator).
     pub pods: PodsPlan,
+    /// The pod set whose pods are an elastic TrainJob's nodes (the `kubetrain.dev/elastic-replicated-job`
+    /// annotation the renderer puts on the JobSet): explanations count its pods as nodes.
+    pub elastic_pod_set: Option<String>,
 }
 
 /// Controller-level switches (Configuration and feature gates).
@@ -971,6 +974,7 @@ impl<'a> WorkloadContext<'a> {
                     .get("kubetrain.dev/pods-recover")
                     .map_or(Some(0), |v| parse_duration_ms(v)),
             },
+            elastic_pod_set: ann.get(ELASTIC_POD_SET_ANNOTATION).cloned(),
         }
     }
 
@@ -1067,6 +1071,10 @@ fn settings_from(setup: &Setup) -> Settings {
 
 /// The annotation prefix of a Workload's per-check answers: `kubetrain.dev/check.<check>`.
 pub const CHECK_ANSWER_PREFIX: &str = "kubetrain.dev/check.";
+/// Workload annotation naming the pod set of an elastic TrainJob's nodes (the value of the JobSet's
+/// `kubetrain.dev/elastic-replicated-job`, which the TrainJob integration copies; explanations count that pod
+/// set's pods as nodes).
+pub const ELASTIC_POD_SET_ANNOTATION: &str = "kubetrain.dev/elastic-replicated-job";
 /// The AdmissionCheck annotation with its answers, e.g. `Retry@30s,Ready@2m`.
 pub const CHECK_ANSWERS_ANNOTATION: &str = "kubetrain.dev/answers";
 /// The Workload annotation with the delay until its pods are ready (`90s`, `never`).

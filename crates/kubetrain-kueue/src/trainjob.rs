@@ -32,7 +32,9 @@ use crate::api::{
 };
 use crate::error::LoadError;
 use crate::load::{Setup, WorkloadObject};
+use crate::model::ELASTIC_POD_SET_ANNOTATION;
 use crate::quantity::Quantity;
+use kubetrain_api::constants::{ELASTIC_MIN_NODES_ANNOTATION, ELASTIC_REPLICATED_JOB_ANNOTATION};
 
 /// The label that names a TrainJob's LocalQueue.
 pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
@@ -120,12 +122,10 @@ fn workload_from_render(
         job: key_of(job),
         source,
     })?;
-    let replicated_jobs = rendered
-        .objects
-        .first()
-        .and_then(|o| o.as_jobset())
-        .map_or(&[][..], |j| &j.spec.replicated_jobs[..]);
-    workload_from_replicated_jobs(job, replicated_jobs)
+    match rendered.objects.first().and_then(|o| o.as_jobset()) {
+        Some(jobset) => workload_from_jobset(job, jobset),
+        None => workload_from_replicated_jobs(job, &[], &BTreeMap::new()),
+    }
 }
 
 /// [`workload_for`] from the JobSet `job` was already rendered into (by [`kubetrain_jobset::render`]),
@@ -134,14 +134,31 @@ pub fn workload_from_jobset(
     job: &TrainJob,
     jobset: &JobSet,
 ) -> Result<WorkloadObject, TrainJobError> {
-    workload_from_replicated_jobs(job, &jobset.spec.replicated_jobs)
+    let annotations = jobset.metadata.annotations.clone().unwrap_or_default();
+    workload_from_replicated_jobs(job, &jobset.spec.replicated_jobs, &annotations)
+}
+
+/// The elastic bounds the renderer put on the JobSet (KEP-2903): the replicated job of the nodes and the
+/// fewest nodes the job runs with.
+fn elastic_bounds(jobset_annotations: &BTreeMap<String, String>) -> Option<(&str, i32)> {
+    let job = jobset_annotations.get(ELASTIC_REPLICATED_JOB_ANNOTATION)?;
+    let min = jobset_annotations
+        .get(ELASTIC_MIN_NODES_ANNOTATION)?
+        .parse()
+        .ok()?;
+    Some((job.as_str(), min))
 }
 
 fn workload_from_replicated_jobs(
     job: &TrainJob,
     replicated_jobs: &[ReplicatedJob],
+    jobset_annotations: &BTreeMap<String, String>,
 ) -> Result<WorkloadObject, TrainJobError> {
     let key = key_of(job);
+    // An elastic TrainJob's node pod set may be admitted with fewer pods, down to its minNodes: the PodSet's
+    // minCount. (Kueue v0.19's JobSet integration sets no minCount, see docs/operator.md "Elastic TrainJobs";
+    // the model admits an elastic TrainJob as it would with one.)
+    let elastic = elastic_bounds(jobset_annotations);
     let mut pod_sets = Vec::new();
     for (i, rj) in replicated_jobs.iter().enumerate() {
         let spec = rj.template.spec.as_ref();
@@ -150,11 +167,18 @@ fn workload_from_replicated_jobs(
         let count = i64::from(rj.replicas_or_default()) * i64::from(parallelism.min(completions));
         let template = spec.map(|s| &s.template);
         let path = format!("spec.replicatedJobs[{i}].template.spec.template");
+        let count = count.clamp(0, i64::from(i32::MAX)) as i32;
+        let min_count = elastic
+            .filter(|&(name, min)| name == rj.name && min >= 1 && min < count)
+            .map(|(_, min)| {
+                min.saturating_mul(rj.replicas_or_default().max(1))
+                    .min(count)
+            });
         pod_sets.push(PodSet {
             name: rj.name.to_lowercase(),
             template: pod_template(template, &key, &path)?,
-            count: count.clamp(0, i64::from(i32::MAX)) as i32,
-            min_count: None,
+            count,
+            min_count,
             topology_request: None,
         });
     }
@@ -164,13 +188,16 @@ fn workload_from_replicated_jobs(
     if let Some(uid) = &meta.uid {
         wl_labels.insert(JOB_UID_LABEL.to_string(), uid.clone());
     }
-    let annotations = meta
+    let mut annotations: BTreeMap<String, String> = meta
         .annotations
         .iter()
         .flatten()
         .filter(|(k, _)| k.starts_with("kubetrain.dev/"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    if let Some((name, _)) = elastic {
+        annotations.insert(ELASTIC_POD_SET_ANNOTATION.to_owned(), name.to_lowercase());
+    }
     Ok(WorkloadObject {
         metadata: ObjectMeta {
             name: workload_name(meta.name.as_deref().unwrap_or_default()),
@@ -471,4 +498,17 @@ fn node_affinity(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<crate::ap
             }),
         }),
     })
+}
+
+#[cfg(test)]
+mod elastic_annotation {
+    /// The model's name for the elastic pod-set annotation is the renderer's (the model crate has no
+    /// kubetrain-api without this feature, so it keeps its own copy).
+    #[test]
+    fn the_model_reads_the_annotation_the_renderer_writes() {
+        assert_eq!(
+            crate::model::ELASTIC_POD_SET_ANNOTATION,
+            kubetrain_api::constants::ELASTIC_REPLICATED_JOB_ANNOTATION
+        );
+    }
 }

@@ -446,6 +446,26 @@ impl Scheduler {
         self.pending_flushes.iter().map(|f| f.0).min()
     }
 
+    /// Feeds the pending flushes and timers into `h`, their due times relative to now, in order (the
+    /// simulator's livelock check: a state that recurs with the same events equally far ahead repeats).
+    pub(crate) fn timed_fingerprint<H: std::hash::Hasher>(&self, h: &mut H) {
+        use std::hash::Hash;
+        let mut flushes: Vec<_> = self
+            .pending_flushes
+            .iter()
+            .map(|&(due, root, cq)| (due - self.now_ms, root, cq))
+            .collect();
+        flushes.sort_unstable();
+        flushes.hash(h);
+        let mut timers: Vec<_> = self
+            .timers
+            .iter()
+            .map(|Reverse((due, _, t))| (due - self.now_ms, format!("{t:?}")))
+            .collect();
+        timers.sort();
+        timers.hash(h);
+    }
+
     fn flush_now(&mut self, cq: CqId) {
         let members = self.tree_members[cq].clone();
         for c in members.iter().copied() {

@@ -2,7 +2,8 @@
 //! finishes and preemptions, with utilization integrals and the cost view.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::hash::{Hash, Hasher};
 
 use serde::Serialize;
 
@@ -97,6 +98,10 @@ pub struct SimOutcome {
     pub metrics: SimMetrics,
     /// Time series for the report (at most ~600 points).
     pub samples: Vec<Sample>,
+    /// Set when the run stopped on a livelock: with no arrival, finish, flush or timer left, the cycles kept
+    /// changing the state (e.g. a preemptor evicts a workload that is readmitted before it in the next cycle)
+    /// and the state after the last cycle equals the one this many cycles earlier, so it would repeat forever.
+    pub repeating_every: Option<u64>,
 }
 
 struct Integrals {
@@ -324,6 +329,80 @@ impl<'a> Run<'a> {
     }
 }
 
+/// What decides the cycles to come, every time relative to now: each workload's phase, reservation,
+/// conditions and lifecycle flags, the order of the reservations, each queue's order and parked set, and the
+/// pending arrivals, finishes (of live runs), flushes and timers. Equal fingerprints after two cycles mean
+/// the cycles in between repeat forever (the livelock check of [`simulate_until`]).
+fn state_fingerprint(s: &Scheduler, run: &Run) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let now = s.now_ms;
+    // A pending arrival comes closer every cycle, so a state before the last arrival never recurs.
+    run.arrivals[run.next_arrival..]
+        .iter()
+        .map(|&w| s.model.workloads[w].arrival_ms - now)
+        .collect::<Vec<_>>()
+        .hash(&mut h);
+    let mut finishes: Vec<(i64, WlId)> = run
+        .finishes
+        .iter()
+        .filter(|Reverse((_, w, at))| {
+            s.wls[*w].phase == Phase::Admitted && s.wls[*w].admitted_ms == Some(*at)
+        })
+        .map(|Reverse((t, w, _))| (t - now, *w))
+        .collect();
+    finishes.sort_unstable();
+    finishes.hash(&mut h);
+    s.timed_fingerprint(&mut h);
+    let mut reserved: Vec<(i64, WlId)> = s
+        .wls
+        .iter()
+        .enumerate()
+        .filter_map(|(w, st)| st.admission.as_ref().map(|a| (a.reserved_ms, w)))
+        .collect();
+    reserved.sort_unstable();
+    reserved
+        .iter()
+        .map(|r| r.1)
+        .collect::<Vec<_>>()
+        .hash(&mut h);
+    for w in &s.wls {
+        std::mem::discriminant(&w.phase).hash(&mut h);
+        match &w.admission {
+            Some(a) => {
+                a.cq.hash(&mut h);
+                a.usage.hash(&mut h);
+                for ps in &a.pod_sets {
+                    (&ps.name, ps.count, &ps.resources).hash(&mut h);
+                    format!("{:?}", ps.topology).hash(&mut h);
+                }
+            }
+            None => usize::MAX.hash(&mut h),
+        }
+        for c in &w.conditions {
+            (&c.type_, &c.status, &c.reason, &c.message).hash(&mut h);
+        }
+        let life = &w.life;
+        (
+            life.pods_ready,
+            life.deactivated,
+            life.requeues,
+            life.check_retries,
+        )
+            .hash(&mut h);
+        life.backoff_until.map(|t| t - now).hash(&mut h);
+        format!("{:?}", life.checks).hash(&mut h);
+        // The answer lists of admission checks are indexed by the reservation count.
+        if !s.model.checks.is_empty() {
+            life.reservations.hash(&mut h);
+        }
+    }
+    for q in &s.queues {
+        q.fingerprint(&mut h);
+    }
+    s.admitted.hash(&mut h);
+    h.finish()
+}
+
 /// When a simulation stops (besides when nothing is left to happen).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stop {
@@ -335,7 +414,8 @@ pub struct Stop {
 
 /// Runs the simulation: every workload arrives at its `arrival_ms`; cycles run every
 /// `cycle_ms` while something changes, otherwise time jumps to the next event. Stops when
-/// nothing is left to happen or after `max_cycles`.
+/// nothing is left to happen or after `max_cycles`; without `max_cycles`, also on a livelock (the state
+/// after a cycle that changed something equals an earlier one: [`SimOutcome::repeating_every`]).
 pub fn simulate(s: Scheduler, scenario: &ScenarioSpec, max_cycles: Option<u64>) -> SimOutcome {
     simulate_until(
         s,
@@ -379,6 +459,9 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
     let mut run = Run::new(&s, scenario);
     let mut cycles = 0u64;
     let mut now = 0i64;
+    // The fingerprint after each cycle, with its cycle number.
+    let mut seen: HashMap<u64, u64> = HashMap::new();
+    let mut repeating_every = None;
     loop {
         if let Some(until) = stop.until_ms
             && now > until
@@ -409,6 +492,18 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
         run.record_cycle(&mut s, &r, now);
         run.sample(now);
         let next_event = run.next_event(&s);
+        // Without a bound, a cycle that changed something and led to a state seen before (times relative to
+        // now) repeats forever: stop on the livelock. A bound keeps its meaning: the state after that many
+        // cycles, or at that time, a livelock's phase included.
+        if r.progressed()
+            && max_cycles.is_none()
+            && stop.until_ms.is_none()
+            && let Some(before) = seen.insert(state_fingerprint(&s, &run), cycles)
+        {
+            repeating_every = Some(cycles - before);
+            now += cycle_ms;
+            break;
+        }
         if r.progressed() {
             now += cycle_ms;
         } else {
@@ -446,6 +541,7 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
         cycles,
         metrics,
         samples,
+        repeating_every,
     }
 }
 

@@ -63,6 +63,9 @@ pub struct SimulationReport {
     pub workloads: Vec<WorkloadReport>,
     /// Metrics.
     pub metrics: SimMetrics,
+    /// The cycle period of the livelock the run stopped on ([`SimOutcome::repeating_every`]).
+    #[serde(rename = "repeatingEvery", skip_serializing_if = "Option::is_none")]
+    pub repeating_every: Option<u64>,
 }
 
 /// The state word of a workload: a reservation whose admission checks are not all ready is
@@ -144,6 +147,7 @@ pub fn simulation_report(o: &SimOutcome) -> SimulationReport {
         cycles: o.cycles,
         workloads: workloads(&o.sched),
         metrics: o.metrics.clone(),
+        repeating_every: o.repeating_every,
     }
 }
 

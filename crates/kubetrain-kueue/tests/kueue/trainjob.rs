@@ -373,3 +373,66 @@ fn the_workload_follows_the_jobset_a_custom_registry_renders() {
         workload_for(&job, runtime).unwrap()
     );
 }
+
+/// An elastic TrainJob (KEP-2903, `mlPolicy.torch.elasticPolicy` minNodes 2, maxNodes 4) asks for 4 nodes of
+/// 2 GPUs: its node pod set carries minCount 2, so with 6 GPUs in the ClusterQueue it is admitted with 3 nodes
+/// (the largest count that fits), with 2 GPUs it waits (fewer than minNodes fit).
+#[test]
+fn an_elastic_trainjob_is_partially_admitted_down_to_min_nodes() {
+    let mut catalog = kubetrain_jobset::builtin::catalog();
+    let runtime = RUNTIME
+        .replace("name: gpu-torch", "name: gpu-torch-elastic")
+        .replace(
+            "mlPolicy: {numNodes: 1, torch: {}}",
+            "mlPolicy: {torch: {elasticPolicy: {minNodes: 2, maxNodes: 4}}}",
+        );
+    for d in parse_documents(&runtime).unwrap() {
+        assert!(catalog.add_document(&d.document));
+    }
+    let text = JOB
+        .replace(
+            "runtimeRef: {name: gpu-torch}",
+            "runtimeRef: {name: gpu-torch-elastic}",
+        )
+        .replace("numNodes: 3", "numNodes: 4");
+    let docs = parse_documents(&text).unwrap();
+    let Document::TrainJob(job) = &docs[0].document else {
+        panic!("not a TrainJob")
+    };
+    let runtime_spec = kubetrain_jobset::resolve(&catalog, job).unwrap();
+    let wl = workload_for(job, runtime_spec).unwrap();
+    let sets: Vec<(&str, i32, Option<i32>)> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count, p.min_count))
+        .collect();
+    assert_eq!(
+        sets,
+        [("dataset-initializer", 1, None), ("node", 4, Some(2))]
+    );
+
+    let verdict = admit(job, &catalog, &setup(6, "")).unwrap();
+    let AdmissionVerdict::Admitted(a) = verdict else {
+        panic!("{verdict:?}")
+    };
+    assert_eq!(
+        (a.pod_sets[1].name.as_str(), a.pod_sets[1].count),
+        ("node", 3)
+    );
+    assert_eq!(a.pod_sets[1].resource_usage["nvidia.com/gpu"], "6");
+    assert_eq!(
+        a.partial_admission,
+        [
+            "admitted with 3 of 4 nodes (partial admission: quota for 4 not available in ClusterQueue team, \
+not even by preemption; elastic minNodes 2)"
+        ]
+    );
+
+    let verdict = admit(job, &catalog, &setup(2, "")).unwrap();
+    assert!(verdict.waiting().is_some(), "{verdict:?}");
+    // A non-elastic TrainJob never is: the same quota admits the 3-node job of the fixture whole or not at all.
+    let (plain, plain_catalog) = job_and_catalog();
+    let verdict = admit(&plain, &plain_catalog, &setup(4, "")).unwrap();
+    assert!(verdict.waiting().is_some(), "{verdict:?}");
+}

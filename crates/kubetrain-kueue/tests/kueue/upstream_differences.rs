@@ -385,6 +385,29 @@ fn bypassed_workloads_get_no_condition_with_the_gate_off() {
     );
 }
 
+/// Found by the e2e comparison with TrainJobs (Kueue v0.19.2, scenario s14 of 2026-12-06): Kueue's
+/// scheduling equivalence hash (`computeSchedulingHash`) includes each pod set's name, so a TrainJob's
+/// Workload (pod set `node`) is not parked as equivalent to a Workload of the same requests in a pod set
+/// `main` that failed; it is evaluated and gets its own condition.
+#[test]
+fn pod_sets_of_other_names_are_not_equivalent() {
+    let gate_off = "---\napiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfeatureGates: {UnadmittedWorkloadsObservability: false}\n";
+    let yaml = format!(
+        "{HEAD}{}{}{}{gate_off}",
+        cq("cq", "", "1", ""),
+        wl("a", "cq", "2", 0, "", ""),
+        wl("b", "cq", "2", 0, "", "").replace("- name: main", "- name: node"),
+    );
+    let s = run(&yaml, 3);
+    for name in ["a", "b"] {
+        assert_eq!(
+            find(&s.state(idx(&s, name)).conditions, "QuotaReserved").map(|c| c.reason.as_str()),
+            Some("Pending"),
+            "{name}"
+        );
+    }
+}
+
 /// Workloads that exist before Kueue starts (e2e `kueue-compare.sh`, seed 1, scenario s37: created over two
 /// seconds, Kueue started after the last) reach its queues together, and the queue still orders them by
 /// `metadata.creationTimestamp`: `kubetrain.dev/arrival` says when they arrive, the creation time keeps the

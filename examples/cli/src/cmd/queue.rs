@@ -11,6 +11,7 @@ use kubetrain_kueue::explain::{explain, find_workload};
 use kubetrain_kueue::load::Setup;
 use kubetrain_kueue::model::Model;
 use kubetrain_kueue::model::QueueTarget;
+use kubetrain_kueue::multikueue;
 use kubetrain_kueue::sched::Scheduler;
 use kubetrain_kueue::sim::engine::{SimOutcome, Stop, simulate_until};
 use kubetrain_kueue::sim::generator::GeneratorConfig;
@@ -58,6 +59,11 @@ struct SetupArgs {
     /// repeatable. Built-in runtimes fill in the rest.
     #[arg(long = "runtime", value_name = "RUNTIMES.yaml")]
     runtimes: Vec<PathBuf>,
+    /// A MultiKueue worker cluster's own objects (its queues, quotas, Workloads), named like its
+    /// MultiKueueCluster; repeatable. Objects annotated `kubetrain.dev/cluster: NAME` in the files
+    /// above count as worker NAME's too (docs/kueue.md, "Across clusters (MultiKueue)").
+    #[arg(long = "worker", value_name = "NAME=FILE|DIR", value_parser = parse_worker)]
+    workers: Vec<(String, PathBuf)>,
     /// Stop after this many scheduling cycles.
     #[arg(long)]
     cycles: Option<u64>,
@@ -66,6 +72,18 @@ struct SetupArgs {
     /// whichever comes first.
     #[arg(long, value_name = "DURATION", value_parser = parse_until)]
     until: Option<i64>,
+}
+
+/// `--worker NAME=FILE|DIR`.
+fn parse_worker(v: &str) -> Result<(String, PathBuf), String> {
+    match v.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !path.is_empty() => {
+            Ok((name.to_string(), PathBuf::from(path)))
+        }
+        _ => Err(format!(
+            "{v:?}: write a worker as NAME=FILE (NAME is its MultiKueueCluster's name)"
+        )),
+    }
 }
 
 /// `--until`: a Go duration (`90s`, `2m`, `1h30m`) in milliseconds.
@@ -113,10 +131,12 @@ struct GenerateArgs {
     seed: u64,
 }
 
-/// A loaded setup and, per TrainJob (`namespace/name`), the key of its Workload.
+/// A loaded setup, per TrainJob (`namespace/name`) the key of its Workload, and where MultiKueue sent
+/// the manager's workloads.
 struct Loaded {
     setup: Setup,
     trainjobs: Vec<(String, String)>,
+    multikueue: multikueue::Report,
 }
 
 fn load(args: &SetupArgs) -> Result<Loaded> {
@@ -129,8 +149,20 @@ fn load(args: &SetupArgs) -> Result<Loaded> {
     for s in &setup.skipped {
         eprintln!("note: {s} is not part of the admission model; skipped");
     }
+    let mut workers = multikueue::split_workers(&mut setup);
+    for (name, path) in &args.workers {
+        let worker = workers.entry(name.clone()).or_default();
+        for f in &input::expand(std::slice::from_ref(path))? {
+            let text = input::read(f)?;
+            worker
+                .add_yaml(&input::display_name(f), &text)
+                .with_context(|| format!("worker {name}"))?;
+        }
+        worker.expand_generators();
+    }
     let mut trainjobs = Vec::new();
-    if !setup.trainer_documents.is_empty() || !args.runtimes.is_empty() {
+    let worker_trainjobs = workers.values().any(|w| !w.trainer_documents.is_empty());
+    if !setup.trainer_documents.is_empty() || !args.runtimes.is_empty() || worker_trainjobs {
         let mut catalog = RuntimeCatalog::new();
         for path in &input::expand(&args.runtimes)? {
             let text = input::read(path)?;
@@ -151,12 +183,28 @@ fn load(args: &SetupArgs) -> Result<Loaded> {
             catalog.add_cluster_if_absent(runtime);
         }
         trainjobs = kubetrain_kueue::trainjob::add_trainjobs(&mut setup, &mut catalog)?;
+        for (name, worker) in workers.iter_mut() {
+            kubetrain_kueue::trainjob::add_trainjobs(worker, &mut catalog)
+                .with_context(|| format!("worker {name}"))?;
+        }
     }
-    Ok(Loaded { setup, trainjobs })
+    let multikueue = multikueue::dispatch(&mut setup, &workers)?;
+    Ok(Loaded {
+        setup,
+        trainjobs,
+        multikueue,
+    })
 }
 
-fn run_setup(args: &SetupArgs) -> Result<(SimOutcome, Vec<(String, String)>)> {
-    let Loaded { setup, trainjobs } = load(args)?;
+/// A simulation's outcome, the TrainJobs' Workload keys and where MultiKueue sent the workloads.
+type Ran = (SimOutcome, Vec<(String, String)>, multikueue::Report);
+
+fn run_setup(args: &SetupArgs) -> Result<Ran> {
+    let Loaded {
+        setup,
+        trainjobs,
+        multikueue,
+    } = load(args)?;
     let scenario = setup.scenario.clone().unwrap_or_default();
     let model = Model::build(&setup)?;
     let stop = Stop {
@@ -166,6 +214,7 @@ fn run_setup(args: &SetupArgs) -> Result<(SimOutcome, Vec<(String, String)>)> {
     Ok((
         simulate_until(Scheduler::new(model), &scenario, stop),
         trainjobs,
+        multikueue,
     ))
 }
 
@@ -202,11 +251,21 @@ fn simulation_table(o: &SimOutcome, limit: usize) -> String {
                 QueueTarget::Blocked(..) => None,
             }
         });
+        // A partial admission (an elastic TrainJob below maxNodes) says how many pods or nodes it got.
+        let partial = index
+            .get(w.key.as_str())
+            .map(|&i| kubetrain_kueue::explain::partial_admission(s, i))
+            .unwrap_or_default();
+        let message = if partial.is_empty() || arrives.is_some() {
+            message.to_owned()
+        } else {
+            format!("{message}; {}", partial.join("; "))
+        };
         table.row(&[
             w.key.as_str(),
             w.state.as_str(),
             queue.as_deref().unwrap_or("-"),
-            message,
+            message.as_str(),
         ]);
     }
     let mut out = table.render();
@@ -220,6 +279,11 @@ fn simulation_table(o: &SimOutcome, limit: usize) -> String {
         human_ms(m.elapsed_ms as f64),
         m.preemptions
     ));
+    if let Some(period) = o.repeating_every {
+        out.push_str(&format!(
+            "stopped on a livelock: the state, pending events included, repeats every {period} cycles\n"
+        ));
+    }
     if !m.classes.is_empty() {
         let mut classes = Table::new(&[
             "CLASS",
@@ -262,7 +326,7 @@ fn simulation_table(o: &SimOutcome, limit: usize) -> String {
 pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
     match args.command {
         QueueCommand::Simulate(a) => {
-            let (outcome, _) = run_setup(&a.setup)?;
+            let (outcome, _, _) = run_setup(&a.setup)?;
             match a.output {
                 Output::Json => println!(
                     "{}",
@@ -276,13 +340,26 @@ pub(crate) fn run(args: QueueArgs) -> Result<ExitCode> {
             }
         }
         QueueCommand::Explain(a) => {
-            let (outcome, trainjobs) = run_setup(&a.setup)?;
+            let (outcome, trainjobs, mk) = run_setup(&a.setup)?;
             let s = &outcome.sched;
             let wl = find_workload(s, &trainjobs, &a.workload)?;
             let e = explain(s, wl);
+            // Where MultiKueue sent it (a manager's workload of a ClusterQueue with a MultiKueue check).
+            let dispatch = mk.find(&s.model().workloads[wl].key);
             match a.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&e)?),
-                Output::Table => print!("{}", e.to_text()),
+                Output::Json => {
+                    let mut v = serde_json::to_value(&e)?;
+                    if let (Some(d), Some(obj)) = (dispatch, v.as_object_mut()) {
+                        obj.insert("multiKueue".into(), serde_json::to_value(d)?);
+                    }
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                }
+                Output::Table => {
+                    print!("{}", e.to_text());
+                    if let Some(d) = dispatch {
+                        print!("{}", d.to_text());
+                    }
+                }
             }
         }
         QueueCommand::Generate(a) => {

@@ -358,3 +358,69 @@ fn explain_tells_an_unlabelled_trainjob_how_to_join_a_queue_and_takes_a_bare_nam
         "{stderr}"
     );
 }
+
+/// MultiKueue (issue 37 item 2): the manager reserves quota, the incremental dispatcher (stepSize 1)
+/// offers the TrainJob to worker1 (8 GPUs: too small for 16), then after a 5-minute round to worker2,
+/// which admits it; `explain` names worker2 and gives worker1's own pending reason.
+#[test]
+fn explain_names_the_multikueue_worker_and_why_the_others_did_not_take_it() {
+    let dir = |f: &str| manifest(&format!("multikueue/{f}"));
+    let args = |output: &str| {
+        vec![
+            "queue".to_string(),
+            "explain".into(),
+            "ml/llama-8b".into(),
+            "-f".into(),
+            dir("manager.yaml"),
+            "--worker".into(),
+            format!("worker1={}", dir("worker1.yaml")),
+            "--worker".into(),
+            format!("worker2={}", dir("worker2.yaml")),
+            "-o".into(),
+            output.into(),
+        ]
+    };
+    let a = args("json");
+    let out = kubetrain(&a.iter().map(String::as_str).collect::<Vec<_>>(), None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mk = &v["multiKueue"];
+    assert_eq!(mk["cluster"], "worker2", "{mk}");
+    assert_eq!(mk["checkState"], "Ready", "{mk}");
+    assert_eq!(mk["admittedAfterMs"], 300000, "{mk}");
+    let w1 = &mk["clusters"][0];
+    assert_eq!(w1["cluster"], "worker1", "{mk}");
+    assert!(
+        w1["message"]
+            .as_str()
+            .unwrap()
+            .contains("insufficient quota"),
+        "{mk}"
+    );
+    let a = args("table");
+    let out = kubetrain(&a.iter().map(String::as_str).collect::<Vec<_>>(), None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("went to \"worker2\""), "{stdout}");
+    assert!(stdout.contains("- worker1:"), "{stdout}");
+
+    // A worker named in --worker without NAME= is refused with the expected form.
+    let out = kubetrain(
+        &[
+            "queue",
+            "explain",
+            "ml/llama-8b",
+            "-f",
+            &dir("manager.yaml"),
+            "--worker",
+            "w.yaml",
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("NAME=FILE"),
+        "{}",
+        text(&out.stderr)
+    );
+}
