@@ -63,6 +63,19 @@ pub fn requested(job: &TrainJob) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
+/// The admission finding for an update that turns [`RESTART_ON_DISRUPTION_ANNOTATION`] on or off: the JobSet's
+/// failure policy is immutable, so the change could never reach it (the next apply would fail). `None` when
+/// the request leaves the choice as it was.
+pub fn update_finding(old: &TrainJob, new: &TrainJob) -> Option<kubetrain_api::FieldError> {
+    (requested(old) != requested(new)).then(|| {
+        kubetrain_api::FieldError::error(
+            format!("metadata.annotations[{RESTART_ON_DISRUPTION_ANNOTATION}]"),
+            "cannot be changed once the TrainJob exists: its JobSet's failure policy is immutable; delete the \
+             TrainJob and create it again with the annotation you want",
+        )
+    })
+}
+
 /// Adds the disruption rules to the JobSet among `objects` when `job` asks for them ([`requested`]) or the
 /// JobSet is elastic (it has [`ELASTIC_MIN_NODES_ANNOTATION`]: a lost node shrinks an elastic job, it never
 /// spends its budget).
@@ -134,6 +147,40 @@ fn jobset_rule() -> FailurePolicyRule {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn turning_the_choice_on_or_off_after_creation_is_refused_with_its_path() {
+        let with = |value: Option<&str>| {
+            let mut job = kubetrain_api::TrainJob::new("j", Default::default());
+            if let Some(v) = value {
+                job.metadata.annotations = Some(
+                    [(
+                        super::RESTART_ON_DISRUPTION_ANNOTATION.to_owned(),
+                        v.to_owned(),
+                    )]
+                    .into(),
+                );
+            }
+            job
+        };
+        for (old, new, refused) in [
+            (None, Some("true"), true),
+            (Some("true"), None, true),
+            (Some("true"), Some("false"), true),
+            (Some("true"), Some("TRUE"), false),
+            (None, Some("false"), false),
+            (None, None, false),
+        ] {
+            let finding = super::update_finding(&with(old), &with(new));
+            assert_eq!(finding.is_some(), refused, "{old:?} -> {new:?}");
+            if let Some(f) = finding {
+                assert_eq!(
+                    f.path,
+                    "metadata.annotations[kubetrain.dev/restart-on-disruption]"
+                );
+            }
+        }
+    }
+
     use super::*;
     use crate::ssh::seeded_rng;
     use crate::{Observed, builtin, render, resolve};

@@ -227,7 +227,10 @@ impl Admission {
                         } else {
                             None
                         };
-                        validate_trainjob_update(old, &job, &catalog, jobset.as_ref())
+                        let mut findings =
+                            validate_trainjob_update(old, &job, &catalog, jobset.as_ref());
+                        findings.extend(kubetrain_jobset::disruption::update_finding(old, &job));
+                        findings
                     }
                     None => validate_trainjob(&job, &catalog),
                 };

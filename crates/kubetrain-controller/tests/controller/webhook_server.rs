@@ -442,6 +442,29 @@ async fn immutable_fields_are_enforced_on_update() {
     fx.stop().await;
 }
 
+#[tokio::test]
+async fn turning_restart_on_disruption_on_after_creation_is_denied_with_its_path() {
+    let (fx, api) = Fixture::start().await;
+    api.insert(builtin("torch-distributed"));
+    let old = trainjob(json!({"runtimeRef": {"name": "torch-distributed"}}));
+    let mut new = old.clone();
+    new["metadata"]["annotations"] = json!({"kubetrain.dev/restart-on-disruption": "true"});
+    let response = fx
+        .review(
+            Route::ValidateTrainJob,
+            review("UPDATE", "TrainJob", "trainjobs", new, Some(old)),
+        )
+        .await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains(
+            "metadata.annotations[kubetrain.dev/restart-on-disruption]: cannot be changed"
+        ),
+        "{response}"
+    );
+    fx.stop().await;
+}
+
 fn decode_patch(response: &Value) -> Value {
     use base64::Engine as _;
     let encoded = response["patch"].as_str().expect("a patch");
