@@ -751,29 +751,14 @@ async fn run_once(
         tokio::select! {
             Some(((r, p), exit)) = exit_rx.recv() => {
                 running -= 1;
-                let state = &mut states[r][p];
-                state.finish(exit.ok, exit.detail.clone());
-                let rjob = &plan.replicated_jobs[r];
-                let pod = &rjob.pods[p].name;
-                // An elastic job goes on without a trainer pod lost to a disruption, while enough are left.
-                let elastic = plan
-                    .elastic
-                    .filter(|_| !exit.ok && exit.disrupted && (rjob.trainer || !any_trainer));
-                if let Some(bounds) = elastic {
-                    match shrink(plan, &mut states, (r, p), &exit, bounds, (reports, history)) {
-                        Ok(notice) => {
-                            let detail = states[r][p].detail.clone().unwrap_or_default();
-                            let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: PodPhase::Failed, detail }).await;
-                            let _ = events.send(RunEvent::Notice(notice)).await;
-                            continue;
-                        }
-                        Err(fatal) => {
-                            let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: PodPhase::Failed, detail: exit.detail.clone() }).await;
-                            break fatal;
-                        }
-                    }
+                states[r][p].finish(exit.ok, exit.detail.clone());
+                let pod = &plan.replicated_jobs[r].pods[p].name;
+                match elastic_loss(plan, &mut states, (r, p), &exit, events, (reports, history)).await {
+                    Some(Ok(())) => continue,
+                    Some(Err(fatal)) => break fatal,
+                    None => {}
                 }
-                let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: state.phase, detail: exit.detail.clone() }).await;
+                let _ = events.send(RunEvent::PodFinished { pod: pod.clone(), phase: states[r][p].phase, detail: exit.detail.clone() }).await;
                 if !exit.ok {
                     let (pod, detail) = (pod.clone(), exit.detail.clone());
                     break if exit.disrupted {
@@ -820,6 +805,43 @@ async fn stop_the_rest(
             })
             .await;
     }
+}
+
+/// A trainer pod of an elastic job lost to a disruption: the job goes on without it while enough are left
+/// (`Ok`, after the pod's end and the restart's notice are sent) or ends (`Err`). `None` for any other exit.
+async fn elastic_loss(
+    plan: &JobPlan,
+    states: &mut [Vec<PodState>],
+    (r, p): (usize, usize),
+    exit: &PodExit,
+    events: &mpsc::Sender<RunEvent>,
+    log: (&Mutex<Reports>, &mut Vec<Restart>),
+) -> Option<Result<(), Outcome>> {
+    let rjob = &plan.replicated_jobs[r];
+    let any_trainer = plan.replicated_jobs.iter().any(|r| r.trainer);
+    let bounds = plan
+        .elastic
+        .filter(|_| !exit.ok && exit.disrupted && (rjob.trainer || !any_trainer))?;
+    let pod = rjob.pods[p].name.clone();
+    let shrunk = shrink(plan, states, (r, p), exit, bounds, log);
+    let detail = match &shrunk {
+        Ok(_) => states[r][p].detail.clone().unwrap_or_default(),
+        Err(_) => exit.detail.clone(),
+    };
+    let _ = events
+        .send(RunEvent::PodFinished {
+            pod,
+            phase: PodPhase::Failed,
+            detail,
+        })
+        .await;
+    Some(match shrunk {
+        Ok(notice) => {
+            let _ = events.send(RunEvent::Notice(notice)).await;
+            Ok(())
+        }
+        Err(fatal) => Err(fatal),
+    })
 }
 
 /// An elastic job lost trainer pod `(r, p)` to a disruption: goes on without it while at least `min`

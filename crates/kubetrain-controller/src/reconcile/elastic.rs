@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::autoscaling::v2::{MetricSpec, MetricTarget};
+use k8s_openapi::api::batch::v1::JobSpec;
 use k8s_openapi::api::core::v1::{Node, PodSpec, Taint, Toleration};
 use kube::runtime::events::{Event, EventType};
 use kubetrain_api::Metric;
@@ -59,21 +60,16 @@ pub fn bounds(jobset: &JobSet) -> Option<Bounds> {
 
 /// The pod template of the replicated job `bounds` sizes.
 pub fn node_pod<'a>(jobset: &'a JobSet, bounds: &Bounds) -> Option<&'a PodSpec> {
-    jobset
-        .spec
-        .replicated_jobs
-        .iter()
-        .find(|r| r.name == bounds.replicated_job)?
-        .template
-        .spec
-        .as_ref()?
-        .template
-        .spec
-        .as_ref()
+    node_job(jobset, bounds)?.template.spec.as_ref()
 }
 
 /// The node job's `parallelism` in `jobset`.
 pub fn current(jobset: &JobSet, bounds: &Bounds) -> Option<i32> {
+    node_job(jobset, bounds)?.parallelism
+}
+
+/// The Job spec of the replicated job `bounds` sizes.
+fn node_job<'a>(jobset: &'a JobSet, bounds: &Bounds) -> Option<&'a JobSpec> {
     jobset
         .spec
         .replicated_jobs
@@ -81,8 +77,7 @@ pub fn current(jobset: &JobSet, bounds: &Bounds) -> Option<i32> {
         .find(|r| r.name == bounds.replicated_job)?
         .template
         .spec
-        .as_ref()?
-        .parallelism
+        .as_ref()
 }
 
 /// The node count: the nodes a node pod fits on, or fewer when the metrics ask for fewer ([`wanted_by_metrics`]),
