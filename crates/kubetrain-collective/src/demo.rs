@@ -154,6 +154,20 @@ pub fn train_linear_regression<C: Communicator>(
     })
 }
 
+/// Rank `rank`'s contiguous shard of `samples` over `n` ranks, and the weight of its mean: when the samples
+/// do not split evenly (an elastic group of another size) each rank's mean is weighted by its shard's share,
+/// so the average is still the full-batch mean (for an even split the weight is exactly 1).
+fn shard_of(rank: usize, n: usize, samples: usize, truth: &[f64]) -> (Vec<(Vec<f64>, f64)>, f64) {
+    let (lo, hi) = (rank * samples / n, (rank + 1) * samples / n);
+    let weight = if samples.is_multiple_of(n) {
+        1.0
+    } else {
+        ((hi - lo) * n) as f64 / samples as f64
+    };
+    let d = truth.len() - 1;
+    ((lo..hi).map(|i| sample(i, d, truth)).collect(), weight)
+}
+
 /// [`train_linear_regression`] with checkpoints, resume and a time window: rank 0 loads the newest valid
 /// checkpoint (skipping damaged ones) and broadcasts it, so every rank resumes at its step; rank 0
 /// writes one every `every` steps and after the last.
@@ -173,20 +187,8 @@ pub fn train<C: Communicator>(
     let started = Instant::now();
     let d = cfg.features;
     let truth = true_weights(d);
-    // Contiguous shards; when the samples do not split evenly (an elastic group of another size) each
-    // rank's mean is weighted by its shard's share, so the average is still the full-batch mean (for an
-    // even split the weight is exactly 1).
-    let (lo, hi) = (
-        comm.rank() * cfg.samples / n,
-        (comm.rank() + 1) * cfg.samples / n,
-    );
-    let per = hi - lo;
-    let weight = if cfg.samples.is_multiple_of(n) {
-        1.0
-    } else {
-        (per * n) as f64 / cfg.samples as f64
-    };
-    let shard: Vec<(Vec<f64>, f64)> = (lo..hi).map(|i| sample(i, d, &truth)).collect();
+    let (shard, weight) = shard_of(comm.rank(), n, cfg.samples, &truth);
+    let per = shard.len();
     let mut w = vec![0.0f64; d + 1];
     let mut velocity = vec![0.0f64; d + 1];
     let mut first_step = 0u64;
