@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubetrain_api::constants::{LAUNCHER, MAX_MPI_HOSTS, NODE, TRAINING_RUNTIME_KIND};
-use kubetrain_api::{RuntimeRef, TrainJob, TrainJobSpec, Trainer};
+use kubetrain_api::{RuntimeRef, TrainJob, TrainJobSpec, Trainer, TrainingRuntimeSpec};
 
 use crate::kinds::{self, World};
 use crate::report::MigrationReport;
@@ -20,7 +20,7 @@ use role::Role;
 pub(crate) struct Converted {
     pub(crate) trainjob: TrainJob,
     /// The runtime spec to generate; `None` when the TrainJob references a built-in runtime.
-    pub(crate) runtime: Option<kubetrain_api::TrainingRuntimeSpec>,
+    pub(crate) runtime: Option<TrainingRuntimeSpec>,
     pub(crate) report: MigrationReport,
 }
 
@@ -112,21 +112,7 @@ pub(crate) fn convert(
     }
     policies::job_level(parsed, &mut report, &mut carried);
 
-    let templates: Vec<String> = std::iter::once(node.path.clone())
-        .chain(extra.iter().map(|e| e.role.path.clone()))
-        .collect();
-    let spec = runtime::runtime_spec(kind, job, node, extra, &carried);
-    let builtin = kinds::builtin_runtime(kind).filter(|_| runtime::is_plain(&spec));
-    report.builtin_runtime = builtin.is_some();
-    if builtin.is_none() {
-        for path in templates {
-            report.exact(
-                format!("{path}.template"),
-                "the rest of the pod template (labels, volumes, sidecars, init containers, security context, node \
-                 selector, tolerations, service account, ...) is the generated runtime's, as written",
-            );
-        }
-    }
+    let (spec, builtin) = runtime_of(job, node, extra, &carried, &mut report);
     let trainjob = trainjob(
         name,
         meta,
@@ -140,6 +126,34 @@ pub(crate) fn convert(
         runtime: builtin.is_none().then_some(spec),
         report,
     })
+}
+
+/// The generated runtime for `node` and `extra`, and the built-in runtime that takes its place when the job
+/// needs nothing of its own; otherwise the report says each template is carried into the generated one.
+fn runtime_of(
+    job: &V1Job,
+    node: Role,
+    extra: Vec<Extra>,
+    carried: &Carried,
+    report: &mut MigrationReport,
+) -> (TrainingRuntimeSpec, Option<&'static str>) {
+    let kind = job.kind();
+    let templates: Vec<String> = std::iter::once(node.path.clone())
+        .chain(extra.iter().map(|e| e.role.path.clone()))
+        .collect();
+    let spec = runtime::runtime_spec(kind, job, node, extra, carried);
+    let builtin = kinds::builtin_runtime(kind).filter(|_| runtime::is_plain(&spec));
+    report.builtin_runtime = builtin.is_some();
+    if builtin.is_none() {
+        for path in templates {
+            report.exact(
+                format!("{path}.template"),
+                "the rest of the pod template (labels, volumes, sidecars, init containers, security context, node \
+                 selector, tolerations, service account, ...) is the generated runtime's, as written",
+            );
+        }
+    }
+    (spec, builtin)
 }
 
 /// TFJob: `TF_CONFIG` in the pods of the other replica types that have a `tensorflow` container.
