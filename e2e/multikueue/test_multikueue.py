@@ -127,8 +127,12 @@ def test_trainjob_dispatched_to_worker_runs_there(clusters, tmp_path):
     assert "worker1" in checks[f"{ns}-mk"]["message"], checks
 
     # The copy runs on the worker: the worker's kubetrain-operator made its JobSet and kwok runs the pods.
-    eventually(lambda: get_json(on_worker, "jobset", "remote", "-n", ns)["status"]["replicatedJobsStatus"][0]
-               .get("active") == 1, "the worker's JobSet to run", timeout=180)
+    # A JobSet just created has no status yet: read it as "not running" rather than fail on the missing key.
+    def worker_jobset_active():
+        status = get_json(on_worker, "jobset", "remote", "-n", ns).get("status") or {}
+        replicated = status.get("replicatedJobsStatus") or [{}]
+        return replicated[0].get("active") == 1
+    eventually(worker_jobset_active, "the worker's JobSet to run", timeout=180)
     remote = get_json(on_worker, "trainjob", "remote", "-n", ns)
     # The adapter clears managedBy on the copy; our webhook defaults it to our controller: ours to run.
     assert remote["spec"].get("managedBy", TRAINJOB_CONTROLLER) == TRAINJOB_CONTROLLER, remote["spec"]
