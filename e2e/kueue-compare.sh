@@ -20,7 +20,9 @@
 # time). A scenario agrees when all its workloads do, as simulated or with the Workloads' documents shuffled
 # (K more model runs, default 7): Kueue takes one head per ClusterQueue from a Go map and sorts them without
 # a final tie-break, so heads equal in borrowing, priority and creation second meet in a random order, which
-# the model takes from the document order. --fair-sharing turns fair sharing on in Kueue's Configuration
+# the model takes from the document order. A Workload caught in a preempt-and-readmit loop on both sides (Kueue
+# preempted it twice or more, `status.schedulingStats`; the model's livelock check marks it `repeating`) agrees
+# whatever phase each side stopped in (docs/e2e.md, s5). --fair-sharing turns fair sharing on in Kueue's Configuration
 # (`fairSharing` with both preemption strategies) and in the model's, every ClusterQueue weighted 0.5, 1 or 2.
 # Ends with `kueue: N/M agree`; the differences, workload by workload, are in
 # ${TMPDIR:-/tmp}/kubetrain-kueue-compare/differences.md. --strict exits 1 unless all agree.

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::scenario::ScenarioSpec;
 use crate::model::{CqId, WlId};
-use crate::quantity::Count;
+use crate::quantity::{Count, UNLIMITED};
 use crate::quota::FrId;
 use crate::sched::{CycleResult, Phase, Scheduler};
 
@@ -20,7 +20,8 @@ pub struct Sample {
     pub t_ms: i64,
     /// Pending workloads (arrived, not admitted, not finished).
     pub pending: usize,
-    /// Used share of all nominal quota, in percent.
+    /// The mean over ClusterQueues of the share of each one's nominal quota in use, in percent (0 to 100;
+    /// see [`QueueStats::utilization_pct`]).
     pub utilization: f64,
 }
 
@@ -46,7 +47,10 @@ pub struct ClassStats {
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStats {
-    /// ∫used / (nominal × elapsed), percent (over all its flavor-resources).
+    /// The share of its nominal quota in use over the run, in percent (0 to 100): per flavor-resource it
+    /// has a nominal quota for, ∫min(used, nominal) / (nominal × elapsed), each resource in its own unit,
+    /// averaged over those flavor-resources. Usage above the nominal quota is borrowed from the cohort and
+    /// does not count here; a queue without nominal quota is at 0.
     pub utilization_pct: f64,
     /// Admissions.
     pub admissions: usize,
@@ -78,7 +82,7 @@ pub struct SimMetrics {
     pub classes: BTreeMap<String, ClassStats>,
     /// Per ClusterQueue.
     pub cluster_queues: BTreeMap<String, QueueStats>,
-    /// Mean utilization over ClusterQueues, percent.
+    /// Mean utilization over ClusterQueues, percent (0 to 100).
     pub mean_utilization_pct: f64,
     /// Preemptions issued.
     pub preemptions: usize,
@@ -102,34 +106,80 @@ pub struct SimOutcome {
     /// changing the state (e.g. a preemptor evicts a workload that is readmitted before it in the next cycle)
     /// and the state after the last cycle equals the one this many cycles earlier, so it would repeat forever.
     pub repeating_every: Option<u64>,
+    /// With [`SimOutcome::repeating_every`], the workloads caught in the livelock: admitted or preempted
+    /// within its last period (in id order). Empty otherwise.
+    pub repeating: Vec<WlId>,
 }
 
+/// Per ClusterQueue, the share of its nominal quota in use and its integral over time (see [`cq_share`]).
 struct Integrals {
-    used: Vec<f64>,
+    /// The flavor-resources each queue has a nominal quota for, with that quota.
+    nominal: Vec<Vec<(FrId, Count)>>,
+    /// The current share (0 to 1).
+    share: Vec<f64>,
     last: Vec<i64>,
+    /// ∫share dt (ms).
     acc: Vec<f64>,
 }
 
-/// Current used amount of a queue summed over its FRs (in Kueue units).
-fn cq_used(s: &Scheduler, cq: CqId) -> f64 {
-    s.admitted[cq]
-        .iter()
-        .filter_map(|&w| s.wls[w].admission.as_ref())
-        .flat_map(|a| a.usage.iter().map(|(_, v)| *v as f64))
-        .sum()
-}
-
-fn cq_nominal(s: &Scheduler, cq: CqId) -> f64 {
+/// The flavor-resources `cq` has a nominal quota for (above 0, not unlimited), with that quota.
+fn cq_nominal_frs(s: &Scheduler, cq: CqId) -> Vec<(FrId, Count)> {
     let t = &s.model.tree;
     let node = s.model.cqs[cq].node;
-    (0..t.nfr).map(|fr| t.nominal[t.ix(node, fr)] as f64).sum()
+    (0..t.nfr)
+        .map(|fr| (fr, t.nominal[t.ix(node, fr)]))
+        .filter(|&(_, n)| n > 0 && n != UNLIMITED)
+        .collect()
+}
+
+/// The share of `cq`'s nominal quota its admitted workloads use now: per flavor-resource it has a nominal
+/// quota for, the usage in that resource's own unit (milli-cpu and GPUs never add up) capped at the quota
+/// (what it borrows above it is its cohort's quota, not its own), averaged over those flavor-resources.
+/// Between 0 and 1; 0 for a queue without nominal quota.
+fn cq_share(s: &Scheduler, cq: CqId, nominal: &[(FrId, Count)]) -> f64 {
+    if nominal.is_empty() {
+        return 0.0;
+    }
+    let mut used = vec![0 as Count; nominal.len()];
+    for a in s.admitted[cq]
+        .iter()
+        .filter_map(|&w| s.wls[w].admission.as_ref())
+    {
+        for &(fr, v) in &a.usage {
+            if let Some(i) = nominal.iter().position(|&(f, _)| f == fr) {
+                used[i] = crate::quantity::add(used[i], v);
+            }
+        }
+    }
+    let sum: f64 = nominal
+        .iter()
+        .zip(&used)
+        .map(|(&(_, n), &u)| u.clamp(0, n) as f64 / n as f64)
+        .sum();
+    sum / nominal.len() as f64
 }
 
 impl Integrals {
+    fn new(s: &Scheduler) -> Self {
+        let ncq = s.model.cqs.len();
+        let nominal: Vec<_> = (0..ncq).map(|c| cq_nominal_frs(s, c)).collect();
+        Integrals {
+            share: (0..ncq).map(|c| cq_share(s, c, &nominal[c])).collect(),
+            nominal,
+            last: vec![0; ncq],
+            acc: vec![0.0; ncq],
+        }
+    }
+
+    /// The current share of `cq` (what [`Integrals::touch`] would record now).
+    fn current(&self, s: &Scheduler, cq: CqId) -> f64 {
+        cq_share(s, cq, &self.nominal[cq])
+    }
+
     fn touch(&mut self, s: &Scheduler, cq: CqId, now: i64) {
-        self.acc[cq] += self.used[cq] * (now - self.last[cq]) as f64;
+        self.acc[cq] += self.share[cq] * (now - self.last[cq]) as f64;
         self.last[cq] = now;
-        self.used[cq] = cq_used(s, cq);
+        self.share[cq] = self.current(s, cq);
     }
 }
 
@@ -162,11 +212,13 @@ struct Run<'a> {
     wasted: f64,
     compute: f64,
     raw_samples: Vec<Sample>,
-    total_nominal: f64,
     // Counters for the time series (workloads that start admitted are not counted as arrivals).
     initially_admitted: usize,
     running: usize,
     finished: usize,
+    /// Cycles booked so far, and per workload the last one that admitted or preempted it (0: none).
+    cycles: u64,
+    changed: Vec<u64>,
 }
 
 impl<'a> Run<'a> {
@@ -179,11 +231,7 @@ impl<'a> Run<'a> {
         arrivals.sort_by_key(|&w| (s.model.workloads[w].arrival_ms, w));
         let mut finishes = BinaryHeap::new();
         let ncq = s.model.cqs.len();
-        let integ = Integrals {
-            used: (0..ncq).map(|c| cq_used(s, c)).collect(),
-            last: vec![0; ncq],
-            acc: vec![0.0; ncq],
-        };
+        let integ = Integrals::new(s);
         // Jobs of workloads recorded as admitted run from their admission time; reserved ones
         // start when their checks are ready (`take_started`).
         for w in 0..n {
@@ -206,10 +254,11 @@ impl<'a> Run<'a> {
             wasted: 0.0,
             compute: 0.0,
             raw_samples: Vec::new(),
-            total_nominal: (0..ncq).map(|c| cq_nominal(s, c)).sum(),
             initially_admitted,
             running: initially_admitted,
             finished: 0,
+            cycles: 0,
+            changed: vec![0; n],
         }
     }
 
@@ -258,6 +307,10 @@ impl<'a> Run<'a> {
 
     /// Books a cycle's admissions, started runs, preemptions and lifecycle evictions.
     fn record_cycle(&mut self, s: &mut Scheduler, r: &CycleResult, now: i64) {
+        self.cycles += 1;
+        for &w in r.admitted.iter().chain(&r.preempted) {
+            self.changed[w] = self.cycles;
+        }
         for &w in &r.admitted {
             let cq = s.wls[w].admission.as_ref().map(|a| a.cq).unwrap_or(0);
             self.admissions[cq] += 1;
@@ -285,7 +338,7 @@ impl<'a> Run<'a> {
             return;
         }
         for c in 0..s.model.cqs.len() {
-            if (cq_used(s, c) - self.integ.used[c]).abs() > f64::EPSILON {
+            if (self.integ.current(s, c) - self.integ.share[c]).abs() > f64::EPSILON {
                 self.integ.touch(s, c, now);
             }
         }
@@ -301,14 +354,14 @@ impl<'a> Run<'a> {
     fn sample(&mut self, now: i64) {
         let pending = (self.next_arrival + self.initially_admitted)
             .saturating_sub(self.running + self.finished);
-        let used_now: f64 = self.integ.used.iter().sum();
+        let shares = &self.integ.share;
         self.raw_samples.push(Sample {
             t_ms: now,
             pending,
-            utilization: if self.total_nominal > 0.0 {
-                100.0 * used_now / self.total_nominal
-            } else {
+            utilization: if shares.is_empty() {
                 0.0
+            } else {
+                100.0 * shares.iter().sum::<f64>() / shares.len() as f64
             },
         });
     }
@@ -462,6 +515,7 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
     // The fingerprint after each cycle, with its cycle number.
     let mut seen: HashMap<u64, u64> = HashMap::new();
     let mut repeating_every = None;
+    let mut repeating = Vec::new();
     loop {
         if let Some(until) = stop.until_ms
             && now > until
@@ -501,6 +555,9 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
             && let Some(before) = seen.insert(state_fingerprint(&s, &run), cycles)
         {
             repeating_every = Some(cycles - before);
+            repeating = (0..s.wls.len())
+                .filter(|&w| run.changed[w] > before)
+                .collect();
             now += cycle_ms;
             break;
         }
@@ -542,6 +599,7 @@ pub fn simulate_until(mut s: Scheduler, scenario: &ScenarioSpec, stop: Stop) -> 
         metrics,
         samples,
         repeating_every,
+        repeating,
     }
 }
 
@@ -596,12 +654,7 @@ fn queue_stats(
     let mut out = BTreeMap::new();
     let mut util_sum = 0.0;
     for (c, &admitted) in admissions.iter().enumerate() {
-        let nominal = cq_nominal(s, c);
-        let u = if nominal > 0.0 {
-            100.0 * integ.acc[c] / (nominal * elapsed as f64)
-        } else {
-            0.0
-        };
+        let u = 100.0 * integ.acc[c] / elapsed as f64;
         util_sum += u;
         out.insert(
             s.model.cqs[c].name.clone(),

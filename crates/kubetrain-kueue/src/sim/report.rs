@@ -52,6 +52,10 @@ pub struct WorkloadReport {
     /// Admission checks of the current reservation: (name, state).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub admission_checks: Vec<(String, String)>,
+    /// Caught in the livelock the simulation stopped on ([`SimOutcome::repeating`]): admitted or preempted
+    /// within the loop's last period, so its state is the phase the loop was in when the run stopped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub repeating: bool,
 }
 
 /// The JSON document of `kubetrain queue simulate -o json`.
@@ -136,6 +140,7 @@ pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
                     .iter()
                     .map(|(c, state)| (m.checks[*c].name.clone(), state.as_str().to_string()))
                     .collect(),
+                repeating: false,
             }
         })
         .collect()
@@ -145,7 +150,15 @@ pub fn workloads(s: &Scheduler) -> Vec<WorkloadReport> {
 pub fn simulation_report(o: &SimOutcome) -> SimulationReport {
     SimulationReport {
         cycles: o.cycles,
-        workloads: workloads(&o.sched),
+        workloads: {
+            let mut ws = workloads(&o.sched);
+            for &w in &o.repeating {
+                if let Some(r) = ws.get_mut(w) {
+                    r.repeating = true;
+                }
+            }
+            ws
+        },
         metrics: o.metrics.clone(),
         repeating_every: o.repeating_every,
     }

@@ -8,7 +8,7 @@ use kubetrain_kueue::model::Model;
 use kubetrain_kueue::sched::conditions::find;
 use kubetrain_kueue::sched::{Phase, Scheduler};
 use kubetrain_kueue::sim::engine::{SimOutcome, simulate};
-use kubetrain_kueue::sim::report::workloads;
+use kubetrain_kueue::sim::report::{simulation_report, workloads};
 use kubetrain_kueue::sim::scenario::ScenarioSpec;
 
 /// `borrowing` (cpu 2 per pod, 3 pods, minCount 1) borrows cpu in `borrower`; `reclaiming` (priority 50,
@@ -134,6 +134,18 @@ fn preempt_readmit_livelock_ends_the_run() {
         "{}",
         reserved.message
     );
+    // The workload admitted and preempted over and over is the one caught in the loop; the preemptor, never
+    // admitted, is not (Kueue counts the first's evictions in `status.schedulingStats`).
+    assert_eq!(o.repeating, vec![borrowing]);
+    let json = serde_json::to_value(simulation_report(&o)).expect("the report serializes");
+    let flagged: Vec<&str> = json["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .filter(|w| w["repeating"] == true)
+        .map(|w| w["key"].as_str().expect("key"))
+        .collect();
+    assert_eq!(flagged, ["ns/borrowing"]);
     // The state it stops on is the one a bounded run reaches at that cycle, and again a period later.
     let at_stop = report(&o);
     assert_eq!(report(&sim(LIVELOCK, Some(o.cycles))), at_stop);
@@ -143,6 +155,7 @@ fn preempt_readmit_livelock_ends_the_run() {
     let bounded = sim(LIVELOCK, Some(o.cycles + 1));
     assert_eq!(bounded.cycles, o.cycles + 1);
     assert_eq!(bounded.repeating_every, None);
+    assert!(bounded.repeating.is_empty());
     assert_eq!(bounded.sched.state(borrowing).phase, Phase::Admitted);
 }
 
@@ -154,6 +167,7 @@ fn a_run_that_settles_is_not_a_livelock() {
         .expect("the last document is the reclaiming workload");
     let o = sim(settling, None);
     assert_eq!(o.repeating_every, None);
+    assert!(o.repeating.is_empty());
     let s = &o.sched;
     let borrowing = s.workload_id("ns/borrowing").expect("borrowing");
     assert_eq!(s.state(borrowing).phase, Phase::Admitted);
