@@ -3,7 +3,9 @@
 An elastic TrainJob (`mlPolicy.torch.elasticPolicy` with minNodes 2, maxNodes 4; pods that need a whole node)
 starts with the nodes its pods fit on between the bounds, grows when more kwok nodes appear, and shrinks when
 one is lost, instead of failing: the operator's elastic loop resizes the running JobSet's node job
-(`parallelism` = `completions`, JobSet's `ElasticJobSet` gate), with a `TrainJobScaled` event each time.
+(`parallelism` = `completions`, JobSet's `ElasticJobSet` gate), with a `TrainJobScaled` event each time. A job
+whose policy has a CPU `Resource` metric, on this cluster without a metrics server, keeps its initial size
+(numNodes) though more nodes fit, and says why once (`ElasticMetricsUnreadable`).
 """
 
 import pytest
@@ -99,3 +101,39 @@ def test_an_elastic_job_starts_with_the_nodes_there_grows_with_more_and_shrinks_
     for pod in pods:
         kubectl("annotate", "pod", pod["metadata"]["name"], "-n", ns, "e2e.kubetrain.dev/finish=succeed")
     wait("trainjob/grow", "condition=Complete", ns)
+
+
+def test_an_elastic_job_whose_metrics_cannot_be_read_keeps_its_initial_size(ns, pool):
+    """A CPU `Resource` metric with no metrics server (the metrics.k8s.io API is not served): the job starts
+    with its numNodes (2) though 4 nodes fit, as an HPA without readable metrics does not scale, and says why
+    once with an `ElasticMetricsUnreadable` event."""
+    kwok_nodes(pool, 4)
+    runtime = elastic_runtime("elastic-cpu", pool)
+    runtime["spec"]["mlPolicy"]["torch"]["elasticPolicy"]["metrics"] = [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
+    ]
+    apply(runtime, ns)
+    job = elastic_job("keep", "elastic-cpu")
+    job["spec"]["trainer"]["numNodes"] = 2
+    job["spec"]["trainer"]["resourcesPerNode"]["requests"] = {"cpu": "1"}
+    apply(job, ns)
+    eventually(lambda: exists("jobset", "keep", ns), "the JobSet")
+    assert nodes_of(ns, "keep") == (2, 2)
+    pods = eventually(lambda: len(running_pods(ns, "keep")) == 2 and running_pods(ns, "keep"), "two running pods")
+
+    def unreadable():
+        for e in get("events.events.k8s.io", namespace=ns)["items"]:
+            if e.get("reason") == "ElasticMetricsUnreadable" and (e.get("regarding") or {}).get("name") == "keep":
+                return e
+        return None
+
+    # The running job's loop read the node pods' PodMetrics, found the API not served, and kept the size.
+    e = eventually(unreadable, "the ElasticMetricsUnreadable event")
+    assert "metrics.k8s.io/v1beta1 is not served" in e["note"], e["note"]
+    assert e["type"] == "Warning"
+    assert nodes_of(ns, "keep") == (2, 2)
+    assert scaled(ns, "keep", "nodes") is None
+
+    for pod in pods:
+        kubectl("annotate", "pod", pod["metadata"]["name"], "-n", ns, "e2e.kubetrain.dev/finish=succeed")
+    wait("trainjob/keep", "condition=Complete", ns)

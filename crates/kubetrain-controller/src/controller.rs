@@ -120,6 +120,8 @@ pub struct Context {
     /// The restart history this leader last recorded per TrainJob (uid, history): the cache may not have the
     /// annotation's echo yet, and a restart must be announced once.
     restarts: RestartMemory,
+    /// The elastic loop's per-TrainJob memory (metric recommendations, causes announced).
+    elastic: reconcile::elastic::Memory,
 }
 
 /// What the leader last recorded of each TrainJob's restarts ([`reconcile::restarts`]).
@@ -155,6 +157,7 @@ impl Context {
             memory: AppliedMemory::default(),
             snapshots: ParsedSnapshots::default(),
             restarts: RestartMemory::default(),
+            elastic: reconcile::elastic::Memory::default(),
         }
     }
 
@@ -894,7 +897,9 @@ struct Scaling<'a> {
 }
 
 /// Sizes an elastic job's node job to the nodes a node pod fits on, within its bounds (a live `LIST` of the
-/// nodes, made only for elastic jobs), with a `TrainJobScaled` event when the size changes. A JobSet about to
+/// nodes, made only for elastic jobs), and within that to what the policy's metrics ask for, stabilized
+/// ([`reconcile::elastic::recommend`]: unreadable metrics keep the size), with a `TrainJobScaled` event when
+/// the size changes. A JobSet about to
 /// be applied gets the size in its body; a running one (never re-applied) gets a JSON patch of the node job's
 /// `parallelism` and `completions` (JobSet's `ElasticJobSet` gate resizes its Job in place). A suspended job,
 /// one Kueue admits (it sizes the job: partial admission) and a finished JobSet keep their size. Returns when
@@ -945,16 +950,28 @@ async fn scale_elastic(
         .await
         .map_err(|e| Error::kube("listing nodes for an elastic TrainJob".to_owned(), e))?;
     let fitting = elastic::fitting_nodes(&nodes.items, &pod);
-    // The policy's metrics, read from what the trainer reports.
-    let reported = job
-        .status
-        .as_ref()
-        .and_then(|s| s.trainer_status.as_ref())
-        .map(|t| t.metrics.as_slice())
-        .unwrap_or_default();
-    let current = from.unwrap_or(bounds.max);
-    let wanted = elastic::wanted_by_metrics(policy_metrics(scaling.runtime), reported, current);
-    let size = elastic::desired(&bounds, fitting, wanted);
+    // The size now: the running JobSet's, or the initial size (numNodes) of the one about to be created.
+    let current = from
+        .or_else(|| {
+            to_apply
+                .as_deref()
+                .and_then(|js| elastic::current(js, &bounds))
+        })
+        .unwrap_or(bounds.max);
+    let ask = elastic::Ask {
+        bounds: &bounds,
+        pod: &pod,
+        metrics: policy_metrics(scaling.runtime),
+        current,
+        running: from.is_some(),
+    };
+    let now = std::time::Instant::now();
+    let recommended = elastic::recommend(&ctx.client, &ctx.elastic, job, ask, now).await;
+    if let Some(event) = &recommended.unreadable {
+        events::publish(&ctx.recorder, event, &job.object_ref(&())).await;
+    }
+    let wanted = recommended.wanted;
+    let size = elastic::desired(&bounds, fitting, current, wanted);
     match to_apply {
         Some(js) => elastic::scale(js, &bounds, size),
         None if from != Some(size) => {

@@ -24,7 +24,8 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 ///   `create` when the object does not exist yet. JobSets are `delete`d after the active deadline.
 /// - A TrainJob's `kubetrain.dev/restarts` annotation is merge-`patch`ed when its JobSet restarted
 ///   (`reconcile::restarts`).
-/// - Nodes are `list`ed for elastic TrainJobs only (`reconcile::elastic`).
+/// - Nodes are `list`ed for elastic TrainJobs only (`reconcile::elastic`), and the node pods' `PodMetrics`
+///   (`metrics.k8s.io`) for elastic TrainJobs with `Resource` or `ContainerResource` metrics.
 /// - Events are created, and patched when they repeat (an event series).
 /// - OptimizationJobs are watched and their status merge-patched; their trials are TrainJobs the controller
 ///   creates and patches (early stopping), see [`crate::optimization::required_rules`].
@@ -55,6 +56,8 @@ pub fn required_rules() -> Vec<PolicyRule> {
         rule("events.k8s.io", &["events"], &["create", "patch"]),
         // The elastic loop counts the nodes an elastic TrainJob's pods fit on (reconcile::elastic).
         rule("", &["nodes"], &["list"]),
+        // The elastic loop reads the node pods' usage for Resource metrics (reconcile::elastic::metrics).
+        rule("metrics.k8s.io", &["pods"], &["list"]),
     ]
     .into_iter()
     // The OptimizationJob controller: its jobs and their status, and the trial TrainJobs it creates and stops.
@@ -93,6 +96,7 @@ mod tests {
             ("events.k8s.io", "events", "create"),
             ("trainer.kubeflow.org", "trainjobs", "patch"),
             ("", "nodes", "list"),
+            ("metrics.k8s.io", "pods", "list"),
         ] {
             assert!(allows(group, resource, verb), "{verb} {group}/{resource}");
         }

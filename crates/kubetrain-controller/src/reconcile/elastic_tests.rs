@@ -2,6 +2,8 @@ use k8s_openapi::api::core::v1::Node;
 use kubetrain_api::jobset::JobSet;
 use serde_json::json;
 
+use std::time::{Duration, Instant};
+
 use super::*;
 
 fn node(name: &str, gpus: &str, ready: bool, extra: serde_json::Value) -> Node {
@@ -66,12 +68,24 @@ fn bounds_come_from_the_torch_plugins_annotations() {
 #[test]
 fn the_node_count_is_the_fitting_nodes_within_the_bounds() {
     let b = bounds(&elastic("2", "6")).unwrap();
-    assert_eq!(desired(&b, 0, None), 2);
-    assert_eq!(desired(&b, 4, None), 4);
-    assert_eq!(desired(&b, 9, None), 6);
-    assert_eq!(desired(&b, 5, Some(3)), 3, "the metrics ask for fewer");
-    assert_eq!(desired(&b, 5, Some(9)), 5, "capacity caps the metrics");
-    assert_eq!(desired(&b, 5, Some(1)), 2, "never below minNodes");
+    assert_eq!(desired(&b, 0, 4, Wanted::NoMetrics), 2);
+    assert_eq!(desired(&b, 4, 2, Wanted::NoMetrics), 4);
+    assert_eq!(desired(&b, 9, 4, Wanted::NoMetrics), 6);
+    assert_eq!(
+        desired(&b, 5, 4, Wanted::Nodes(3)),
+        3,
+        "the metrics ask for fewer"
+    );
+    assert_eq!(
+        desired(&b, 5, 4, Wanted::Nodes(9)),
+        5,
+        "capacity caps the metrics"
+    );
+    assert_eq!(
+        desired(&b, 5, 4, Wanted::Nodes(1)),
+        2,
+        "never below minNodes"
+    );
     let mut js = elastic("2", "6");
     assert_eq!(current(&js, &b), Some(4));
     scale(&mut js, &b, 5);
@@ -159,7 +173,7 @@ fn tolerations_follow_kubernetes_rules() {
 #[test]
 fn the_event_says_which_way_and_why() {
     let b = bounds(&elastic("2", "6")).unwrap();
-    let up = scaled_event(&b, 4, 6, 6, None);
+    let up = scaled_event(&b, 4, 6, 6, Wanted::NoMetrics);
     assert_eq!(up.reason, TRAINJOB_SCALED);
     assert_eq!(up.action, "Scale4To6");
     assert!(
@@ -168,8 +182,22 @@ fn the_event_says_which_way_and_why() {
             .unwrap()
             .contains("from 4 to 6 nodes: more nodes fit")
     );
-    let down = scaled_event(&b, 6, 5, 5, None);
+    let down = scaled_event(&b, 6, 5, 5, Wanted::NoMetrics);
     assert!(down.note.as_deref().unwrap().contains("fewer nodes fit"));
+    let lost = scaled_event(&b, 4, 3, 3, Wanted::Unreadable);
+    let note = lost.note.as_deref().unwrap();
+    assert!(
+        note.contains("from 4 to 3 nodes: fewer nodes fit")
+            && note.contains("the metrics cannot be read"),
+        "{note}"
+    );
+    let metric = scaled_event(&b, 5, 3, 6, Wanted::Nodes(3));
+    let note = metric.note.as_deref().unwrap();
+    assert!(
+        note.contains("the metrics ask for fewer nodes (for the whole stabilization window)")
+            && note.contains("the metrics ask for 3"),
+        "{note}"
+    );
 }
 
 fn metric(name: &str, value: &str) -> kubetrain_api::Metric {
@@ -181,6 +209,16 @@ fn metric(name: &str, value: &str) -> kubetrain_api::Metric {
 
 fn spec(value: serde_json::Value) -> MetricSpec {
     serde_json::from_value(value).unwrap()
+}
+
+/// [`wanted`] without resource usage.
+fn read(metrics: &[MetricSpec], reported: &[kubetrain_api::Metric], current: i32) -> Wanted {
+    wanted(
+        metrics,
+        reported,
+        &metrics::ResourceUsage::default(),
+        current,
+    )
 }
 
 #[test]
@@ -201,53 +239,190 @@ fn metrics_follow_the_hpa_formulas_on_what_the_trainer_reports() {
         "target": {"type": "Utilization", "averageUtilization": 80}}}));
     // 1500 per node on 4 nodes against 1000: 6.
     assert_eq!(
-        wanted_by_metrics(
+        read(
             std::slice::from_ref(&pods),
             &[metric("tokens_per_node", "1500")],
             4
         ),
-        Some(6)
+        Wanted::Nodes(6)
     );
     // Within 10 %: no change.
     assert_eq!(
-        wanted_by_metrics(
+        read(
             std::slice::from_ref(&pods),
             &[metric("tokens_per_node", "1050")],
             4
         ),
-        Some(4)
+        Wanted::Nodes(4)
     );
     assert_eq!(
-        wanted_by_metrics(
+        read(
             std::slice::from_ref(&pods),
             &[metric("tokens_per_node", "400")],
             4
         ),
-        Some(2)
+        Wanted::Nodes(2)
     );
     // A total over a per-node target: 1.2 / 0.5 = 3 (rounded up).
     assert_eq!(
-        wanted_by_metrics(
+        read(
             std::slice::from_ref(&external),
             &[metric("queue", "1.2")],
             4
         ),
-        Some(3)
+        Wanted::Nodes(3)
     );
     assert_eq!(
-        wanted_by_metrics(std::slice::from_ref(&value), &[metric("lag", "25")], 2),
-        Some(5)
+        read(std::slice::from_ref(&value), &[metric("lag", "25")], 2),
+        Wanted::Nodes(5)
     );
-    // The highest of those that can be read; unread and unsupported ones ask nothing.
+    // The highest of those that can be read, when the unread ones would not stop a shrink.
     let all = [pods, external, value, cpu.clone()];
     assert_eq!(
-        wanted_by_metrics(
+        read(
             &all,
             &[metric("tokens_per_node", "1500"), metric("lag", "x")],
             4
         ),
-        Some(6)
+        Wanted::Nodes(6)
     );
-    assert_eq!(wanted_by_metrics(&all, &[], 4), None);
-    assert_eq!(wanted_by_metrics(&[cpu], &[metric("cpu", "90")], 4), None);
+    assert_eq!(read(&all, &[], 4), Wanted::Unreadable);
+    assert_eq!(read(&[cpu], &[metric("cpu", "90")], 4), Wanted::Unreadable);
+    // Some unread and the others ask for fewer: an HPA does not shrink on partial metrics.
+    assert_eq!(
+        read(&all, &[metric("tokens_per_node", "400")], 4),
+        Wanted::Unreadable
+    );
+    assert_eq!(read(&[], &[metric("cpu", "90")], 4), Wanted::NoMetrics);
+}
+
+#[test]
+fn metrics_that_cannot_be_read_keep_the_size_and_capacity_still_caps_it() {
+    let b = bounds(&elastic("2", "6")).unwrap();
+    // A new JobSet: its initial size (numNodes 3) stays though 6 nodes fit.
+    assert_eq!(desired(&b, 6, 3, Wanted::Unreadable), 3);
+    // A running one keeps its 4 when more fit...
+    assert_eq!(desired(&b, 8, 4, Wanted::Unreadable), 4);
+    // ...and shrinks at once when a node is lost.
+    assert_eq!(desired(&b, 3, 4, Wanted::Unreadable), 3);
+    // Within the bounds still.
+    assert_eq!(desired(&b, 1, 4, Wanted::Unreadable), 2);
+    assert_eq!(desired(&b, 8, 9, Wanted::Unreadable), 6);
+    // Without metrics the nodes decide, as before.
+    assert_eq!(desired(&b, 6, 3, Wanted::NoMetrics), 6);
+}
+
+fn at(t0: Instant, seconds: u64) -> Instant {
+    t0 + Duration::from_secs(seconds)
+}
+
+#[test]
+fn a_shrink_waits_for_the_whole_stabilization_window_and_growth_does_not() {
+    let memory = Memory::default();
+    let t0 = Instant::now();
+    let window = SCALE_DOWN_STABILIZATION;
+    // First sight at 4 nodes: the history starts with 4, so asking for 2 keeps 4.
+    assert_eq!(
+        memory.stabilize("u", Wanted::Nodes(2), 4, t0, window),
+        Wanted::Nodes(4)
+    );
+    assert_eq!(
+        memory.stabilize("u", Wanted::Nodes(3), 4, at(t0, 100), window),
+        Wanted::Nodes(4)
+    );
+    assert_eq!(
+        memory.stabilize("u", Wanted::Nodes(2), 4, at(t0, 299), window),
+        Wanted::Nodes(4),
+        "the first sight is still within the window"
+    );
+    // 300 s after the first sight: the highest within the window is 3 (asked at 100 s).
+    assert_eq!(
+        memory.stabilize("u", Wanted::Nodes(2), 4, at(t0, 300), window),
+        Wanted::Nodes(3)
+    );
+    assert_eq!(
+        memory.stabilize("u", Wanted::Nodes(2), 3, at(t0, 400), window),
+        Wanted::Nodes(2),
+        "fewer for the whole window"
+    );
+    // Growth follows at once.
+    assert_eq!(
+        memory.stabilize("u", Wanted::Nodes(5), 2, at(t0, 410), window),
+        Wanted::Nodes(5)
+    );
+    // A dip after growth waits again.
+    assert_eq!(
+        memory.stabilize("u", Wanted::Nodes(2), 5, at(t0, 420), window),
+        Wanted::Nodes(5)
+    );
+    assert_eq!(
+        memory.stabilize("u", Wanted::Nodes(2), 5, at(t0, 710), window),
+        Wanted::Nodes(2)
+    );
+    // Unreadable and no metrics pass through; another job has its own history.
+    assert_eq!(
+        memory.stabilize("u", Wanted::Unreadable, 5, at(t0, 720), window),
+        Wanted::Unreadable
+    );
+    assert_eq!(
+        memory.stabilize("v", Wanted::NoMetrics, 5, at(t0, 720), window),
+        Wanted::NoMetrics
+    );
+    assert_eq!(
+        memory.stabilize("v", Wanted::Nodes(1), 2, at(t0, 720), window),
+        Wanted::Nodes(2)
+    );
+}
+
+#[test]
+fn a_lost_node_shrinks_at_once_while_a_metric_shrink_is_held() {
+    let b = bounds(&elastic("2", "6")).unwrap();
+    let memory = Memory::default();
+    let t0 = Instant::now();
+    let window = SCALE_DOWN_STABILIZATION;
+    // 5 nodes run and fit; the metrics ask for 3: held at 5.
+    let held = memory.stabilize("u", Wanted::Nodes(3), 5, t0, window);
+    assert_eq!(desired(&b, 5, 5, held), 5);
+    // A node goes 30 s later: 4 fit, the job shrinks to 4 at once (not to 3: the window holds).
+    let held = memory.stabilize("u", Wanted::Nodes(3), 5, at(t0, 30), window);
+    assert_eq!(desired(&b, 4, 5, held), 4);
+}
+
+#[test]
+fn the_memory_announces_a_cause_once_and_forgets_idle_jobs() {
+    let memory = Memory::default();
+    let t0 = Instant::now();
+    let window = SCALE_DOWN_STABILIZATION;
+    assert!(memory.announce("u", "not served", t0, window));
+    assert!(!memory.announce("u", "not served", at(t0, 10), window));
+    assert!(memory.announce("u", "forbidden", at(t0, 20), window));
+    assert!(memory.announce("v", "not served", at(t0, 20), window));
+    memory.stabilize("w", Wanted::Nodes(2), 2, at(t0, 20), window);
+    assert_eq!(memory.jobs(), 3);
+    // Two windows unseen: deleted or finished jobs are dropped; one still seen stays.
+    memory.stabilize("w", Wanted::Nodes(2), 2, at(t0, 500), window);
+    memory.stabilize("w", Wanted::Nodes(2), 2, at(t0, 620), window);
+    assert_eq!(memory.jobs(), 1);
+    assert!(
+        memory.announce("u", "not served", at(t0, 620), window),
+        "a job seen again after it was forgotten is told again"
+    );
+}
+
+#[test]
+fn the_unreadable_event_fits_an_events_note() {
+    let event = unreadable_event(&"é".repeat(2000));
+    assert_eq!(event.reason, ELASTIC_METRICS_UNREADABLE);
+    assert_eq!(event.type_, EventType::Warning);
+    let note = event.note.unwrap();
+    assert!(
+        note.len() <= 1024 && note.ends_with("..."),
+        "{}",
+        note.len()
+    );
+    let short = unreadable_event("not served").note.unwrap();
+    assert!(
+        short.contains("not served; the job keeps its size"),
+        "{short}"
+    );
 }
