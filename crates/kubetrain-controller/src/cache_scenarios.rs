@@ -27,7 +27,10 @@ fn cached_context(client: kube::Client, caches: Caches) -> Arc<Context> {
     Arc::new(
         Context::new(
             client,
-            Settings::default(),
+            Settings {
+                status_counts_interval: Duration::ZERO,
+                ..Settings::default()
+            },
             Leadership::always(),
             Arc::new(ControllerMetrics::default()),
         )

@@ -319,3 +319,67 @@ fn merge_patches_write_only_changes_and_null_removals() {
     let patch = merge_patch(&TrainJobStatus::default(), &before).unwrap();
     assert_eq!(patch["status"], serde_json::to_value(&before).unwrap());
 }
+
+#[test]
+fn a_write_is_count_only_when_nothing_but_the_counts_changed() {
+    let counts = |active, succeeded| {
+        vec![JobStatus {
+            name: "node".into(),
+            active,
+            succeeded,
+            ..Default::default()
+        }]
+    };
+    let running = TrainJobStatus {
+        jobs_status: counts(1, 0),
+        ..Default::default()
+    };
+    let table = [
+        ("the same status", running.clone(), false),
+        (
+            "another count",
+            TrainJobStatus {
+                jobs_status: counts(0, 1),
+                ..running.clone()
+            },
+            true,
+        ),
+        (
+            "the counts gone",
+            TrainJobStatus {
+                jobs_status: Vec::new(),
+                ..running.clone()
+            },
+            true,
+        ),
+        (
+            "a condition with the counts",
+            TrainJobStatus {
+                jobs_status: counts(0, 1),
+                conditions: vec![cond("Complete", "True", "JobSetCompleted", 5)],
+                ..running.clone()
+            },
+            false,
+        ),
+        (
+            "a condition alone",
+            TrainJobStatus {
+                conditions: vec![cond("Suspended", "True", "Suspended", 5)],
+                ..running.clone()
+            },
+            false,
+        ),
+        (
+            "a completion time with the counts",
+            TrainJobStatus {
+                jobs_status: counts(0, 1),
+                completion_time: Some(at(9)),
+                ..running.clone()
+            },
+            false,
+        ),
+    ];
+    for (what, after, expected) in table {
+        assert_eq!(counts_only(&running, &after), expected, "{what}");
+    }
+}
