@@ -12,8 +12,9 @@
 # pods are compared as written: what each training process would see, rank by rank (world size, rank, local
 # rank and processes per node, a master address and port that reach the rank-0 pod, image, command and args,
 # resources, volumes and mounts, node selector and tolerations). A job is equivalent when every difference is
-# one docs/migrate.md lists as equivalent. Ends with `migrate: N/M equivalent`; the differences, job by job,
-# are in ${TMPDIR:-/tmp}/kubetrain-migrate-compare/differences.md.
+# one docs/migrate.md lists as equivalent. Ends with `migrate: N/M equivalent`, and exits 1 when a job differs
+# though its migration report claims everything carried; the differences, job by job, are in
+# ${TMPDIR:-/tmp}/kubetrain-migrate-compare/differences.md.
 # Runs its own cluster beside others (ports shifted by 3000, state in ${TMPDIR:-/tmp}/kubetrain-e2e-migrate),
 # without Kueue (no job here is queued), on 16 kwok nodes.
 set -euo pipefail
@@ -143,6 +144,9 @@ for f in "$OUT"/v2/*.yaml; do
 done
 
 py settle --kubectl "$(K8S_BIN)/kubectl" --out "$OUT" --timeout "${KUBETRAIN_E2E_MIGRATE_TIMEOUT:-180}"
-summary=$(py compare --out "$OUT" --report "$OUT/differences.md")
+# Fails (exit 1) when a job differs though its migration report claims everything carried.
+rc=0
+summary=$(py compare --out "$OUT" --report "$OUT/differences.md") || rc=$?
 log "differences, job by job: $OUT/differences.md"
 echo "$summary"
+exit $rc

@@ -382,9 +382,36 @@ def view(job, side, key, v2):
         if kind == "TFJob":
             v["env TF_CONFIG"] = tf_config(side, env.get("TF_CONFIG"))
         v["user env"] = {k: env.get(k) for k in user_env_names(job)}
+    if kind == "MPIJob" and key[0] == "node":
+        v["ranks started by"] = mpi_rank_start(side)
     if kind == "MPIJob" and key[0] == "launcher":
         v["hostfile"] = hostfile(side, pod)
+        v["launcher files in /etc/mpi besides the transport's"] = mpi_files(pod, c)
     return v
+
+
+def mpi_rank_start(side):
+    """How the launcher's mpirun starts the ranks on a worker, and so which env they inherit: read from the
+    launcher's OMPI_MCA_plm_rsh_agent (v1 points it at kubexec.sh; without one Open MPI uses ssh)."""
+    launcher = side.pods.get(("launcher", 0))
+    if launcher is None:
+        return None
+    agent = env_of(launcher, main_container(launcher, ["launcher", "node", "mpi"])).get("OMPI_MCA_plm_rsh_agent")
+    if agent and agent.endswith("kubexec.sh"):
+        return ("kubectl exec into the worker's container: the ranks inherit its env (the image's ENV and the "
+                "template's env)")
+    return ("ssh to the worker's sshd: the ranks get the SSH session's env (sshd's defaults), plus what mpirun "
+            "forwards (-x)")
+
+
+def mpi_files(pod, c):
+    """The files the launcher finds under /etc/mpi, less v1's kubexec.sh (the kubectl exec transport)."""
+    mounted = {m["name"] for m in c.get("volumeMounts") or [] if m["mountPath"] == "/etc/mpi"}
+    files = []
+    for vol in pod["spec"].get("volumes") or []:
+        if vol["name"] in mounted and vol.get("configMap"):
+            files += [i["path"] for i in vol["configMap"].get("items") or [] if i["path"] != "kubexec.sh"]
+    return sorted(files)
 
 
 def tf_config(side, text):
@@ -458,6 +485,11 @@ def equivalent(job, field, a, b, view_v1, view_v2):
     if elastic and field == "env PET_RDZV_ID" and b and view_v2.get("env PET_RDZV_ID same on every node"):
         return ("elastic: the rendezvous id only names the rendezvous on its endpoint, the job's own rank-0 pod; "
                 "every node of the TrainJob has the same one (its UID)")
+    if job["kind"] == "MPIJob" and field == "launcher files in /etc/mpi besides the transport's" and \
+            [f for f in a if f != "discover_hosts.sh"] == b and \
+            not any("discover_hosts" in w for w in (view_v1.get("command") or []) + (view_v1.get("args") or [])):
+        return ("MPI: v1's discover_hosts.sh (for Horovod elastic's --host-discovery-script), which this launcher's "
+                "command does not name")
     if job["kind"] == "MPIJob" and field in ("volumes", "volumeMounts"):
         strip = lambda xs: [x for x in xs if x["name"] not in MPI_TRANSPORT_VOLUMES]  # noqa: E731
         if strip(a) == strip(b):
@@ -535,6 +567,9 @@ def cmd_compare(a):
     with open(os.path.join(a.out, "sources.json"), encoding="utf-8") as fh:
         sources = json.load(fh)
     ok, lines, skipped = 0, ["# kubetrain migrate vs Training Operator v1, job by job", ""], []
+    # A job that differs is flagged when its migration report says a person must act (exit 2); one whose
+    # report claims everything carried (exit 0) but differs is a converter bug, and fails the run.
+    flagged, unexplained = [], []
     for name, job in jobs.items():
         rc = read(os.path.join(a.out, "reports", f"{name}.rc")).strip()
         refused = read(os.path.join(a.out, "refused-v1", f"{name}.txt")).strip()
@@ -552,6 +587,8 @@ def cmd_compare(a):
         else:
             diffs, equiv = compare_job(job, v1, v2)
         ok += not diffs
+        if diffs:
+            (flagged if rc == "2" else unexplained).append(f"{job['kind']}/{name}")
         verdict = "equivalent" if not diffs else "DIFFERENT"
         lines.append(f"## {job['kind']}/{name}: {verdict} ({sources.get(name)}; migrate exit {rc}; "
                      f"{len(v1.pods)} v1 pods, {len(v2.pods)} V2 pods)")
@@ -563,10 +600,16 @@ def cmd_compare(a):
     if skipped:
         lines += ["## Not in the corpus", ""] + skipped + [""]
     summary = f"migrate: {ok}/{len(jobs) - len(skipped)} equivalent"
+    gate = (f"{len(flagged)} differ, each flagged by its migration report (exit 2); "
+            f"{len(unexplained)} differ though their report says everything carried"
+            + (f": {', '.join(unexplained)}" if unexplained else ""))
     if a.report:
         with open(a.report, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(lines + [summary, ""]))
+            fh.write("\n".join(lines + [gate, summary, ""]))
+    print(gate)
     print(summary)
+    if unexplained:
+        sys.exit(1)
 
 
 def read(path):

@@ -326,6 +326,48 @@ fn mpijob_becomes_an_mpi_runtime_with_the_launcher_as_trainer() {
 }
 
 #[test]
+fn mpijob_report_names_what_the_ssh_launch_does_not_give_the_ranks() {
+    let note = |m: &Migration, path: &str| {
+        m.jobs[0]
+            .report
+            .entries
+            .iter()
+            .find(|e| e.path == path)
+            .map(|e| (e.outcome, e.note.clone()))
+    };
+    // The fixture's worker has no command: v1 ran `sleep 365d` there; its launcher runs mpirun.
+    let m = migrate("mpijob.yaml", &MigrateOptions::default());
+    let (outcome, launch) = note(&m, "(v1 operator launch)").unwrap();
+    assert_eq!(outcome, Outcome::NotCarried);
+    for says in ["sleep 365d", "sshd", "SSH session's env", "mpirun -x"] {
+        assert!(launch.contains(says), "{says}: {launch}");
+    }
+    assert_eq!(note(&m, "(v1 discover_hosts.sh)"), None);
+
+    // Horovod elastic: the launcher reads v1's discover_hosts.sh, which V2 does not write; the worker runs sshd.
+    let mut job = fixture("mpijob.yaml").remove(0);
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"] =
+        serde_json::json!([
+            "horovodrun",
+            "-np",
+            "2",
+            "--host-discovery-script",
+            "/etc/mpi/discover_hosts.sh",
+            "python",
+            "t.py"
+        ]);
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"] =
+        serde_json::json!(["/usr/sbin/sshd", "-De"]);
+    let m = migrate_values(&[job], &MigrateOptions::default()).unwrap();
+    validated(&m);
+    let (outcome, discover) = note(&m, "(v1 discover_hosts.sh)").unwrap();
+    assert_eq!(outcome, Outcome::NotCarried);
+    assert!(discover.contains("host:slots"), "{discover}");
+    let (_, launch) = note(&m, "(v1 operator launch)").unwrap();
+    assert!(!launch.contains("sleep 365d"), "{launch}");
+}
+
+#[test]
 fn xgboostjob_keeps_never_in_a_generated_runtime_and_the_rabit_env() {
     let m = migrate("xgboostjob.yaml", &MigrateOptions::default());
     assert_eq!(
@@ -593,6 +635,29 @@ fn pytorch_elastic_policy_becomes_an_elastic_runtime_field_by_field() {
         panic!("a torch policy")
     };
     assert_eq!(torch.elastic_policy.as_ref().unwrap().metrics.len(), 1);
+    // With metrics the job starts, and stays while they cannot be read, at v1's replicas; without, it follows
+    // the nodes, where v1 (no HPA) kept its replicas: the report says which.
+    let note = |m: &Migration| {
+        let entry = m.jobs[0].report.entries.iter();
+        entry
+            .filter(|e| e.path == "spec.elasticPolicy")
+            .map(|e| e.note.clone())
+            .collect::<String>()
+    };
+    assert!(
+        note(&m).contains("metrics that cannot be read keep the size"),
+        "{}",
+        note(&m)
+    );
+    let m = migrate_values(
+        &[elastic_job(
+            serde_json::json!({"minReplicas": 1, "maxReplicas": 2}),
+            1,
+        )],
+        &MigrateOptions::default(),
+    )
+    .unwrap();
+    assert!(note(&m).contains("kept its replicas"), "{}", note(&m));
 }
 
 #[test]
@@ -612,6 +677,28 @@ fn pytorch_elastic_defaults_bounds_and_sizes_as_v1() {
         outcome(&m, 0, "spec.elasticPolicy.maxReplicas"),
         Some(Outcome::Changed)
     );
+    // Within the bounds the TrainJob starts with v1's Worker replicas, as v1 did (elastic/imagenet: 2 in
+    // [1, 3]), and the rendered node job has that many pods.
+    let m = migrate_values(
+        &[elastic_job(
+            serde_json::json!({"minReplicas": 1, "maxReplicas": 3}),
+            2,
+        )],
+        &MigrateOptions::default(),
+    )
+    .unwrap();
+    validated(&m);
+    let trainer = m.jobs[0].trainjob.spec.trainer.as_ref().unwrap();
+    assert_eq!(trainer.num_nodes, Some(2));
+    assert_eq!(outcome(&m, 0, "(v1 elastic size)"), None);
+    let jobset = rendered(&m, 0);
+    let node = jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .find(|r| r.name == "node");
+    let parallelism = node.and_then(|r| r.template.spec.as_ref()?.parallelism);
+    assert_eq!(parallelism, Some(2));
     // One bound: the other takes its value; 5 pods outside [2, 2] start as 2.
     let m = migrate_values(
         &[elastic_job(serde_json::json!({"minReplicas": 2}), 5)],

@@ -253,14 +253,55 @@ fn kind_specific(job: &V1Job, report: &mut MigrationReport) {
                     "that container is the runtime's node container",
                 );
             }
-            report.not_carried(
-                "(v1 operator launch)",
-                "v1 started the ranks with kubectl exec (kubexec.sh); V2 starts them over SSH with the keys and \
-                 hostfile it mounts: the worker image must run sshd (see the deepspeed-distributed runtime) and \
-                 the launcher's mpirun reads the hostfile from OMPI_MCA_orte_default_hostfile",
-            );
+            mpi_launch(&j.spec.replica_specs, report);
         }
         _ => {}
+    }
+}
+
+/// What v1's `kubectl exec` launch gave an MPIJob that V2's SSH launch does not (v1.8.1's
+/// `mpijob_controller.go`): the worker's `sleep 365d`, the worker's env for the ranks, `discover_hosts.sh`.
+fn mpi_launch(specs: &crate::v1::ReplicaSpecs, report: &mut MigrationReport) {
+    let containers = |role: &str| {
+        specs
+            .get(role)
+            .and_then(|s| s.template.spec.as_ref())
+            .map(|s| s.containers.clone())
+            .unwrap_or_default()
+    };
+    // v1 gives the worker's first container `sleep 365d` (its args too) when it has no command.
+    let worker_without_command = containers("Worker")
+        .first()
+        .is_some_and(|c| c.command.as_ref().is_none_or(Vec::is_empty));
+    let worker = if worker_without_command {
+        "v1 ran `sleep 365d` in the worker's container, which has no command; V2 runs the image's entrypoint, \
+         which must keep sshd running (e.g. command [/usr/sbin/sshd, -De]; see the deepspeed-distributed runtime)"
+    } else {
+        "the worker's command must keep sshd running"
+    };
+    report.not_carried(
+        "(v1 operator launch)",
+        format!(
+            "v1 started the ranks with kubectl exec (kubexec.sh), so they inherited the worker container's env (the \
+             image's ENV and the template's env); V2 starts them over SSH with the keys and hostfile it mounts, so \
+             they get the SSH session's env: forward what they need with mpirun -x NAME (the launcher's value). \
+             {worker}; the launcher's mpirun reads the hostfile from OMPI_MCA_orte_default_hostfile"
+        ),
+    );
+    let discovers = containers("Launcher").iter().any(|c| {
+        c.command
+            .iter()
+            .chain(c.args.iter())
+            .flatten()
+            .any(|w| w.contains("discover_hosts.sh"))
+    });
+    if discovers {
+        report.not_carried(
+            "(v1 discover_hosts.sh)",
+            "the launcher names discover_hosts.sh, which v1 wrote into /etc/mpi (the running workers, for \
+             horovodrun --host-discovery-script); V2 mounts only the hostfile there: ship a script that prints the \
+             workers as host:slots lines (the hosts of /etc/mpi/hostfile) in the image or a ConfigMap of your own",
+        );
     }
 }
 
@@ -315,14 +356,21 @@ pub(super) fn torch_elastic(
             &format!("{max}: must be at least minReplicas ({min})"),
         ));
     }
+    // v1 made an HPA only of a policy with metrics; without one its replicas stayed.
+    let sizing = if elastic.metrics.as_ref().is_some_and(|m| !m.is_empty()) {
+        "it starts with spec.trainer.numNodes (v1's replicas), the nodes its pods fit on cap the size, and within \
+         that the policy's metrics decide as v1's HPA did; metrics that cannot be read keep the size"
+    } else {
+        "without metrics it follows the nodes its pods fit on, up to maxNodes, where v1 (no HPA without metrics) \
+         kept its replicas"
+    };
     report.changed(
         p,
         format!(
             "mlPolicy.torch.elasticPolicy of the generated runtime: torchrun runs elastic with PET_NNODES={min}:{max} \
              and a c10d rendezvous hosted by node 0, as v1's did (no fixed RANK or PET_NODE_RANK: the rendezvous \
-             assigns ranks); kubetrain-operator sizes the job itself within the bounds: it starts as large as the \
-             nodes allow, up to maxNodes, where v1 started with the replicas and only its HPA changed them \
-             (docs/operator.md, \"Elastic TrainJobs\")"
+             assigns ranks); kubetrain-operator sizes the job itself within the bounds: {sizing} (docs/operator.md, \
+             \"The elastic loop\")"
         ),
     );
     bound_entries(elastic, min, max, report);
@@ -511,9 +559,10 @@ fn metrics(elastic: &ElasticPolicy, report: &mut MigrationReport) -> Vec<MetricS
             report.changed(
                 path,
                 "mlPolicy.torch.elasticPolicy.metrics: v1 made a HorizontalPodAutoscaler of them; kubetrain-operator's \
-                 elastic loop reads Pods, External and Object metrics from what the trainer reports and sizes the job \
-                 by the nodes it fits on; Resource and ContainerResource metrics (CPU, memory) are not read, the size \
-                 follows capacity (docs/operator.md, \"The elastic loop\")",
+                 elastic loop computes an HPA's recommendation from them, Resource and ContainerResource metrics (CPU, \
+                 memory) from the resource metrics API (a metrics server), Pods, External and Object metrics from \
+                 what the trainer reports, capped by the nodes the job's pods fit on; while its metrics cannot be \
+                 read the job keeps its size, as v1's HPA did (docs/operator.md, \"The elastic loop\")",
             );
             m
         }
