@@ -137,3 +137,41 @@ def test_an_elastic_job_whose_metrics_cannot_be_read_keeps_its_initial_size(ns, 
     for pod in pods:
         kubectl("annotate", "pod", pod["metadata"]["name"], "-n", ns, "e2e.kubetrain.dev/finish=succeed")
     wait("trainjob/keep", "condition=Complete", ns)
+
+
+def test_an_elastic_job_grows_when_its_reported_metric_asks_for_more_nodes(ns, pool):
+    """A `Pods` metric the trainer reports (`status.trainerStatus.metrics`, as the status server writes it):
+    the job starts with its numNodes (2, nothing reported yet), and when the per-node value is 1.5× the
+    target the loop asks for ceil(2 × 1.5) = 3 nodes, of the 4 that fit, and grows to 3."""
+    kwok_nodes(pool, 4)
+    runtime = elastic_runtime("elastic-tokens", pool)
+    runtime["spec"]["mlPolicy"]["torch"]["elasticPolicy"]["metrics"] = [
+        {"type": "Pods", "pods": {"metric": {"name": "tokens_per_node"},
+                                  "target": {"type": "AverageValue", "averageValue": "1000"}}}
+    ]
+    apply(runtime, ns)
+    job = elastic_job("tokens", "elastic-tokens")
+    job["spec"]["trainer"]["numNodes"] = 2
+    apply(job, ns)
+    eventually(lambda: exists("jobset", "tokens", ns), "the JobSet")
+    assert nodes_of(ns, "tokens") == (2, 2)
+    eventually(lambda: len(running_pods(ns, "tokens")) == 2, "two running pods")
+
+    # What the trainer would post through the status server, written to the status subresource directly.
+    kubectl("patch", "trainjob", "tokens", "-n", ns, "--subresource=status", "--type=merge", "-p",
+            '{"status": {"trainerStatus": {"metrics": [{"name": "tokens_per_node", "value": "1500"}],'
+            ' "lastUpdatedTime": "2026-01-01T00:00:00Z"}}}')
+    eventually(lambda: nodes_of(ns, "tokens") == (3, 3), "the node job grown to 3")
+    e = eventually(lambda: scaled(ns, "tokens", "from 2 to 3 nodes: the metrics ask for more nodes"),
+                   "the TrainJobScaled event naming the metrics")
+    assert "the metrics ask for 3" in e["note"], e["note"]
+    pods = eventually(lambda: len(running_pods(ns, "tokens")) == 3 and running_pods(ns, "tokens"),
+                      "three running pods")
+    # The report still says 1500 per node, but it describes 2 nodes: it is not read again until the trainer
+    # reports anew (before, the loop took it as 1500 on 3 nodes and went on to 4 within a second).
+    assert nodes_of(ns, "tokens") == (3, 3)
+    assert scaled(ns, "tokens", "from 3 to") is None
+
+    for pod in pods:
+        kubectl("annotate", "pod", pod["metadata"]["name"], "-n", ns, "e2e.kubetrain.dev/finish=succeed")
+    wait("trainjob/tokens", "condition=Complete", ns)

@@ -1023,6 +1023,8 @@ async fn scale_elastic(
         None if from != Some(size) => {
             if let Some(existing) = existing {
                 patch_node_count(job, existing, &bounds, size, ctx).await?;
+                let uid = job.metadata.uid.as_deref().unwrap_or_default();
+                ctx.elastic.resized(uid, Timestamp::now(), now);
             }
         }
         None => {}

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::autoscaling::v2::{MetricSpec, MetricTarget};
 use k8s_openapi::api::batch::v1::JobSpec;
 use k8s_openapi::api::core::v1::{Node, PodSpec, Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Event, EventType};
 use kubetrain_api::constants::{
     ELASTIC_MAX_NODES_ANNOTATION, ELASTIC_MIN_NODES_ANNOTATION, ELASTIC_REPLICATED_JOB_ANNOTATION,
@@ -347,6 +349,8 @@ struct JobMemory {
     announced: BTreeSet<String>,
     /// When it was last used.
     touched: Instant,
+    /// When this process last resized the running job: a trainer report from before it describes the old size.
+    resized_at: Option<Timestamp>,
 }
 
 impl Memory {
@@ -375,6 +379,7 @@ impl Memory {
             recommendations: vec![(now, current)],
             announced: BTreeSet::new(),
             touched: now,
+            resized_at: None,
         });
         job.touched = now;
         job.recommendations
@@ -402,9 +407,41 @@ impl Memory {
             recommendations: Vec::new(),
             announced: BTreeSet::new(),
             touched: now,
+            resized_at: None,
         });
         job.touched = now;
         job.announced.insert(cause.to_owned())
+    }
+
+    /// Records that the running job `uid` was resized `at` (wall clock, as the trainer's reports are stamped).
+    pub fn resized(&self, uid: &str, at: Timestamp, now: Instant) {
+        let Ok(mut memory) = self.0.lock() else {
+            return;
+        };
+        let job = memory.entry(uid.to_owned()).or_insert_with(|| JobMemory {
+            recommendations: Vec::new(),
+            announced: BTreeSet::new(),
+            touched: now,
+            resized_at: None,
+        });
+        job.touched = now;
+        job.resized_at = Some(at);
+    }
+
+    /// Whether a trainer report stamped `updated` may be read for the job `uid`: not when this process resized
+    /// the job since (the reported per-node values then describe the old size, and reading them again would
+    /// resize once more on the same evidence); a report without a stamp only while no resize happened.
+    pub fn report_is_current(&self, uid: &str, updated: Option<&Time>) -> bool {
+        let resized_at = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|m| m.get(uid).and_then(|j| j.resized_at));
+        match (resized_at, updated) {
+            (None, _) => true,
+            (Some(resized), Some(updated)) => updated.0 > resized,
+            (Some(_), None) => false,
+        }
     }
 
     /// How many TrainJobs it remembers.
@@ -464,6 +501,7 @@ pub async fn recommend(
         .status
         .as_ref()
         .and_then(|s| s.trainer_status.as_ref())
+        .filter(|t| memory.report_is_current(uid, t.last_updated_time.as_ref()))
         .map(|t| t.metrics.as_slice())
         .unwrap_or_default();
     let raw = wanted(ask.metrics, reported, &usage, ask.current);

@@ -426,3 +426,32 @@ fn the_unreadable_event_fits_an_events_note() {
         "{short}"
     );
 }
+
+#[test]
+fn a_trainer_report_from_before_the_last_resize_is_not_read_again() {
+    let memory = Memory::default();
+    let now = Instant::now();
+    let at = |s: i64| Time(Timestamp::from_second(s).unwrap());
+    // No resize yet: any report counts, stamped or not.
+    assert!(memory.report_is_current("u1", Some(&at(100))));
+    assert!(memory.report_is_current("u1", None));
+    // Resized at 200 on the strength of the report of 100: that report describes the old size.
+    memory.resized("u1", at(200).0, now);
+    let table = [
+        (Some(at(100)), false, "the report that caused the resize"),
+        (Some(at(200)), false, "stamped at the resize itself"),
+        (Some(at(201)), true, "reported after the resize"),
+        (None, false, "no stamp: cannot tell"),
+    ];
+    for (updated, expected, what) in table {
+        assert_eq!(
+            memory.report_is_current("u1", updated.as_ref()),
+            expected,
+            "{what}"
+        );
+    }
+    assert!(
+        memory.report_is_current("u2", Some(&at(100))),
+        "another job"
+    );
+}
