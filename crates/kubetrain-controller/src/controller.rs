@@ -99,7 +99,6 @@ use crate::reconcile::{
 };
 use crate::settings::Settings;
 use crate::snapshots::ParsedSnapshots;
-use crate::unfinished::UnfinishedCount;
 
 /// What every reconcile shares: the client, settings, render plugins, leadership view, metrics, event recorder
 /// and backoff.
@@ -124,8 +123,6 @@ pub struct Context {
     restarts: RestartMemory,
     /// The elastic loop's per-TrainJob memory (metric recommendations, causes announced).
     elastic: reconcile::elastic::Memory,
-    /// How busy the controller is, for the pacing of count-only status writes.
-    unfinished: UnfinishedCount,
 }
 
 /// What the leader last recorded of each TrainJob's restarts ([`reconcile::restarts`]).
@@ -162,7 +159,6 @@ impl Context {
             snapshots: ParsedSnapshots::default(),
             restarts: RestartMemory::default(),
             elastic: reconcile::elastic::Memory::default(),
-            unfinished: UnfinishedCount::default(),
         }
     }
 
@@ -345,10 +341,9 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     Ok(requeue.map(whole_seconds))
 }
 
-/// Holds back a status write that would change only the `jobsStatus` counts while the controller is busy
-/// ([`Settings::status_counts_hold_from`] unfinished TrainJobs), until [`Settings::status_counts_interval`]
-/// has passed since the first such change (the decision then writes nothing); returns when to look again. Any
-/// other write, and any write once the controller is no longer busy, goes out at once and ends the hold.
+/// Holds back a status write that would change only the `jobsStatus` counts until
+/// [`Settings::status_counts_interval`] has passed since the first such change (the decision then writes
+/// nothing); returns when to look again. Any other write goes out at once and ends the hold.
 fn pace_count_writes(
     job: &TrainJob,
     ctx: &Context,
@@ -358,8 +353,7 @@ fn pace_count_writes(
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
     let before = job.status.clone().unwrap_or_default();
     let interval = ctx.settings.status_counts_interval;
-    if decision.patch.is_none() || !reconcile::counts_only(&before, &decision.status) || !busy(ctx)
-    {
+    if decision.patch.is_none() || !reconcile::counts_only(&before, &decision.status) {
         ctx.memory.release_counts(&key, uid);
         return None;
     }
@@ -373,16 +367,6 @@ fn pace_count_writes(
         None => ctx.memory.release_counts(&key, uid),
     }
     left
-}
-
-/// Whether at least [`Settings::status_counts_hold_from`] TrainJobs are unfinished in the cache.
-fn busy(ctx: &Context) -> bool {
-    let hold_from = usize::try_from(ctx.settings.status_counts_hold_from).unwrap_or(usize::MAX);
-    let unfinished = ctx
-        .cache
-        .as_ref()
-        .map_or(0, |c| ctx.unfinished.get(&c.trainjobs, Instant::now()));
-    unfinished >= hold_from
 }
 
 /// The restart update for `job` ([`reconcile::restarts::observe`]), reading the history this leader last

@@ -228,15 +228,11 @@ pub(crate) fn context(client: Client, leadership: Leadership) -> Arc<Context> {
     ))
 }
 
-/// A reconcile context with default settings, except that count-only status writes are held whatever the
-/// load (a context without caches counts no unfinished TrainJob, so it would never be busy).
+/// A reconcile context with default settings, count-only status writes paced as deployed.
 pub(crate) fn paced_context(client: Client, leadership: Leadership) -> Arc<Context> {
     Arc::new(Context::new(
         client,
-        Settings {
-            status_counts_hold_from: 0,
-            ..Settings::default()
-        },
+        Settings::default(),
         leadership,
         Arc::new(ControllerMetrics::default()),
     ))

@@ -64,7 +64,6 @@ mod snapshots;
 #[cfg(test)]
 mod status_pacing_scenarios;
 pub mod status_server;
-mod unfinished;
 pub mod webhook;
 
 pub use controller::run;

@@ -1,5 +1,4 @@
-//! Count-only status writes are paced while the controller is busy ([`crate::Settings::status_counts_interval`],
-//! [`crate::Settings::status_counts_hold_from`]); conditions never wait.
+//! Count-only status writes are paced ([`crate::Settings::status_counts_interval`]); conditions never wait.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,23 +110,6 @@ async fn with_no_interval_every_count_change_is_written_at_once() {
     let ctx = context(server.client(), Leadership::always());
     let mut calls = reads(&job, 1, false);
     calls.push(Call::merge_status(status_path("eager")));
-    let action = reconcile_expecting(&job, &ctx, &server, calls).await;
-    assert_eq!(action, Action::await_change());
-}
-
-#[tokio::test]
-async fn a_controller_that_is_not_busy_writes_counts_at_once() {
-    // Default settings: held only from 50 unfinished TrainJobs; a context without caches counts none.
-    let job = trainjob("idle");
-    let server = fake_server(&job);
-    let ctx = Arc::new(Context::new(
-        server.client(),
-        crate::Settings::default(),
-        Leadership::always(),
-        Arc::new(crate::metrics::ControllerMetrics::default()),
-    ));
-    let mut calls = reads(&job, 1, false);
-    calls.push(Call::merge_status(status_path("idle")));
     let action = reconcile_expecting(&job, &ctx, &server, calls).await;
     assert_eq!(action, Action::await_change());
 }

@@ -137,17 +137,11 @@ pub(crate) struct Cli {
     #[arg(long, env = "KUBETRAIN_SYNC_PERIOD", default_value = "10h", value_parser = parse_duration)]
     pub sync_period: Duration,
 
-    /// While the operator is busy (--status-counts-hold-from), hold a status write that would change only a
-    /// TrainJob's `jobsStatus` counts for up to this long, so that counts moving through a job's pods are
-    /// written once, not at every step (conditions, times and results are written at once, with the counts of
-    /// that moment); 0 writes every change at once.
+    /// Hold a status write that would change only a TrainJob's `jobsStatus` counts for up to this long, so
+    /// that counts moving through a job's pods are written once, not at every step (conditions, times and
+    /// results are written at once, with the counts of that moment); 0 writes every change at once.
     #[arg(long, env = "KUBETRAIN_STATUS_COUNTS_INTERVAL", default_value = "30s", value_parser = parse_duration)]
     pub status_counts_interval: Duration,
-
-    /// The operator counts as busy, and holds count-only status writes, while at least this many TrainJobs are
-    /// unfinished (0: always); below it every status change is written at once.
-    #[arg(long, env = "KUBETRAIN_STATUS_COUNTS_HOLD_FROM", default_value_t = 50)]
-    pub status_counts_hold_from: u32,
 
     /// Field manager of every server-side apply and status write.
     #[arg(long, env = "KUBETRAIN_FIELD_MANAGER", default_value = kubetrain_controller::FIELD_MANAGER)]
@@ -218,7 +212,6 @@ impl Cli {
             event_instance: self.leader_elect_identity.clone(),
             sync_period: Some(self.sync_period).filter(|p| !p.is_zero()),
             status_counts_interval: self.status_counts_interval,
-            status_counts_hold_from: self.status_counts_hold_from,
             ..Settings::default()
         };
         let mut operator = Operator::new(settings)
@@ -351,7 +344,6 @@ mod tests {
         let eager =
             Cli::try_parse_from(["kubetrain-operator", "--status-counts-interval", "0"]).unwrap();
         assert_eq!(eager.status_counts_interval, Duration::ZERO);
-        assert_eq!(cli.status_counts_hold_from, 50);
         assert_eq!(cli.log_format, LogFormat::Json);
         let off = Cli::try_parse_from(["kubetrain-operator", "--leader-elect=false"]).unwrap();
         assert!(!off.leader_elect);
