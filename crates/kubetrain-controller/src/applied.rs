@@ -88,8 +88,6 @@ struct Entry {
     reconciled: Option<u64>,
     /// A reconcile is waiting for the watch events of the leader's own applies (so they must trigger it).
     awaiting_echoes: bool,
-    /// Since when a status write that changes only `jobsStatus` counts has been held back.
-    counts_held_since: Option<Instant>,
 }
 
 /// The per-TrainJob memory of applied objects and written statuses (see the module docs).
@@ -234,32 +232,6 @@ impl AppliedMemory {
         self.read(job, uid, |e| e.awaiting_echoes).unwrap_or(false)
     }
 
-    /// How much longer a status write that changes only `jobsStatus` counts is held back, `None` when it is due:
-    /// the first such write is held from `now` until `interval` has passed (later ones do not restart the wait,
-    /// so the counts written are never more than `interval` old).
-    pub fn hold_counts(
-        &self,
-        job: &Key,
-        uid: &str,
-        now: Instant,
-        interval: Duration,
-    ) -> Option<Duration> {
-        self.with_entry(job, uid, |e| {
-            let since = *e.counts_held_since.get_or_insert(now);
-            interval
-                .checked_sub(now.saturating_duration_since(since))
-                .filter(|left| !left.is_zero())
-        })
-    }
-
-    /// Ends a hold of [`AppliedMemory::hold_counts`]: the status was written, or the counts need no write.
-    pub fn release_counts(&self, job: &Key, uid: &str) {
-        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = jobs.get_mut(job).filter(|e| e.uid == uid) {
-            e.counts_held_since = None;
-        }
-    }
-
     /// Forgets a TrainJob (finished: it gets no more applies).
     pub fn forget(&self, job: &Key) {
         self.jobs
@@ -395,36 +367,6 @@ mod tests {
             !memory.status_written(&job, "u2", "5", status),
             "another TrainJob"
         );
-    }
-
-    #[test]
-    fn count_writes_are_held_from_the_first_one_until_the_interval_passed() {
-        let memory = AppliedMemory::default();
-        let (job, interval) = (key("mnist"), Duration::from_secs(30));
-        let start = Instant::now();
-        let at = |secs| start + Duration::from_secs(secs);
-        assert_eq!(
-            memory.hold_counts(&job, "u1", at(0), interval),
-            Some(Duration::from_secs(30))
-        );
-        // A later count change does not restart the wait: the counts written are at most 30 s old.
-        assert_eq!(
-            memory.hold_counts(&job, "u1", at(20), interval),
-            Some(Duration::from_secs(10))
-        );
-        assert_eq!(memory.hold_counts(&job, "u1", at(30), interval), None);
-        assert_eq!(memory.hold_counts(&job, "u1", at(45), interval), None);
-        // Written: the next count change waits afresh; another TrainJob under the same name too.
-        memory.release_counts(&job, "u1");
-        assert_eq!(
-            memory.hold_counts(&job, "u1", at(50), interval),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(
-            memory.hold_counts(&job, "u2", at(55), interval),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(memory.hold_counts(&job, "u2", at(55), Duration::ZERO), None);
     }
 
     #[test]

@@ -27,10 +27,7 @@ fn cached_context(client: kube::Client, caches: Caches) -> Arc<Context> {
     Arc::new(
         Context::new(
             client,
-            Settings {
-                status_counts_interval: Duration::ZERO,
-                ..Settings::default()
-            },
+            Settings::default(),
             Leadership::always(),
             Arc::new(ControllerMetrics::default()),
         )

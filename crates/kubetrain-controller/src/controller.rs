@@ -61,7 +61,6 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
@@ -302,7 +301,6 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         let before = job.status.clone().unwrap_or_default();
         decision.patch = reconcile::merge_patch(&before, &decision.status);
     }
-    let counts_due = pace_count_writes(job, ctx, &mut decision);
     if let Err(error) = write_status(job, ctx, &decision, jobset.as_ref()).await {
         match &failure {
             None => failure = Some(error),
@@ -334,39 +332,11 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
     if is_finished(&decision.status) {
         forget_restarts(ctx, &key);
     }
-    let requeue = [decision.requeue_after, synced.requeue_after, counts_due]
-        .into_iter()
-        .flatten()
-        .min();
+    let requeue = match (decision.requeue_after, synced.requeue_after) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     Ok(requeue.map(whole_seconds))
-}
-
-/// Holds back a status write that would change only the `jobsStatus` counts until
-/// [`Settings::status_counts_interval`] has passed since the first such change (the decision then writes
-/// nothing); returns when to look again. Any other write goes out at once and ends the hold.
-fn pace_count_writes(
-    job: &TrainJob,
-    ctx: &Context,
-    decision: &mut StatusDecision,
-) -> Option<Duration> {
-    let key = key_of(job);
-    let uid = job.metadata.uid.as_deref().unwrap_or_default();
-    let before = job.status.clone().unwrap_or_default();
-    let interval = ctx.settings.status_counts_interval;
-    if decision.patch.is_none() || !reconcile::counts_only(&before, &decision.status) {
-        ctx.memory.release_counts(&key, uid);
-        return None;
-    }
-    let left = ctx.memory.hold_counts(&key, uid, Instant::now(), interval);
-    match left {
-        Some(_) => {
-            tracing::debug!(trainjob = %format_args!("{}/{}", key.0, key.1), ?left, "holding a count-only status write");
-            decision.status.jobs_status = before.jobs_status;
-            decision.patch = None;
-        }
-        None => ctx.memory.release_counts(&key, uid),
-    }
-    left
 }
 
 /// The restart update for `job` ([`reconcile::restarts::observe`]), reading the history this leader last

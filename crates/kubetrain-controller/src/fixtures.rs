@@ -3,7 +3,6 @@
 //! path, query, content type and body, in order, and nothing else.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::Method;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
@@ -214,22 +213,8 @@ pub(crate) fn verify(server: &FakeApiServer, calls: &[Call]) {
     }
 }
 
-/// A reconcile context on `client` with default settings, except that every status change is written at
-/// once (the pacing of count-only writes has scenarios of its own: [`paced_context`]).
+/// A reconcile context on `client` with default settings.
 pub(crate) fn context(client: Client, leadership: Leadership) -> Arc<Context> {
-    Arc::new(Context::new(
-        client,
-        Settings {
-            status_counts_interval: Duration::ZERO,
-            ..Settings::default()
-        },
-        leadership,
-        Arc::new(ControllerMetrics::default()),
-    ))
-}
-
-/// A reconcile context with default settings, count-only status writes paced as deployed.
-pub(crate) fn paced_context(client: Client, leadership: Leadership) -> Arc<Context> {
     Arc::new(Context::new(
         client,
         Settings::default(),

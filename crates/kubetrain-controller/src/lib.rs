@@ -61,8 +61,6 @@ mod scenarios;
 mod serving;
 mod settings;
 mod snapshots;
-#[cfg(test)]
-mod status_pacing_scenarios;
 pub mod status_server;
 pub mod webhook;
 

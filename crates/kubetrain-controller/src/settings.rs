@@ -49,12 +49,6 @@ pub struct Settings {
     /// `SyncPeriod`, 10 h in upstream's manager and in `kubetrain-operator`): repairs drift that no watch
     /// event reports, such as a child deleted while the operator was down. `None` waits for changes only.
     pub sync_period: Option<Duration>,
-    /// How long a status write that changes only the `jobsStatus` counts may wait, so that the counts of a
-    /// TrainJob moving through its pods' states are written once instead of at every step (a condition,
-    /// time or result is written at once, with the counts of that moment). Under load most such writes fold
-    /// into the next condition's: upstream's lagging work queue folds them the same way, unbounded. The counts
-    /// on the API server are at most this old; zero writes every change at once.
-    pub status_counts_interval: Duration,
     /// Optional render plugins: with `trainjob_status` set (upstream's `TrainJobStatus` feature gate), trainer
     /// pods get the status server's URL, CA certificate and a token for it ([`crate::status_server`]).
     /// Default: none, as upstream.
@@ -80,7 +74,6 @@ impl Default for Settings {
             event_reporter: EVENT_REPORTER.to_owned(),
             event_instance: None,
             sync_period: None,
-            status_counts_interval: Duration::from_secs(30),
             render: kubetrain_jobset::RenderOptions::default(),
             owned_kinds: Vec::new(),
         }

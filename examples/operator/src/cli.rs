@@ -137,12 +137,6 @@ pub(crate) struct Cli {
     #[arg(long, env = "KUBETRAIN_SYNC_PERIOD", default_value = "10h", value_parser = parse_duration)]
     pub sync_period: Duration,
 
-    /// Hold a status write that would change only a TrainJob's `jobsStatus` counts for up to this long, so
-    /// that counts moving through a job's pods are written once, not at every step (conditions, times and
-    /// results are written at once, with the counts of that moment); 0 writes every change at once.
-    #[arg(long, env = "KUBETRAIN_STATUS_COUNTS_INTERVAL", default_value = "30s", value_parser = parse_duration)]
-    pub status_counts_interval: Duration,
-
     /// Field manager of every server-side apply and status write.
     #[arg(long, env = "KUBETRAIN_FIELD_MANAGER", default_value = kubetrain_controller::FIELD_MANAGER)]
     pub field_manager: String,
@@ -211,7 +205,6 @@ impl Cli {
             debounce: self.debounce,
             event_instance: self.leader_elect_identity.clone(),
             sync_period: Some(self.sync_period).filter(|p| !p.is_zero()),
-            status_counts_interval: self.status_counts_interval,
             ..Settings::default()
         };
         let mut operator = Operator::new(settings)
@@ -340,10 +333,6 @@ mod tests {
         assert_eq!(cli.leader_elect_retry_period, Duration::from_secs(2));
         assert_eq!(cli.concurrency, 5);
         assert_eq!(cli.sync_period, Duration::from_secs(10 * 3600));
-        assert_eq!(cli.status_counts_interval, Duration::from_secs(30));
-        let eager =
-            Cli::try_parse_from(["kubetrain-operator", "--status-counts-interval", "0"]).unwrap();
-        assert_eq!(eager.status_counts_interval, Duration::ZERO);
         assert_eq!(cli.log_format, LogFormat::Json);
         let off = Cli::try_parse_from(["kubetrain-operator", "--leader-elect=false"]).unwrap();
         assert!(!off.leader_elect);
