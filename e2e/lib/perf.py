@@ -218,7 +218,7 @@ def requests_of(metrics, schema):
 
 # Resources the TrainJob controllers write or read; the breakdown of a run counts every client's requests to
 # them (kwok, the JobSet and Job controllers touch none of these but events and leases).
-BREAKDOWN_RESOURCES = ("trainjobs", "jobsets", "configmaps", "events", "secrets", "trainingruntimes",
+BREAKDOWN_RESOURCES = ("trainjobs", "jobsets", "configmaps", "events", "leases", "secrets", "trainingruntimes",
                        "clustertrainingruntimes")
 
 
