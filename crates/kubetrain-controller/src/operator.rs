@@ -396,21 +396,8 @@ impl Operator {
 
         let stop = Stop(watch::channel(false).0);
         let mut tasks: JoinSet<Result<(), OperatorError>> = JoinSet::new();
-        {
-            let stop = stop.clone();
-            let signal = self.shutdown.unwrap_or_else(|| Box::pin(shutdown_signal()));
-            tasks.spawn(async move {
-                tokio::select! {
-                    () = signal => {
-                        tracing::info!("shutting down");
-                        stop.trigger();
-                    }
-                    // Stopped otherwise (the controller ended): nothing left to wait for.
-                    () = stop.signalled() => {}
-                }
-                Ok(())
-            });
-        }
+        let signal = self.shutdown.unwrap_or_else(|| Box::pin(shutdown_signal()));
+        tasks.spawn(stop.on(signal));
 
         let health = Health::new();
         let mut registry = self.registry;
@@ -426,23 +413,7 @@ impl Operator {
             .map(|c| c.namespace.clone())
             .filter(|namespace| !namespace.is_empty())
             .unwrap_or_else(|| client.default_namespace().to_owned());
-        let leadership = match self.election {
-            Some(mut config) => {
-                if config.namespace.is_empty() {
-                    client.default_namespace().clone_into(&mut config.namespace);
-                }
-                tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "leader election on");
-                let (elected, leadership) = Leadership::channel();
-                let elector = LeaderElector::new(client.clone(), config);
-                let stopped = stop.signalled();
-                tasks.spawn(async move { Ok(elector.run(elected, stopped).await?) });
-                leadership
-            }
-            None => {
-                tracing::info!("leader election off: this replica writes");
-                Leadership::always()
-            }
-        };
+        let leadership = start_leadership(self.election, &client, &stop, &mut tasks);
         register_leader_gauge(&mut registry, leadership.clone());
         if let Some((_, _, cert, _)) = &self.webhooks {
             crate::certs::register_expiry_gauge(&mut registry, cert.clone());
@@ -454,14 +425,7 @@ impl Operator {
             let ready = health.check("webhook");
             // Runtimes for reviews come from watches, not a GET per review.
             let (runtimes, watches) = RuntimeCache::new(client.clone());
-            let stopped = stop.signalled();
-            tasks.spawn(async move {
-                tokio::select! {
-                    () = watches => {}
-                    () = stopped => {}
-                }
-                Ok(())
-            });
+            tasks.spawn(stop.until(watches));
             let reporter = kube::runtime::events::Reporter {
                 controller: settings.event_reporter.clone(),
                 instance: settings.event_instance.clone(),
@@ -471,14 +435,7 @@ impl Operator {
                 .start(&client, &own_namespace, reporter)
                 .map_err(OperatorError::Config)?;
             if let Some(policy_watch) = policy_watch {
-                let stopped = stop.signalled();
-                tasks.spawn(async move {
-                    tokio::select! {
-                        () = policy_watch => {}
-                        () = stopped => {}
-                    }
-                    Ok(())
-                });
+                tasks.spawn(stop.until(policy_watch));
             }
             let admission = || {
                 Admission::new(client.clone())
@@ -526,26 +483,26 @@ impl Operator {
 
         // Upstream's status server: training pods report progress into status.trainerStatus, over TLS with the
         // webhook certificate (so it needs the webhooks on).
-        let mut status_addr = None;
-        match (&tls, status_port) {
-            (None, _) => tracing::info!(
-                "status server off: it serves the webhook certificate, and webhooks are disabled"
-            ),
-            (_, 0) => tracing::info!("status server off (--status-server-port 0)"),
+        let status_addr = match (&tls, status_port) {
+            (None, _) => {
+                tracing::info!(
+                    "status server off: it serves the webhook certificate, and webhooks are disabled"
+                );
+                None
+            }
+            (_, 0) => {
+                tracing::info!("status server off (--status-server-port 0)");
+                None
+            }
             (Some((cert, provider)), port) => {
-                let bind =
-                    |addr| StatusServer::bind(addr, cert.clone(), provider.clone(), client.clone());
-                let server = match bind(any_v6(port)).await {
-                    Ok(server) => server,
-                    Err(_) => bind(any_v4(port)).await?,
-                };
+                let server = bind_status_server(port, cert, provider, &client).await?;
                 let server = server.with_metrics(status_metrics);
                 let addr = server.local_addr().map_err(OperatorError::Endpoints)?;
                 tracing::info!(%addr, "serving the TrainJob status server");
-                status_addr = Some(addr);
                 tasks.spawn(ok(server.serve(stop.signalled())));
+                Some(addr)
             }
-        }
+        };
 
         let mut endpoint_addrs = Vec::new();
         for (i, addr) in self.endpoints.iter().enumerate() {
@@ -713,6 +670,42 @@ fn any_v4(port: u16) -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], port))
 }
 
+/// Leader election as configured (a task on `tasks` that ends with `stop`), or a replica that always leads.
+fn start_leadership(
+    election: Option<ElectionConfig>,
+    client: &Client,
+    stop: &Stop,
+    tasks: &mut JoinSet<Result<(), OperatorError>>,
+) -> Leadership {
+    let Some(mut config) = election else {
+        tracing::info!("leader election off: this replica writes");
+        return Leadership::always();
+    };
+    if config.namespace.is_empty() {
+        client.default_namespace().clone_into(&mut config.namespace);
+    }
+    tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "leader election on");
+    let (elected, leadership) = Leadership::channel();
+    let elector = LeaderElector::new(client.clone(), config);
+    let stopped = stop.signalled();
+    tasks.spawn(async move { Ok(elector.run(elected, stopped).await?) });
+    leadership
+}
+
+/// The status server on all IPv6 interfaces of `port`, else (hosts without IPv6) all IPv4 ones.
+async fn bind_status_server(
+    port: u16,
+    cert: &Arc<ReloadingCert>,
+    provider: &Arc<CryptoProvider>,
+    client: &Client,
+) -> Result<StatusServer, OperatorError> {
+    let bind = |addr| StatusServer::bind(addr, cert.clone(), provider.clone(), client.clone());
+    match bind(any_v6(port)).await {
+        Ok(server) => Ok(server),
+        Err(_) => Ok(bind(any_v4(port)).await?),
+    }
+}
+
 /// A stop signal every task can wait on (set once by the shutdown signal, or when the controller ends).
 #[derive(Clone, Debug)]
 struct Stop(watch::Sender<bool>);
@@ -720,6 +713,39 @@ struct Stop(watch::Sender<bool>);
 impl Stop {
     fn trigger(&self) {
         self.0.send_replace(true);
+    }
+
+    /// Triggers the stop when `signal` comes; ends quietly when stopped otherwise (the controller ended).
+    fn on(
+        &self,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = Result<(), OperatorError>> + Send + 'static {
+        let stop = self.clone();
+        async move {
+            tokio::select! {
+                () = signal => {
+                    tracing::info!("shutting down");
+                    stop.trigger();
+                }
+                () = stop.signalled() => {}
+            }
+            Ok(())
+        }
+    }
+
+    /// Runs `task` until it ends or the stop comes, whichever is first.
+    fn until(
+        &self,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = Result<(), OperatorError>> + Send + 'static {
+        let stopped = self.signalled();
+        async move {
+            tokio::select! {
+                () = task => {}
+                () = stopped => {}
+            }
+            Ok(())
+        }
     }
 
     fn signalled(&self) -> impl Future<Output = ()> + Send + 'static {
