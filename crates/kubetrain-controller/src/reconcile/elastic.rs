@@ -286,7 +286,7 @@ fn from_report(spec: &MetricSpec, reported: &[Metric], current: i32) -> Option<i
         .find(|m| &m.name == name)
         .and_then(|m| m.value.trim().parse::<f64>().ok())
         .filter(|v| v.is_finite() && *v >= 0.0)?;
-    let target = quantity(&target.0).filter(|t| *t > 0.0)?;
+    let target = metrics::base_units(&target.0).filter(|t| *t > 0.0)?;
     let current = f64::from(current.max(1));
     let wanted = if per_node_total {
         (value / target).ceil()
@@ -317,14 +317,6 @@ fn metric_target<'a>(
         "AverageValue" => Some((name, target.average_value.as_ref()?, true)),
         _ => None,
     }
-}
-
-/// A quantity as a number (`"100"`, `"1.5"`, `"500m"`, `"2k"`).
-fn quantity(text: &str) -> Option<f64> {
-    text.trim().parse::<f64>().ok().or_else(|| {
-        let milli = kubetrain_quantity::Quantity::parse(text).ok()?.milli()?;
-        Some(milli as f64 / 1000.0)
-    })
 }
 
 /// How long a metric must ask for fewer nodes before the job shrinks: HPA's default
@@ -375,13 +367,7 @@ impl Memory {
             return wanted;
         };
         forget_idle(&mut memory, now, window);
-        let job = memory.entry(uid.to_owned()).or_insert_with(|| JobMemory {
-            recommendations: vec![(now, current)],
-            announced: BTreeSet::new(),
-            touched: now,
-            resized_at: None,
-        });
-        job.touched = now;
+        let job = job_entry(&mut memory, uid, now, || vec![(now, current)]);
         job.recommendations
             .retain(|(at, _)| now.saturating_duration_since(*at) < window);
         let Wanted::Nodes(nodes) = wanted else {
@@ -403,14 +389,9 @@ impl Memory {
             return false;
         };
         forget_idle(&mut memory, now, window);
-        let job = memory.entry(uid.to_owned()).or_insert_with(|| JobMemory {
-            recommendations: Vec::new(),
-            announced: BTreeSet::new(),
-            touched: now,
-            resized_at: None,
-        });
-        job.touched = now;
-        job.announced.insert(cause.to_owned())
+        job_entry(&mut memory, uid, now, Vec::new)
+            .announced
+            .insert(cause.to_owned())
     }
 
     /// Records that the running job `uid` was resized `at` (wall clock, as the trainer's reports are stamped).
@@ -418,14 +399,7 @@ impl Memory {
         let Ok(mut memory) = self.0.lock() else {
             return;
         };
-        let job = memory.entry(uid.to_owned()).or_insert_with(|| JobMemory {
-            recommendations: Vec::new(),
-            announced: BTreeSet::new(),
-            touched: now,
-            resized_at: None,
-        });
-        job.touched = now;
-        job.resized_at = Some(at);
+        job_entry(&mut memory, uid, now, Vec::new).resized_at = Some(at);
     }
 
     /// Whether a trainer report stamped `updated` may be read for the job `uid`: not when this process resized
@@ -449,6 +423,23 @@ impl Memory {
     pub(crate) fn jobs(&self) -> usize {
         self.0.lock().map_or(0, |m| m.len())
     }
+}
+
+/// The memory of the job `uid`, created with `seed` as its recommendations when new; marked used `now`.
+fn job_entry<'a>(
+    memory: &'a mut HashMap<String, JobMemory>,
+    uid: &str,
+    now: Instant,
+    seed: impl FnOnce() -> Vec<(Instant, i32)>,
+) -> &'a mut JobMemory {
+    let job = memory.entry(uid.to_owned()).or_insert_with(|| JobMemory {
+        recommendations: seed(),
+        announced: BTreeSet::new(),
+        touched: now,
+        resized_at: None,
+    });
+    job.touched = now;
+    job
 }
 
 /// Drops the jobs not seen for two windows (deleted or finished: a running elastic job is seen every
