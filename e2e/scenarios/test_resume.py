@@ -59,7 +59,8 @@ def kwok_nodes(pool, count):
 @pytest.fixture
 def pool(request):
     """A node pool of this scenario's own (deleted afterwards), so the shared kwok nodes stay as they are."""
-    name = uuid.uuid4().hex[:6]
+    # A letter first: a bare hex name such as `13e080` reads as a number in the YAML sent to kubectl.
+    name = f"pool-{uuid.uuid4().hex[:6]}"
     yield name
     kubectl("delete", "nodes", "-l", f"e2e.kubetrain.dev/pool={name}", "--wait=false", check=False)
 
