@@ -61,6 +61,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
@@ -88,6 +89,7 @@ use crate::applied::{AppliedMemory, hash_json, hash_of};
 use crate::apply::{apply_config_map, apply_object, apply_params};
 use crate::backoff::{Backoff, Key};
 use crate::cache::{self, Cached, CachedJobSet, Caches, is_ready};
+use crate::count_writes::{self, CountWriteBudget, CountWrites, Verdict};
 use crate::error::{Error, Result};
 use crate::events;
 use crate::leadership::Leadership;
@@ -122,6 +124,8 @@ pub struct Context {
     restarts: RestartMemory,
     /// The elastic loop's per-TrainJob memory (metric recommendations, causes announced).
     elastic: reconcile::elastic::Memory,
+    /// The line of count-only status writes ([`crate::count_writes`]); `None` writes every change at once.
+    count_writes: Option<Arc<CountWrites>>,
 }
 
 /// What the leader last recorded of each TrainJob's restarts ([`reconcile::restarts`]).
@@ -158,6 +162,7 @@ impl Context {
             snapshots: ParsedSnapshots::default(),
             restarts: RestartMemory::default(),
             elastic: reconcile::elastic::Memory::default(),
+            count_writes: None,
         }
     }
 
@@ -174,6 +179,18 @@ impl Context {
     pub(crate) fn with_caches(mut self, caches: Caches) -> Self {
         self.cache = Some(caches);
         self
+    }
+
+    /// Paces count-only status writes with `budget`; the caller feeds [`count_writes::turns`] of the
+    /// returned line to the controller (without that, a waiting TrainJob would wait for its next event).
+    pub(crate) fn with_count_writes(
+        mut self,
+        budget: CountWriteBudget,
+    ) -> (Self, Arc<CountWrites>) {
+        let gauge = self.metrics.count_writes_waiting();
+        let writes = Arc::new(CountWrites::new(budget, Instant::now(), gauge));
+        self.count_writes = Some(writes.clone());
+        (self, writes)
     }
 
     /// The per-TrainJob failure counts.
@@ -301,6 +318,7 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         let before = job.status.clone().unwrap_or_default();
         decision.patch = reconcile::merge_patch(&before, &decision.status);
     }
+    pace_count_writes(job, ctx, &mut decision);
     if let Err(error) = write_status(job, ctx, &decision, jobset.as_ref()).await {
         match &failure {
             None => failure = Some(error),
@@ -337,6 +355,27 @@ async fn reconcile_job(job: &TrainJob, ctx: &Context) -> Result<Option<Duration>
         (a, b) => a.or(b),
     };
     Ok(requeue.map(whole_seconds))
+}
+
+/// Keeps the written counts when the decision changes only `jobsStatus` counts and the count-only write
+/// budget says wait ([`crate::count_writes`]): the TrainJob is reconciled again when its turn comes. Any
+/// other write goes out at once with the counts of that moment, and the TrainJob leaves the line.
+fn pace_count_writes(job: &TrainJob, ctx: &Context, decision: &mut StatusDecision) {
+    let Some(writes) = &ctx.count_writes else {
+        return;
+    };
+    let key = key_of(job);
+    let before = job.status.clone().unwrap_or_default();
+    if decision.patch.is_none() || !reconcile::counts_only(&before, &decision.status) {
+        writes.withdraw(&key);
+        return;
+    }
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    if writes.request(&key, uid, Instant::now()) == Verdict::Wait {
+        tracing::debug!(trainjob = %format_args!("{}/{}", key.0, key.1), "count-only status write waits for the budget");
+        decision.status.jobs_status = before.jobs_status;
+        decision.patch = None;
+    }
 }
 
 /// The restart update for `job` ([`reconcile::restarts::observe`]), reading the history this leader last
@@ -1362,16 +1401,22 @@ pub async fn run_with_plugins(
         writers.trainjobs,
         cache::strip::<TrainJob>,
     );
-    let ctx = Arc::new(
-        Context::new(
-            client.clone(),
-            settings,
-            leadership.clone(),
-            metrics.clone(),
-        )
-        .with_plugins(plugins)
-        .with_caches(caches.clone()),
-    );
+    let budget = settings.status_count_writes.filter(|b| !b.period.is_zero());
+    let mut ctx = Context::new(
+        client.clone(),
+        settings,
+        leadership.clone(),
+        metrics.clone(),
+    )
+    .with_plugins(plugins)
+    .with_caches(caches.clone());
+    let mut count_turns = None;
+    if let Some(budget) = budget {
+        let (with_budget, writes) = ctx.with_count_writes(budget);
+        ctx = with_budget;
+        count_turns = Some(count_writes::turns(writes, caches.trainjobs.clone()));
+    }
+    let ctx = Arc::new(ctx);
     // The echo of the leader's own status patch is stored, but reconciles nothing (see `fingerprint`).
     let echoes = ctx.clone();
     let triggers = trainjobs
@@ -1398,6 +1443,9 @@ pub async fn run_with_plugins(
             .try_filter(not_an_echo(&ctx)),
         )
         .owns_stream(cache::reflect_metadata(api(&client, ns), writers.secrets).touched_objects());
+    if let Some(turns) = count_turns {
+        controller = controller.reconcile_on(turns);
+    }
     controller = watch_pod_groups(controller, &client, ns, coscheduling, writers.coscheduling);
     controller = watch_pod_groups(controller, &client, ns, volcano, writers.volcano);
     let controller = watch_owned_kinds(controller, &client, ns, &ctx.settings.owned_kinds).await?;

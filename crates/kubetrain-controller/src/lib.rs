@@ -41,6 +41,9 @@ mod cache_scenarios;
 pub mod certs;
 pub mod config;
 pub mod controller;
+#[cfg(test)]
+mod count_write_scenarios;
+mod count_writes;
 pub mod election;
 mod error;
 mod events;
@@ -65,6 +68,7 @@ pub mod status_server;
 pub mod webhook;
 
 pub use controller::run;
+pub use count_writes::CountWriteBudget;
 pub use error::{Error, Result};
 pub use leadership::Leadership;
 pub use metrics::ControllerMetrics;

@@ -8,6 +8,7 @@
 //! | `kubetrain_trainjobs{state}` | gauge | TrainJobs in the controller's cache by state (Created, Running, Suspended, Complete, Failed) |
 //! | `kubetrain_trainjob_reconciles_in_flight` | gauge | reconciles running now |
 //! | `kubetrain_trainjob_requeues_scheduled` | gauge | TrainJobs with a requeue (deadline, retry, follower re-check) still ahead |
+//! | `kubetrain_status_count_writes_waiting` | gauge | TrainJobs whose changed `jobsStatus` counts wait for the count-only write budget ([`crate::CountWriteBudget`]) |
 //! | `kubetrain_trainjob_queue_depth` | gauge | in flight + scheduled requeues: the work the controller has accepted and not finished |
 //!
 //! The platform metrics (queue wait, admissions, preemptions, outcomes, GPU-seconds) are registered with these;
@@ -29,7 +30,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -110,6 +111,7 @@ pub struct ControllerMetrics {
     errors: Family<ErrorLabels, Counter>,
     duration: Histogram,
     live: Arc<Live>,
+    count_writes_waiting: Gauge,
     /// Queue wait, admissions, preemptions, outcomes and GPU-seconds ([`crate::PlatformMetrics`]).
     pub platform: PlatformMetrics,
 }
@@ -129,6 +131,7 @@ impl Default for ControllerMetrics {
             errors: Family::default(),
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             live: Arc::default(),
+            count_writes_waiting: Gauge::default(),
             platform: PlatformMetrics::default(),
         }
     }
@@ -159,9 +162,19 @@ impl ControllerMetrics {
             "Duration of one TrainJob reconcile, API calls included",
             metrics.duration.clone(),
         );
+        registry.register(
+            "kubetrain_status_count_writes_waiting",
+            "TrainJobs whose jobsStatus counts wait for the count-only write budget",
+            metrics.count_writes_waiting.clone(),
+        );
         registry.register_collector(Box::new(LiveCollector(metrics.live.clone())));
         metrics.platform.register(registry);
         Arc::new(metrics)
+    }
+
+    /// The gauge of TrainJobs waiting for the count-only write budget (crate::count_writes).
+    pub(crate) fn count_writes_waiting(&self) -> Gauge {
+        self.count_writes_waiting.clone()
     }
 
     /// Reconciles run so far.

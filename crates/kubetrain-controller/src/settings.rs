@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::CountWriteBudget;
+
 /// The server-side apply field manager every object and status write uses.
 pub const FIELD_MANAGER: &str = "trainer.kubeflow.org/kubetrain";
 
@@ -49,6 +51,12 @@ pub struct Settings {
     /// `SyncPeriod`, 10 h in upstream's manager and in `kubetrain-operator`): repairs drift that no watch
     /// event reports, such as a child deleted while the operator was down. `None` waits for changes only.
     pub sync_period: Option<Duration>,
+    /// The budget of status writes that change only a TrainJob's `jobsStatus` counts, shared by every
+    /// TrainJob (conditions, times and results are always written at once, with the counts of that moment).
+    /// Beyond it, count changes wait in line and most fold into the next condition's write
+    /// ([`CountWriteBudget`]). `None` writes every count change at once. Used by [`crate::run`] only: a
+    /// [`crate::controller::Context`] reconciled by hand writes every change.
+    pub status_count_writes: Option<CountWriteBudget>,
     /// Optional render plugins: with `trainjob_status` set (upstream's `TrainJobStatus` feature gate), trainer
     /// pods get the status server's URL, CA certificate and a token for it ([`crate::status_server`]).
     /// Default: none, as upstream.
@@ -74,6 +82,7 @@ impl Default for Settings {
             event_reporter: EVENT_REPORTER.to_owned(),
             event_instance: None,
             sync_period: None,
+            status_count_writes: Some(CountWriteBudget::default()),
             render: kubetrain_jobset::RenderOptions::default(),
             owned_kinds: Vec::new(),
         }

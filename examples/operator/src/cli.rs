@@ -11,7 +11,7 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubetrain_controller::election::{ElectionConfig, default_identity};
 use kubetrain_controller::operator::StatusServerSettings;
-use kubetrain_controller::{Operator, OperatorError, Settings};
+use kubetrain_controller::{CountWriteBudget, Operator, OperatorError, Settings};
 
 pub(crate) use crate::log_format::LogFormat;
 
@@ -126,6 +126,18 @@ pub(crate) struct Cli {
     #[arg(long, env = "KUBETRAIN_DEBOUNCE", default_value = "100ms", value_parser = parse_duration)]
     pub debounce: Duration,
 
+    /// Status writes that change only a TrainJob's jobsStatus counts share a budget: after a burst of
+    /// --status-count-writes-burst, one more each period. Beyond it, count changes wait in line (oldest first)
+    /// and most fold into the next condition's write; conditions never wait. 0 writes every change at once.
+    #[arg(long, env = "KUBETRAIN_STATUS_COUNT_WRITES_PERIOD", default_value = "5s", value_parser = parse_duration)]
+    pub status_count_writes_period: Duration,
+
+    /// Count-only status writes that may go out at once after a quiet spell (see
+    /// --status-count-writes-period).
+    #[arg(long, env = "KUBETRAIN_STATUS_COUNT_WRITES_BURST", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub status_count_writes_burst: u32,
+
     /// Threads running the controller, webhooks and servers. 1 (the default) runs everything on one thread,
     /// which costs the least CPU: the work is waiting on the API server, and a second thread mostly adds
     /// hand-offs between them. 0 starts one per CPU.
@@ -195,18 +207,28 @@ pub(crate) struct Cli {
 }
 
 impl Cli {
-    /// The operator these flags describe; fails on unsafe election timings or a certificate that cannot be
-    /// loaded, before anything talks to the cluster.
-    pub(crate) fn operator(&self) -> Result<Operator, OperatorError> {
-        let settings = Settings {
+    /// The TrainJob controller's settings these flags describe.
+    fn settings(&self) -> Settings {
+        Settings {
             field_manager: self.field_manager.clone(),
             namespace: self.watch_namespace.clone(),
             concurrency: self.concurrency,
             debounce: self.debounce,
             event_instance: self.leader_elect_identity.clone(),
             sync_period: Some(self.sync_period).filter(|p| !p.is_zero()),
+            status_count_writes: Some(CountWriteBudget {
+                period: self.status_count_writes_period,
+                burst: self.status_count_writes_burst,
+            })
+            .filter(|b| !b.period.is_zero()),
             ..Settings::default()
-        };
+        }
+    }
+
+    /// The operator these flags describe; fails on unsafe election timings or a certificate that cannot be
+    /// loaded, before anything talks to the cluster.
+    pub(crate) fn operator(&self) -> Result<Operator, OperatorError> {
+        let settings = self.settings();
         let mut operator = Operator::new(settings)
             .endpoints(self.metrics_bind_address, self.health_probe_bind_address)
             .status_server_port(self.status_server_port);
@@ -368,6 +390,35 @@ mod tests {
             found = true;
         }
         assert!(found, "no Deployment in operator.yaml");
+    }
+
+    #[test]
+    fn count_write_budget_flags_reach_the_settings_and_zero_turns_it_off() {
+        let default = Cli::try_parse_from(["kubetrain-operator"]).unwrap();
+        assert_eq!(
+            default.settings().status_count_writes,
+            Some(CountWriteBudget::default())
+        );
+        let tuned = Cli::try_parse_from([
+            "kubetrain-operator",
+            "--status-count-writes-period=1s",
+            "--status-count-writes-burst=7",
+        ])
+        .unwrap();
+        assert_eq!(
+            tuned.settings().status_count_writes,
+            Some(CountWriteBudget {
+                period: Duration::from_secs(1),
+                burst: 7
+            })
+        );
+        let off = Cli::try_parse_from(["kubetrain-operator", "--status-count-writes-period", "0"])
+            .unwrap();
+        assert_eq!(off.settings().status_count_writes, None);
+        let error = Cli::try_parse_from(["kubetrain-operator", "--status-count-writes-burst", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--status-count-writes-burst"), "{error}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub use snapshot::{
     FetchedRuntime, RUNTIME_KEY, SnapshotRuntime, check_owner, parse_snapshot, snapshot_config_map,
     snapshot_name,
 };
-pub use status::{StatusDecision, decide_status, merge_patch};
+pub use status::{StatusDecision, counts_only, decide_status, merge_patch};
 
 use kubetrain_api::constants::{
     CLUSTER_TRAINING_RUNTIME_KIND, GROUP, TRAINING_RUNTIME_KIND, TRAINJOB_CONTROLLER,

@@ -127,6 +127,17 @@ fn defer_empty_counts(before: &TrainJobStatus, after: &mut TrainJobStatus) {
     }
 }
 
+/// Whether `after` differs from `before` in `jobsStatus` counts and nothing else: a write that tells no
+/// condition, time or result, only how many Jobs are active, ready, done or suspended right now (the writes
+/// [`crate::CountWriteBudget`] paces).
+pub fn counts_only(before: &TrainJobStatus, after: &TrainJobStatus) -> bool {
+    before.jobs_status != after.jobs_status
+        && TrainJobStatus {
+            jobs_status: before.jobs_status.clone(),
+            ..after.clone()
+        } == *before
+}
+
 /// The JSON merge patch (RFC 7386) turning `before` into `after`, wrapped as `{"status": ...}`; `None` if equal.
 /// Lists are replaced whole, removed fields become `null` (upstream's `client.MergeFrom`).
 pub fn merge_patch(before: &TrainJobStatus, after: &TrainJobStatus) -> Option<Value> {
