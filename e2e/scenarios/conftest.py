@@ -249,3 +249,12 @@ def kubetrain(*args, check=True, env=None, timeout=TIMEOUT + 30):
     if check and proc.returncode != 0:
         raise AssertionError(f"kubetrain {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
+
+
+def cluster(*args, env=None):
+    """Runs `e2e/cluster.sh ARGS` (e.g. `operator stop kubetrain-operator`) with `env` added to ours (the
+    operator takes every flag from the environment too); fails with the script's error output."""
+    proc = subprocess.run([str(E2E_DIR / "cluster.sh"), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        raise AssertionError(f"cluster.sh {' '.join(args)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")

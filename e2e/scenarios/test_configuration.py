@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import E2E_DIR, STATE, TARGET, eventually, exists, get, kubectl, trainjob
+from conftest import E2E_DIR, STATE, TARGET, cluster, eventually, exists, get, kubectl, trainjob
 
 pytestmark = pytest.mark.kubetrain
 
@@ -66,10 +66,6 @@ statusServer:
 featureGates:
   TrainJobStatus: true
 """
-
-
-def cluster(*args):
-    subprocess.run([str(E2E_DIR / "cluster.sh"), *args], check=True, capture_output=True, text=True)
 
 
 def readyz():

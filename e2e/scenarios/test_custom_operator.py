@@ -4,27 +4,15 @@ replaces kubetrain-operator for this scenario, with the same flags, ServiceAccou
 admission webhooks admit and that runs to Complete on kwok. The standard operator is restored afterwards, also
 when the scenario fails."""
 
-import os
-import subprocess
 import uuid
 
 import pytest
 
-from conftest import E2E_DIR, apply, condition, eventually, get, kubectl, trainjob, wait
+from conftest import apply, cluster, condition, eventually, get, kubectl, trainjob, wait
 
 pytestmark = pytest.mark.kubetrain
 
 OPERATOR = "kubetrain-operator"
-
-
-def cluster(*args, env=None):
-    subprocess.run(
-        [str(E2E_DIR / "cluster.sh"), *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
 
 
 @pytest.fixture

@@ -1,19 +1,14 @@
 """Deadlines, deletion, restarts and leader election of kubetrain-operator on the real control plane."""
 
 import json
-import subprocess
 
 import pytest
 
-from conftest import E2E_DIR, apply, condition, eventually, exists, get, kubectl, trainjob, wait
+from conftest import apply, cluster, condition, eventually, exists, get, kubectl, trainjob, wait
 
 pytestmark = pytest.mark.kubetrain
 
 LEASE = ("lease", "trainer.kubeflow.org", "kubeflow-system")
-
-
-def cluster(*args):
-    subprocess.run([str(E2E_DIR / "cluster.sh"), *args], check=True, capture_output=True, text=True)
 
 
 def holder():

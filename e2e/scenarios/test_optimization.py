@@ -10,14 +10,13 @@ computed from the learning rate the controller injected (`KUBEFLOW_TRAINER_OPT_L
 import json
 import math
 import os
-import subprocess
 import urllib.request
 
 import pytest
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import TrainerClient
 
-from conftest import E2E_DIR, KUBECONFIG, apply, condition, eventually, get, kubectl, kubetrain, operator_metric, wait
+from conftest import KUBECONFIG, apply, cluster, condition, eventually, get, kubectl, kubetrain, operator_metric, wait
 from test_kueue import queue_setup
 from test_status_server import audience, post, token
 
@@ -152,10 +151,6 @@ def test_an_invalid_search_is_refused_by_the_crd(ns):
     proc = kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(bad), check=False)
     assert proc.returncode != 0
     assert "parallelTrials cannot exceed numTrials" in proc.stderr, proc.stderr
-
-
-def cluster(*args):
-    subprocess.run([str(E2E_DIR / "cluster.sh"), *args], check=True, capture_output=True, text=True)
 
 
 def report(ns, trial):

@@ -26,10 +26,11 @@ import yaml
 
 from conftest import (
     E2E_DIR,
+    KubectlError,
     REPO_DIR,
     STATE,
-    KubectlError,
     apply,
+    cluster,
     eventually,
     get,
     kubectl,
@@ -54,13 +55,6 @@ PROM = f"http://127.0.0.1:{PROMETHEUS_PORT}"
 # Per run: a namespace of an earlier run may still be terminating.
 MONITORING = f"e2e-monitoring-{os.getpid()}"
 OPT_IN = "kubetrain.io/trainer-status-metrics"
-
-
-def cluster(*args, env=None):
-    proc = subprocess.run([str(E2E_DIR / "cluster.sh"), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
-    if proc.returncode != 0:
-        raise AssertionError(f"cluster.sh {' '.join(args)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
 
 
 def prometheus_bin():

@@ -4,16 +4,15 @@ lifecycle fields inside a runtime's templates; and kubeflow/trainer#3779: a Fail
 deleted never gets a new one."""
 
 import json
-import subprocess
 import time
 from datetime import datetime, timezone
 
 import pytest
 
 from conftest import (
-    E2E_DIR,
     KubectlError,
     apply,
+    cluster,
     condition,
     eventually,
     exists,
@@ -32,10 +31,6 @@ pytestmark = pytest.mark.kubetrain
 # A negative assertion ("no new JobSet") can only watch for a bounded time: this long after a reconcile of the
 # TrainJob was observed, well above the operator's reconcile latency on this cluster (below one second).
 QUIET_SECONDS = 5
-
-
-def cluster(*args):
-    subprocess.run([str(E2E_DIR / "cluster.sh"), *args], check=True, capture_output=True, text=True)
 
 
 def parse_time(text):

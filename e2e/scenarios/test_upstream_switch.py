@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import E2E_DIR, STATE, get, kubectl
+from conftest import STATE, cluster, get, kubectl
 
 pytestmark = [
     pytest.mark.kubetrain,
@@ -66,10 +66,6 @@ def upstream_secret(folder):
     openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days",
             "365", "-extfile", "ext", "-out", "tls.crt", cwd=folder)
     return {key: (folder / key).read_text() for key in ("ca.crt", "ca.key", "tls.crt", "tls.key")}
-
-
-def cluster(*args):
-    subprocess.run([str(E2E_DIR / "cluster.sh"), *args], check=True, capture_output=True, text=True)
 
 
 def secret_pem(key):
