@@ -361,29 +361,14 @@ impl Operator {
     ///
     /// [`OperatorError`] when a setting is contradictory, the API server cannot be reached or a port cannot be
     /// bound.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "wiring: each part is started in order, sharing the stop signal, task set, registry and \
-                  leadership; split up, every step would take and return the same half-dozen handles"
-    )]
     pub async fn start(mut self, client: Client) -> Result<Running, OperatorError> {
         let tls = self
             .webhooks
             .as_ref()
             .map(|(_, _, cert, provider)| (cert.clone(), provider.clone()));
+        // The status server serves the webhook certificate, so it runs only with the webhooks.
         let status_port = if tls.is_some() { self.status_port } else { 0 };
-        if self.trainjob_status.is_some() && status_port == 0 {
-            return Err(OperatorError::Config(
-                "--trainjob-status needs the status server: drop --disable-webhooks and --status-server-port 0"
-                    .into(),
-            ));
-        }
-        let status_options = self.trainjob_status_options(&client, status_port)?;
-        let mut settings = self.settings;
-        if status_options.is_some() {
-            settings.render.trainjob_status = status_options;
-        }
-        let plugins = Arc::new(render_plugins(&settings, self.plugins)?);
+        let (settings, plugins) = self.controller_settings(&client, status_port)?;
         let version = client
             .apiserver_version()
             .await
@@ -394,13 +379,19 @@ impl Operator {
             "connected to the API server"
         );
 
-        let stop = Stop(watch::channel(false).0);
-        let mut tasks: JoinSet<Result<(), OperatorError>> = JoinSet::new();
-        let signal = self.shutdown.unwrap_or_else(|| Box::pin(shutdown_signal()));
-        tasks.spawn(stop.on(signal));
+        let mut launch = Launch {
+            client,
+            stop: Stop(watch::channel(false).0),
+            tasks: JoinSet::new(),
+            health: Health::new(),
+        };
+        let signal = self
+            .shutdown
+            .take()
+            .unwrap_or_else(|| Box::pin(shutdown_signal()));
+        launch.tasks.spawn(launch.stop.on(signal));
 
-        let health = Health::new();
-        let mut registry = self.registry;
+        let mut registry = std::mem::take(&mut self.registry);
         let metrics = ControllerMetrics::register(&mut registry);
         let webhook_metrics = WebhookMetrics::register(&mut registry);
         let status_metrics = StatusMetrics::register(&mut registry);
@@ -412,116 +403,41 @@ impl Operator {
             .as_ref()
             .map(|c| c.namespace.clone())
             .filter(|namespace| !namespace.is_empty())
-            .unwrap_or_else(|| client.default_namespace().to_owned());
-        let leadership = start_leadership(self.election, &client, &stop, &mut tasks);
+            .unwrap_or_else(|| launch.client.default_namespace().to_owned());
+        let leadership = start_leadership(
+            self.election.take(),
+            &launch.client,
+            &launch.stop,
+            &mut launch.tasks,
+        );
         register_leader_gauge(&mut registry, leadership.clone());
         if let Some((_, _, cert, _)) = &self.webhooks {
             crate::certs::register_expiry_gauge(&mut registry, cert.clone());
         }
         let registry = Arc::new(registry);
 
-        let mut webhook_addr = None;
-        if let Some((port, _, cert, provider)) = &self.webhooks {
-            let ready = health.check("webhook");
-            // Runtimes for reviews come from watches, not a GET per review.
-            let (runtimes, watches) = RuntimeCache::new(client.clone());
-            tasks.spawn(stop.until(watches));
-            let reporter = kube::runtime::events::Reporter {
-                controller: settings.event_reporter.clone(),
-                instance: settings.event_instance.clone(),
-            };
-            let (policy, policy_watch, audit) = self
-                .admission
-                .start(&client, &own_namespace, reporter)
-                .map_err(OperatorError::Config)?;
-            if let Some(policy_watch) = policy_watch {
-                tasks.spawn(stop.until(policy_watch));
-            }
-            let admission = || {
-                Admission::new(client.clone())
-                    .with_cache(runtimes.clone())
-                    .with_metrics(webhook_metrics.clone())
-                    .with_plugins(plugins.clone())
-                    .with_policy(policy.clone())
-                    .with_audit(audit.clone())
-            };
-            // The host, else all IPv6 interfaces, else (hosts without IPv6) all IPv4 ones.
-            let mut bound = Err(OperatorError::Config("no webhook address".into()));
-            for addr in self.serving.webhook_addrs(*port) {
-                let tls = &self.serving.tls;
-                bound = WebhookServer::bind_with(
-                    addr,
-                    cert.clone(),
-                    provider.clone(),
-                    admission(),
-                    tls,
-                )
-                .await
-                .map_err(OperatorError::from);
-                if bound.is_ok() {
-                    break;
-                }
-            }
-            let server = bound?;
-            let leading = &leadership;
-            if let Some(manager) = self.serving.cert_manager(
-                &client,
-                cert,
-                provider,
-                leading,
-                &health,
-                stop.signalled(),
-            ) {
-                tasks.spawn(ok(manager));
-            }
-            let addr = server.local_addr().map_err(OperatorError::Endpoints)?;
-            tracing::info!(%addr, "serving admission webhooks");
-            webhook_addr = Some(addr);
-            ready.set(true);
-            tasks.spawn(ok(server.serve(stop.signalled())));
-        }
-
+        let webhook_addr = self
+            .start_webhooks(
+                &mut launch,
+                &settings,
+                webhook_metrics,
+                &plugins,
+                &leadership,
+                &own_namespace,
+            )
+            .await?;
         // Upstream's status server: training pods report progress into status.trainerStatus, over TLS with the
         // webhook certificate (so it needs the webhooks on).
-        let status_addr = match (&tls, status_port) {
-            (None, _) => {
-                tracing::info!(
-                    "status server off: it serves the webhook certificate, and webhooks are disabled"
-                );
-                None
-            }
-            (_, 0) => {
-                tracing::info!("status server off (--status-server-port 0)");
-                None
-            }
-            (Some((cert, provider)), port) => {
-                let server = bind_status_server(port, cert, provider, &client).await?;
-                let server = server.with_metrics(status_metrics);
-                let addr = server.local_addr().map_err(OperatorError::Endpoints)?;
-                tracing::info!(%addr, "serving the TrainJob status server");
-                tasks.spawn(ok(server.serve(stop.signalled())));
-                Some(addr)
-            }
-        };
+        let status_addr =
+            start_status_server(&mut launch, tls, status_port, status_metrics).await?;
+        let endpoint_addrs = self.start_endpoints(&mut launch, registry).await?;
 
-        let mut endpoint_addrs = Vec::new();
-        for (i, addr) in self.endpoints.iter().enumerate() {
-            let mut endpoints = Endpoints::bind(*addr, registry.clone(), health.clone())
-                .await
-                .map_err(OperatorError::Endpoints)?;
-            if i == 0 {
-                // The metrics address: HTTPS and the scrape filter when asked.
-                endpoints = self
-                    .serving
-                    .metrics_endpoint(endpoints, &client, self.provider.as_ref())
-                    .map_err(OperatorError::Config)?;
-            }
-            let addr = endpoints.local_addr().map_err(OperatorError::Endpoints)?;
-            tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
-            endpoint_addrs.push(addr);
-            tasks.spawn(ok(endpoints.serve(stop.signalled())));
-        }
-
+        let Launch {
+            client,
+            stop,
+            mut tasks,
+            health,
+        } = launch;
         // Upstream v2.3's runtime controllers: drop the legacy resource-in-use finalizer from runtimes.
         tasks.spawn(ok(crate::runtime_finalizer::run(
             client.clone(),
@@ -555,6 +471,162 @@ impl Operator {
             tasks,
         })
     }
+
+    /// The controller's settings, with the status server's render options when `--trainjob-status` is on,
+    /// and its render plugins (the built-ins, then the embedder's); fails on contradictory settings.
+    fn controller_settings(
+        &mut self,
+        client: &Client,
+        status_port: u16,
+    ) -> Result<(Settings, Arc<kubetrain_jobset::plugins::Registry>), OperatorError> {
+        if self.trainjob_status.is_some() && status_port == 0 {
+            return Err(OperatorError::Config(
+                "--trainjob-status needs the status server: drop --disable-webhooks and --status-server-port 0"
+                    .into(),
+            ));
+        }
+        let status_options = self.trainjob_status_options(client, status_port)?;
+        let mut settings = std::mem::take(&mut self.settings);
+        if status_options.is_some() {
+            settings.render.trainjob_status = status_options;
+        }
+        let plugins = render_plugins(&settings, std::mem::take(&mut self.plugins))?;
+        Ok((settings, Arc::new(plugins)))
+    }
+
+    /// Binds the admission webhooks, with the runtime cache, training policy and certificate manager they
+    /// use, and spawns them; `None` when webhooks are off.
+    async fn start_webhooks(
+        &self,
+        launch: &mut Launch,
+        settings: &Settings,
+        metrics: Arc<WebhookMetrics>,
+        plugins: &Arc<kubetrain_jobset::plugins::Registry>,
+        leadership: &Leadership,
+        own_namespace: &str,
+    ) -> Result<Option<SocketAddr>, OperatorError> {
+        let Some((port, _, cert, provider)) = &self.webhooks else {
+            return Ok(None);
+        };
+        let Launch {
+            client,
+            stop,
+            tasks,
+            health,
+        } = launch;
+        let ready = health.check("webhook");
+        // Runtimes for reviews come from watches, not a GET per review.
+        let (runtimes, watches) = RuntimeCache::new(client.clone());
+        tasks.spawn(stop.until(watches));
+        let reporter = kube::runtime::events::Reporter {
+            controller: settings.event_reporter.clone(),
+            instance: settings.event_instance.clone(),
+        };
+        let (policy, policy_watch, audit) = self
+            .admission
+            .start(client, own_namespace, reporter)
+            .map_err(OperatorError::Config)?;
+        if let Some(policy_watch) = policy_watch {
+            tasks.spawn(stop.until(policy_watch));
+        }
+        let admission = || {
+            Admission::new(client.clone())
+                .with_cache(runtimes.clone())
+                .with_metrics(metrics.clone())
+                .with_plugins(plugins.clone())
+                .with_policy(policy.clone())
+                .with_audit(audit.clone())
+        };
+        // The host, else all IPv6 interfaces, else (hosts without IPv6) all IPv4 ones.
+        let mut bound = Err(OperatorError::Config("no webhook address".into()));
+        for addr in self.serving.webhook_addrs(*port) {
+            let tls = &self.serving.tls;
+            bound =
+                WebhookServer::bind_with(addr, cert.clone(), provider.clone(), admission(), tls)
+                    .await
+                    .map_err(OperatorError::from);
+            if bound.is_ok() {
+                break;
+            }
+        }
+        let server = bound?;
+        if let Some(manager) =
+            self.serving
+                .cert_manager(client, cert, provider, leadership, health, stop.signalled())
+        {
+            tasks.spawn(ok(manager));
+        }
+        let addr = server.local_addr().map_err(OperatorError::Endpoints)?;
+        tracing::info!(%addr, "serving admission webhooks");
+        ready.set(true);
+        tasks.spawn(ok(server.serve(stop.signalled())));
+        Ok(Some(addr))
+    }
+
+    /// Binds `/healthz`, `/readyz` and `/metrics` on every endpoint address (the first one is the metrics
+    /// address: HTTPS and the scrape filter when asked) and spawns them.
+    async fn start_endpoints(
+        &self,
+        launch: &mut Launch,
+        registry: Arc<Registry>,
+    ) -> Result<Vec<SocketAddr>, OperatorError> {
+        let mut addrs = Vec::new();
+        for (i, addr) in self.endpoints.iter().enumerate() {
+            let mut endpoints = Endpoints::bind(*addr, registry.clone(), launch.health.clone())
+                .await
+                .map_err(OperatorError::Endpoints)?;
+            if i == 0 {
+                endpoints = self
+                    .serving
+                    .metrics_endpoint(endpoints, &launch.client, self.provider.as_ref())
+                    .map_err(OperatorError::Config)?;
+            }
+            let addr = endpoints.local_addr().map_err(OperatorError::Endpoints)?;
+            tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+            addrs.push(addr);
+            launch
+                .tasks
+                .spawn(ok(endpoints.serve(launch.stop.signalled())));
+        }
+        Ok(addrs)
+    }
+}
+
+/// What the parts [`Operator::start`] starts share: the client, the stop signal, the task set they run in
+/// and the readiness checks.
+struct Launch {
+    client: Client,
+    stop: Stop,
+    tasks: JoinSet<Result<(), OperatorError>>,
+    health: Health,
+}
+
+/// Binds upstream's TrainJob status server with the webhook certificate `tls` on `port` and spawns it;
+/// `None` when it is off (no webhooks, or port 0).
+async fn start_status_server(
+    launch: &mut Launch,
+    tls: Option<(Arc<ReloadingCert>, Arc<CryptoProvider>)>,
+    port: u16,
+    metrics: Arc<StatusMetrics>,
+) -> Result<Option<SocketAddr>, OperatorError> {
+    let Some((cert, provider)) = tls else {
+        tracing::info!(
+            "status server off: it serves the webhook certificate, and webhooks are disabled"
+        );
+        return Ok(None);
+    };
+    if port == 0 {
+        tracing::info!("status server off (--status-server-port 0)");
+        return Ok(None);
+    }
+    let server = bind_status_server(port, &cert, &provider, &launch.client).await?;
+    let server = server.with_metrics(metrics);
+    let addr = server.local_addr().map_err(OperatorError::Endpoints)?;
+    tracing::info!(%addr, "serving the TrainJob status server");
+    launch
+        .tasks
+        .spawn(ok(server.serve(launch.stop.signalled())));
+    Ok(Some(addr))
 }
 
 /// A started operator: its addresses, and [`Running::wait`] for its end.
