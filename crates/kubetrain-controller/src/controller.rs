@@ -61,7 +61,6 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
@@ -84,6 +83,7 @@ use kubetrain_jobset::plugins::Registry;
 use kubetrain_jobset::status::is_finished;
 use kubetrain_merge::plugins::mpi::{hostfile_config_map_name, ssh_auth_secret_name};
 use rand_core::OsRng;
+use tokio::time::Instant;
 
 use crate::applied::{AppliedMemory, hash_json, hash_of};
 use crate::apply::{apply_config_map, apply_object, apply_params};
