@@ -404,12 +404,7 @@ impl Operator {
             .map(|c| c.namespace.clone())
             .filter(|namespace| !namespace.is_empty())
             .unwrap_or_else(|| launch.client.default_namespace().to_owned());
-        let leadership = start_leadership(
-            self.election.take(),
-            &launch.client,
-            &launch.stop,
-            &mut launch.tasks,
-        );
+        let leadership = start_leadership(self.election.take(), &mut launch);
         register_leader_gauge(&mut registry, leadership.clone());
         if let Some((_, _, cert, _)) = &self.webhooks {
             crate::certs::register_expiry_gauge(&mut registry, cert.clone());
@@ -742,13 +737,14 @@ fn any_v4(port: u16) -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], port))
 }
 
-/// Leader election as configured (a task on `tasks` that ends with `stop`), or a replica that always leads.
-fn start_leadership(
-    election: Option<ElectionConfig>,
-    client: &Client,
-    stop: &Stop,
-    tasks: &mut JoinSet<Result<(), OperatorError>>,
-) -> Leadership {
+/// Leader election as configured (a task of `launch` that ends with its stop), or a replica that always leads.
+fn start_leadership(election: Option<ElectionConfig>, launch: &mut Launch) -> Leadership {
+    let Launch {
+        client,
+        stop,
+        tasks,
+        ..
+    } = launch;
     let Some(mut config) = election else {
         tracing::info!("leader election off: this replica writes");
         return Leadership::always();
@@ -793,16 +789,11 @@ impl Stop {
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> impl Future<Output = Result<(), OperatorError>> + Send + 'static {
         let stop = self.clone();
-        async move {
-            tokio::select! {
-                () = signal => {
-                    tracing::info!("shutting down");
-                    stop.trigger();
-                }
-                () = stop.signalled() => {}
-            }
-            Ok(())
-        }
+        self.until(async move {
+            signal.await;
+            tracing::info!("shutting down");
+            stop.trigger();
+        })
     }
 
     /// Runs `task` until it ends or the stop comes, whichever is first.
