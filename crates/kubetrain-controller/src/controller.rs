@@ -365,15 +365,16 @@ fn pace_count_writes(job: &TrainJob, ctx: &Context, decision: &mut StatusDecisio
         return;
     };
     let key = key_of(job);
-    let before = job.status.clone().unwrap_or_default();
-    if decision.patch.is_none() || !reconcile::counts_only(&before, &decision.status) {
+    let unwritten = TrainJobStatus::default();
+    let before = job.status.as_ref().unwrap_or(&unwritten);
+    if decision.patch.is_none() || !reconcile::counts_only(before, &decision.status) {
         writes.withdraw(&key);
         return;
     }
     let uid = job.metadata.uid.as_deref().unwrap_or_default();
     if writes.request(&key, uid, Instant::now()) == Verdict::Wait {
         tracing::debug!(trainjob = %format_args!("{}/{}", key.0, key.1), "count-only status write waits for the budget");
-        decision.status.jobs_status = before.jobs_status;
+        decision.status.jobs_status.clone_from(&before.jobs_status);
         decision.patch = None;
     }
 }

@@ -96,6 +96,8 @@ struct State {
     /// Keys in the order they joined; an entry no longer in `waiting` is skipped when it comes to the head.
     line: VecDeque<Key>,
     waiting: HashMap<Key, Waiter>,
+    /// The turns given, oldest first: the stale ones are found at the front, without a scan of `waiting`.
+    turns: VecDeque<(Key, Instant)>,
 }
 
 #[derive(Debug)]
@@ -115,6 +117,7 @@ impl CountWrites {
                 refilled: now,
                 line: VecDeque::new(),
                 waiting: HashMap::new(),
+                turns: VecDeque::new(),
             }),
             wake: Notify::new(),
             waiting_gauge,
@@ -203,6 +206,7 @@ impl CountWrites {
             if let Some(waiter) = state.waiting.get_mut(&head) {
                 waiter.turn_since = Some(now);
             }
+            state.turns.push_back((head.clone(), now));
             return Turn::Reconcile(head);
         }
     }
@@ -237,12 +241,8 @@ pub(crate) fn turns(
                     let next = ObjectRef::new(&name).within(&namespace);
                     return Some((next, (writes, store)));
                 }
-                Turn::After(wait) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
-                        () = writes.joined() => {}
-                    }
-                }
+                // A TrainJob joining behind the head cannot bring the head's turn sooner.
+                Turn::After(wait) => tokio::time::sleep(wait).await,
                 Turn::Idle => writes.joined().await,
             }
         }
@@ -262,10 +262,18 @@ impl State {
     }
 
     fn drop_stale_turns(&mut self, now: Instant) {
-        self.waiting.retain(|_, w| {
-            w.turn_since
-                .is_none_or(|since| now.saturating_duration_since(since) < TURN_TTL)
-        });
+        while let Some((key, since)) = self
+            .turns
+            .front()
+            .filter(|(_, since)| now.saturating_duration_since(*since) >= TURN_TTL)
+            .cloned()
+        {
+            self.turns.pop_front();
+            // Still the same untaken turn (not taken, withdrawn, or a later one of the same TrainJob).
+            if self.waiting.get(&key).and_then(|w| w.turn_since) == Some(since) {
+                self.waiting.remove(&key);
+            }
+        }
     }
 }
 

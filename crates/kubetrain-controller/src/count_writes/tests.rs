@@ -13,6 +13,14 @@ fn line(period_s: u64, burst: u32, start: Instant) -> CountWrites {
     CountWrites::new(budget, start, Gauge::default())
 }
 
+/// A line of one token per 5 s whose token "a" took at the start; `at(s)` is `s` seconds after the start.
+fn spent_line() -> (CountWrites, impl Fn(u64) -> Instant) {
+    let start = Instant::now();
+    let writes = line(5, 1, start);
+    assert_eq!(writes.request(&key("a"), "ua", start), Verdict::Write);
+    (writes, move |secs| start + Duration::from_secs(secs))
+}
+
 fn everyone_exists(_: &Key, _: &str) -> bool {
     true
 }
@@ -36,10 +44,7 @@ fn the_burst_goes_out_at_once_and_the_rest_waits_in_line() {
 
 #[test]
 fn turns_come_oldest_first_one_per_period_and_are_taken_by_the_next_request() {
-    let start = Instant::now();
-    let at = |secs| start + Duration::from_secs(secs);
-    let writes = line(5, 1, start);
-    assert_eq!(writes.request(&key("a"), "ua", at(0)), Verdict::Write);
+    let (writes, at) = spent_line();
     for name in ["b", "c"] {
         assert_eq!(writes.request(&key(name), name, at(1)), Verdict::Wait);
     }
@@ -70,10 +75,7 @@ fn turns_come_oldest_first_one_per_period_and_are_taken_by_the_next_request() {
 
 #[test]
 fn a_withdrawn_turn_gives_its_token_back_and_a_withdrawn_place_is_skipped() {
-    let start = Instant::now();
-    let at = |secs| start + Duration::from_secs(secs);
-    let writes = line(5, 1, start);
-    assert_eq!(writes.request(&key("a"), "ua", at(0)), Verdict::Write);
+    let (writes, at) = spent_line();
     for name in ["b", "c", "d"] {
         assert_eq!(writes.request(&key(name), name, at(0)), Verdict::Wait);
     }
@@ -95,10 +97,7 @@ fn a_withdrawn_turn_gives_its_token_back_and_a_withdrawn_place_is_skipped() {
 
 #[test]
 fn a_deleted_trainjob_leaves_the_line_without_a_token_and_an_untaken_turn_expires() {
-    let start = Instant::now();
-    let at = |secs| start + Duration::from_secs(secs);
-    let writes = line(5, 1, start);
-    assert_eq!(writes.request(&key("a"), "ua", at(0)), Verdict::Write);
+    let (writes, at) = spent_line();
     assert_eq!(
         writes.request(&key("gone"), "old-uid", at(0)),
         Verdict::Wait
