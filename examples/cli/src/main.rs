@@ -59,13 +59,29 @@ enum Command {
 /// (128 + 13), as for `cat` or `kubectl` in `... | head -1`.
 const CLOSED_PIPE: u8 = 141;
 
-/// Whether `err` comes from writing into a closed pipe.
+/// Whether `err` comes from writing into stdout after its reader went away. A broken pipe elsewhere (a
+/// socket to a peer or a server that closed) is a failure to report, so stdout itself is asked too.
 fn closed_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
+    let broken_pipe = err.chain().any(|cause| {
         cause
             .downcast_ref::<std::io::Error>()
             .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    });
+    broken_pipe && stdout_reader_gone()
+}
+
+/// Whether stdout's reader has gone: a pipe or socket whose other end is closed polls as an error or a
+/// hang-up at once.
+fn stdout_reader_gone() -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(&stdout, PollFlags::OUT)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&now)).is_ok()
+        && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
 }
 
 /// Makes `println!` into a closed stdout end the process quietly with [`CLOSED_PIPE`] instead of a panic
@@ -123,5 +139,21 @@ fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closed_pipe;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn a_broken_pipe_while_stdout_is_read_is_an_error_to_report() {
+        // A socket to a peer that closed (a rendezvous store, a server) gives the same error kind as a
+        // closed stdout; this process's stdout still has its reader.
+        let socket =
+            anyhow::Error::from(Error::from(ErrorKind::BrokenPipe)).context("telling the store");
+        assert!(!closed_pipe(&socket));
+        assert!(!closed_pipe(&anyhow::anyhow!("something else")));
     }
 }

@@ -1128,15 +1128,20 @@ impl ElasticAgent {
         self.shared.lock().lost.clone()
     }
 
-    /// Tells the store that the job finished: nodes that leave from now on do not re-form the group.
+    /// Tells the store that the job finished: nodes that leave from now on do not re-form the group. A store
+    /// already gone is no error: its host ends once it has finished too (or was lost), and nobody is left
+    /// to tell.
     pub fn finish(&mut self) -> Result<(), RendezvousError> {
         self.shared.lock().in_round = false;
         let mut conn = self
             .conn
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        conn.request(&Request::Done)
-            .map_err(|e| io("tell the elastic store the job finished", e))?;
+        match conn.request(&Request::Done) {
+            Ok(()) => {}
+            Err(e) if closed_by_peer(&e) => return Ok(()),
+            Err(e) => return Err(io("tell the elastic store the job finished", e)),
+        }
         // The answer (or the end of the store's process) is enough.
         let _ = conn.reply(Duration::from_secs(5));
         Ok(())
@@ -1154,6 +1159,18 @@ impl Drop for ElasticAgent {
         // The hosted store goes last, so that the other nodes see this node leave before the store ends.
         self.store.take();
     }
+}
+
+/// Whether `e` says the other end of a connection has closed it.
+fn closed_by_peer(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::BrokenPipe
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::NotConnected
+            | ErrorKind::UnexpectedEof
+    )
 }
 
 fn connect(target: &str, timeout: Duration) -> Result<TcpStream, RendezvousError> {
@@ -1548,6 +1565,21 @@ mod tests {
         assert!(said.last().unwrap().contains("no keep-alive"), "{said:?}");
         let round = host.next_round().unwrap().unwrap();
         assert_eq!((round.generation, round.nnodes), (2, 1));
+    }
+
+    #[test]
+    fn finishing_after_the_host_has_finished_and_ended_succeeds() {
+        let (mut agents, mut rounds, _) = group(2, 2, 1);
+        exchange_all(&mut rounds);
+        let mut other = agents.pop().unwrap();
+        // The host finishes first and its process ends, taking the store with it.
+        let mut host = agents.pop().unwrap();
+        host.finish().unwrap();
+        drop(host);
+        // The other node learns the connection is gone (its keep-alive fails), then finishes too.
+        assert!(other.wait_for_change(Duration::from_secs(10)));
+        assert!(other.lost_reason().is_some());
+        other.finish().unwrap();
     }
 
     #[test]
