@@ -178,7 +178,7 @@ impl AuditLog {
 
 /// A Secret that a TrainJob's pods reference, and the field that references it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct SecretReference {
+pub(crate) struct SecretReference {
     /// Name of the Secret (in the TrainJob's namespace).
     pub secret: String,
     /// Dotted path of the field that names it (the runtime's fields are prefixed `<Kind>/<name>:`).
@@ -232,7 +232,7 @@ fn volume_secrets(volumes: &[Volume], path: &str) -> Vec<SecretReference> {
 
 /// The Secrets a pod spec at `path` references: container and init-container env and envFrom, volumes and
 /// image pull secrets.
-pub fn pod_spec_secrets(spec: &PodSpec, path: &str) -> Vec<SecretReference> {
+pub(crate) fn pod_spec_secrets(spec: &PodSpec, path: &str) -> Vec<SecretReference> {
     let mut found = volume_secrets(
         spec.volumes.as_deref().unwrap_or_default(),
         &format!("{path}.volumes"),
@@ -273,7 +273,7 @@ pub fn pod_spec_secrets(spec: &PodSpec, path: &str) -> Vec<SecretReference> {
 /// The Secrets a TrainJob's pods reference: its own fields (trainer and initializer env, initializer
 /// `secretRef`, runtime-patch volumes, env and image pull secrets) and, when `runtime` (`(kind, name, spec)`)
 /// is known, the runtime's pod templates.
-pub fn trainjob_secrets(
+pub(crate) fn trainjob_secrets(
     job: &TrainJob,
     runtime: Option<(&str, &str, &TrainingRuntimeSpec)>,
 ) -> Vec<SecretReference> {

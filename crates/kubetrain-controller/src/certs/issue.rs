@@ -14,9 +14,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
 /// The CA's common name (upstream's cert-controller `CAName`).
-pub const CA_NAME: &str = "kubeflow-trainer-ca";
+pub(crate) const CA_NAME: &str = "kubeflow-trainer-ca";
 /// The CA's organization (upstream's `CAOrganization`).
-pub const CA_ORGANIZATION: &str = "kubeflow-trainer";
+pub(crate) const CA_ORGANIZATION: &str = "kubeflow-trainer";
 
 /// How far back certificates start, for clocks that lag (as cert-controller: one hour).
 const BACKDATE: Duration = Duration::from_secs(3600);

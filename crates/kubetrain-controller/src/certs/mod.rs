@@ -66,19 +66,17 @@ mod tests;
 pub(crate) use expiry::register_expiry_gauge;
 pub(crate) use serving::Serving;
 
-pub use issue::{CA_NAME, CA_ORGANIZATION};
-
 /// Upstream's ValidatingWebhookConfiguration (`cmd/trainer-controller-manager`).
-pub const VALIDATING_WEBHOOK_CONFIGURATION: &str = "validator.trainer.kubeflow.org";
+pub(crate) const VALIDATING_WEBHOOK_CONFIGURATION: &str = "validator.trainer.kubeflow.org";
 /// Upstream's MutatingWebhookConfiguration.
-pub const MUTATING_WEBHOOK_CONFIGURATION: &str = "defaulter.trainer.kubeflow.org";
+pub(crate) const MUTATING_WEBHOOK_CONFIGURATION: &str = "defaulter.trainer.kubeflow.org";
 /// The environment variable that shortens the certificates' validity (for tests), e.g. `2m` or `90s`.
 pub const VALIDITY_ENV: &str = "KUBETRAIN_CERT_VALIDITY";
 /// The environment variable listing extra names (DNS names or IP addresses, comma-separated) for the
 /// serving certificate: a webhook reached by URL rather than through its Service (the e2e harness).
 pub const EXTRA_NAMES_ENV: &str = "KUBETRAIN_CERT_EXTRA_NAMES";
 /// The readiness check's name in `/readyz`.
-pub const READY_CHECK: &str = "webhook-certificate";
+pub(crate) const READY_CHECK: &str = "webhook-certificate";
 
 /// cert-controller's defaults.
 const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -245,7 +243,7 @@ fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> CertsError {
 }
 
 /// The certificate management of one replica.
-pub struct CertManager {
+pub(crate) struct CertManager {
     settings: CertManagement,
     client: kube::Client,
     cert: Arc<ReloadingCert>,

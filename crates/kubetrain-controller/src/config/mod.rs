@@ -389,7 +389,7 @@ impl Configuration {
 /// # Errors
 ///
 /// A message saying what is wrong with the address.
-pub fn parse_bind_address(text: &str) -> Result<Option<SocketAddr>, String> {
+pub(crate) fn parse_bind_address(text: &str) -> Result<Option<SocketAddr>, String> {
     if text.is_empty() || text == "0" {
         return Ok(None);
     }
@@ -429,7 +429,7 @@ fn parse_host(host: &str) -> Result<Option<IpAddr>, String> {
 /// # Errors
 ///
 /// A message naming the bad part.
-pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_go_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("{text:?} is not a duration (examples: 15s, 1m30s, 500ms)");
     if text == "0" {
         return Ok(Duration::ZERO);
@@ -466,7 +466,7 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Writes a duration the way Go prints one (`15s`, `1m30s`, `500ms`).
-pub fn format_go_duration(duration: Duration) -> String {
+pub(crate) fn format_go_duration(duration: Duration) -> String {
     let total_ms = duration.as_millis();
     if total_ms == 0 {
         return "0s".into();

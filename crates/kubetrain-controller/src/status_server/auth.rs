@@ -24,9 +24,9 @@ use kube::api::{Api, PostParams};
 use tokio::sync::Semaphore;
 
 /// How long an accepted token is trusted without asking the API server again (never past its `exp`).
-pub const CACHE_TTL: Duration = Duration::from_secs(10);
+pub(crate) const CACHE_TTL: Duration = Duration::from_secs(10);
 /// Accepted tokens remembered at most; past it the cache is emptied (every job re-reviews once).
-pub const CACHE_ENTRIES: usize = 4096;
+pub(crate) const CACHE_ENTRIES: usize = 4096;
 /// How long a refused token stays refused without asking the API server again. Port 10443 is reachable by
 /// pods (see the NetworkPolicy in docs/operator.md), and without this every post of a forged or expired
 /// token would make the operator send one TokenReview: 2,000 posts, 2,000 reviews in about a second, load

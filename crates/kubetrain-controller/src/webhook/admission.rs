@@ -392,7 +392,7 @@ fn decode<T: DeserializeOwned>(object: Option<&DynamicObject>, field: &str) -> R
 pub const MAX_MESSAGE: usize = 32 * 1024;
 
 /// Warnings passed on per review; the API server shows each to the user, so a few are plenty.
-pub const MAX_WARNINGS: usize = 32;
+pub(crate) const MAX_WARNINGS: usize = 32;
 
 /// Allowed unless a finding is an error; errors become one message, warnings pass through (when `warn`).
 /// Duplicate errors and warnings are reported once, and both are capped ([`MAX_MESSAGE`], [`MAX_WARNINGS`]).

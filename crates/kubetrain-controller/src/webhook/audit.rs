@@ -36,7 +36,7 @@ pub const RUNTIME_CHANGED: &str = "RuntimeChanged";
 /// Reason of the Warning event about a denied runtime create or update.
 pub const RUNTIME_DENIED: &str = "RuntimeDenied";
 /// Action of the admission events.
-pub const ACTION_ADMISSION: &str = "Admission";
+pub(crate) const ACTION_ADMISSION: &str = "Admission";
 
 /// The events and audit lines of the validating webhooks.
 #[derive(Clone)]

@@ -113,7 +113,7 @@ impl RuntimeCache {
 
 /// Reads runtimes and JobSets through a kube client, runtimes from a [`RuntimeCache`] when it has one.
 #[derive(Clone)]
-pub struct ClusterReader {
+pub(crate) struct ClusterReader {
     client: Client,
     cache: Option<RuntimeCache>,
     live: Arc<Semaphore>,

@@ -31,14 +31,14 @@ mod policy;
 mod server;
 pub mod tls;
 
-pub use admission::{Admission, BadReview, MAX_MESSAGE, MAX_WARNINGS};
+pub use admission::{Admission, BadReview, MAX_MESSAGE};
 pub use audit::{
-    ACTION_ADMISSION, AdmissionAudit, RUNTIME_CHANGED, RUNTIME_DENIED, TRAINJOB_DENIED,
-    TRAINJOB_SUBMITTED,
+    AdmissionAudit, RUNTIME_CHANGED, RUNTIME_DENIED, TRAINJOB_DENIED, TRAINJOB_SUBMITTED,
 };
-pub use cluster::{ClusterReader, RuntimeCache};
+pub use cluster::RuntimeCache;
 pub use metrics::{ReviewOutcome, WebhookMetrics};
-pub use policy::{AdmissionSetup, PolicyGate, TrainingPolicySource};
+pub(crate) use policy::AdmissionSetup;
+pub use policy::{PolicyGate, TrainingPolicySource};
 pub use server::{FREE_BODY, MAX_BODY, ServerLimits, WebhookError, WebhookServer};
 
 /// The RBAC the webhooks need (cluster-wide reads only): the runtime a TrainJob references (watched by the

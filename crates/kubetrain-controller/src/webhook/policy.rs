@@ -338,7 +338,7 @@ impl std::str::FromStr for TrainingPolicySource {
 
 /// The operator's admission extras: the training policy's source and the audit log.
 #[derive(Clone, Debug, Default)]
-pub struct AdmissionSetup {
+pub(crate) struct AdmissionSetup {
     /// Where the policy comes from.
     pub policy: TrainingPolicySource,
     /// Audit lines (none: events only).

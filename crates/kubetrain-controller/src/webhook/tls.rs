@@ -260,7 +260,7 @@ fn suite_name(suite: rustls::SupportedCipherSuite) -> String {
 }
 
 /// Whether `name` is a cipher suite this build can serve (IANA names, as Go's `tls.CipherSuiteName`).
-pub fn cipher_suite_known(name: &str) -> bool {
+pub(crate) fn cipher_suite_known(name: &str) -> bool {
     crate::default_crypto_provider().is_none_or(|provider| {
         provider
             .cipher_suites
