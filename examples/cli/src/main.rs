@@ -76,11 +76,8 @@ fn stdout_reader_gone() -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let stdout = std::io::stdout();
     let mut fds = [PollFd::new(&stdout, PollFlags::OUT)];
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    poll(&mut fds, Some(&now)).is_ok()
+    // A zero timeout: the answer is wanted now, not once stdout can take more.
+    poll(&mut fds, Some(&Timespec::default())).is_ok()
         && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
 }
 
