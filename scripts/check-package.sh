@@ -40,5 +40,8 @@ for c in "${crates[@]}"; do
     rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$c-$version"
 done
 rm -rf "$target"/package/tmp-registry "$target"/debug/.fingerprint/kubetrain-*
-cargo package --allow-dirty "${pkgs[@]}" --features k8s-openapi/latest
+# Without debug info: a packaged manifest carries none of the workspace's [profile] settings, so the verification
+# builds would otherwise use cargo's default (full debug info for every crate): measured on 2 cores, 5.7 GB more
+# in <target>/debug and 9 min, against 2.7 GB and 6 min with it off. Only whether the packages build is checked.
+CARGO_PROFILE_DEV_DEBUG=false cargo package --allow-dirty "${pkgs[@]}" --features k8s-openapi/latest
 echo "ok: ${#crates[@]} packages verified (built from their .crate files with k8s-openapi/latest)"
