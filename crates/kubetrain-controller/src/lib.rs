@@ -65,6 +65,7 @@ mod serving;
 mod settings;
 mod snapshots;
 pub mod status_server;
+mod verdicts;
 pub mod webhook;
 
 pub use controller::run;

@@ -18,8 +18,6 @@
 //! assert_eq!(ScrapeVerdict::Forbidden("system:anonymous".into()).status(), 403);
 //! ```
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -30,6 +28,7 @@ use kube::api::{Api, PostParams};
 use tokio::sync::Semaphore;
 
 use crate::status_server::auth::bearer;
+use crate::verdicts::Verdicts;
 
 /// How long a verdict on a (token, verb, path) is reused.
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -78,7 +77,7 @@ type Key = (String, String, String);
 /// TokenReview + SubjectAccessReview for scrapes, with a short verdict cache.
 pub struct MetricsAuth {
     client: kube::Client,
-    cache: Mutex<HashMap<Key, (Instant, ScrapeVerdict)>>,
+    cache: Verdicts<Key, ScrapeVerdict>,
     reviews: Semaphore,
 }
 
@@ -93,7 +92,7 @@ impl MetricsAuth {
     pub fn new(client: kube::Client) -> Self {
         Self {
             client,
-            cache: Mutex::new(HashMap::new()),
+            cache: Verdicts::new(CACHE_ENTRIES),
             reviews: Semaphore::new(MAX_CONCURRENT_REVIEWS),
         }
     }
@@ -125,23 +124,12 @@ impl MetricsAuth {
     }
 
     fn cached(&self, key: &Key) -> Option<ScrapeVerdict> {
-        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache
-            .get(key)
-            .filter(|(until, _)| *until > Instant::now())
-            .map(|(_, verdict)| verdict.clone())
+        self.cache.get(key, Instant::now())
     }
 
     fn remember(&self, key: Key, verdict: ScrapeVerdict) {
         let now = Instant::now();
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= CACHE_ENTRIES {
-            cache.retain(|_, (until, _)| *until > now);
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
-            }
-        }
-        cache.insert(key, (now + CACHE_TTL, verdict));
+        self.cache.insert(key, verdict, now + CACHE_TTL, now);
     }
 
     async fn review(&self, token: &str, verb: &str, path: &str) -> ScrapeVerdict {

@@ -14,14 +14,14 @@
 //! and a request that waited for one looks at the caches again: one token posted any number of times costs
 //! at most that many reviews per TTL.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::{Api, PostParams};
 use tokio::sync::Semaphore;
+
+use crate::verdicts::Verdicts;
 
 /// How long an accepted token is trusted without asking the API server again (never past its `exp`).
 pub(crate) const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -71,51 +71,13 @@ pub struct ReviewError(#[from] kube::Error);
 /// Checks tokens with `TokenReview`s (RBAC: `authentication.k8s.io` `tokenreviews` `create`).
 pub struct Authenticator {
     client: kube::Client,
-    accepted: Verdicts,
-    denied: Verdicts,
+    accepted: Verdicts<Key, AuthVerdict>,
+    denied: Verdicts<Key, AuthVerdict>,
     reviews: Semaphore,
 }
 
 /// (audience, token).
 type Key = (String, String);
-
-/// Verdicts of one kind, each until its instant, at most `max` of them.
-struct Verdicts {
-    until: Mutex<HashMap<Key, (Instant, AuthVerdict)>>,
-    max: usize,
-}
-
-impl Verdicts {
-    fn new(max: usize) -> Self {
-        Self {
-            until: Mutex::new(HashMap::new()),
-            max,
-        }
-    }
-
-    fn get(&self, key: &Key, now: Instant) -> Option<AuthVerdict> {
-        let mut until = self.until.lock().unwrap_or_else(|e| e.into_inner());
-        match until.get(key) {
-            Some((end, verdict)) if *end > now => Some(verdict.clone()),
-            Some(_) => {
-                until.remove(key);
-                None
-            }
-            None => None,
-        }
-    }
-
-    fn insert(&self, key: Key, verdict: AuthVerdict, end: Instant, now: Instant) {
-        let mut until = self.until.lock().unwrap_or_else(|e| e.into_inner());
-        if until.len() >= self.max {
-            until.retain(|_, (end, _)| *end > now);
-            if until.len() >= self.max {
-                until.clear();
-            }
-        }
-        until.insert(key, (end, verdict));
-    }
-}
 
 impl std::fmt::Debug for Authenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
