@@ -33,11 +33,10 @@ build() {
     # KUBETRAIN_E2E_DROP_GO_CACHE=1 (CI): this component's Go build cache lives in a folder of its own, removed
     # once it is built. The components pin different Kubernetes versions and share little beyond the standard
     # library, while one shared cache grows past 10 GB; on a machine built once, that is disk for nothing.
-    local gocache
-    gocache=$(go env GOCACHE)
-    [[ "${KUBETRAIN_E2E_DROP_GO_CACHE:-0}" == 1 ]] && gocache="$tmp.gocache"
-    (cd "$E2E_DIR/tools/$name" && GOCACHE="$gocache" go build -trimpath ${BUILD_TAGS:+-tags "$BUILD_TAGS"} -ldflags "-s -w $ldflags" -o "$tmp/" "$@")
-    [[ "$gocache" == "$tmp.gocache" ]] && rm -rf "$gocache"
+    local own_cache=""
+    [[ "${KUBETRAIN_E2E_DROP_GO_CACHE:-0}" == 1 ]] && own_cache="$tmp.gocache"
+    (cd "$E2E_DIR/tools/$name" && GOCACHE="${own_cache:-$(go env GOCACHE)}" go build -trimpath ${BUILD_TAGS:+-tags "$BUILD_TAGS"} -ldflags "-s -w $ldflags" -o "$tmp/" "$@")
+    [[ -z "$own_cache" ]] || rm -rf "$own_cache"
     rm -rf "$dir" && mv "$tmp" "$dir"
     log "$name $version: built in $((SECONDS - start)) s ($(du -sh "$dir" | cut -f1))"
 }
